@@ -1,0 +1,244 @@
+"""Number systems the forward pass runs in.
+
+A backend turns the exact parameters (mpf) into its own numbers and supplies the handful of
+elementwise operations the forward pass needs (``exp``, ``sqrt``, ``maximum``); the arithmetic
+itself (``+ - * /``, sums and dot products) is numpy's, on numpy dtypes or on object arrays of
+mpmath or arb numbers.  So there is one forward pass, not one per backend.
+
+* ``float64``, ``float32``, ``float16`` -- numpy floating point: a fast screen, never a proof;
+* ``mp<digits>`` (e.g. ``mp50``) -- mpmath at that many decimal digits: high precision, not a
+  proof by itself;
+* ``arb<bits>`` (e.g. ``arb256``) -- ball arithmetic (python-flint / Arb): every number is a
+  midpoint with a radius that provably encloses the exact real value, so comparisons made on
+  the balls are rigorous.  This is the certifying backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+
+import flint
+import mpmath
+import numpy as np
+
+
+class Backend:
+    """Interface shared by all backends (see the module docstring)."""
+
+    name = "abstract"
+    rigorous = False
+
+    def context(self):
+        """Context manager fixing the working precision for this backend's arithmetic."""
+        return contextlib.nullcontext()
+
+    def vec(self, values) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def full(self, shape, value) -> np.ndarray:
+        """An array of the given shape filled with one backend number."""
+        return np.full(shape, value, dtype=object)
+
+    def exp(self, x):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def sqrt(self, x):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def maximum(self, a, b):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def is_zero(self, x) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def lower(self, x) -> np.ndarray:
+        """Float lower bound of each entry (just the value for non-rigorous backends)."""
+        return np.asarray(x, dtype=np.float64)
+
+    def upper(self, x) -> np.ndarray:
+        """Float upper bound of each entry (just the value for non-rigorous backends)."""
+        return np.asarray(x, dtype=np.float64)
+
+    def __repr__(self):
+        return f"<backend {self.name}>"
+
+
+class NumpyBackend(Backend):
+    """IEEE floating point in a numpy dtype."""
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+        self.name = self.dtype.name
+        self.unit_roundoff = float(np.finfo(self.dtype).eps) / 2
+
+    def vec(self, values):
+        arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+        if arr.dtype == object:
+            flat = [float(x) for x in arr.ravel()]
+            return np.array(flat, dtype=np.float64).reshape(arr.shape).astype(self.dtype)
+        return arr.astype(self.dtype)
+
+    def full(self, shape, value):
+        return np.full(shape, value, dtype=self.dtype)
+
+    def exp(self, x):
+        with np.errstate(over="ignore", under="ignore"):
+            return np.exp(x)
+
+    def sqrt(self, x):
+        return np.sqrt(x)
+
+    def maximum(self, a, b):
+        return np.maximum(a, b)
+
+    def is_zero(self, x):
+        return np.asarray(x) == 0
+
+
+class MpmathBackend(Backend):
+    """mpmath at a fixed number of decimal digits (object arrays of mpf)."""
+
+    def __init__(self, dps: int):
+        if dps < 15:
+            raise ValueError(f"mpmath backend needs at least 15 digits, got {dps}")
+        self.dps = int(dps)
+        self.name = f"mp{self.dps}"
+        self._exp = np.frompyfunc(mpmath.exp, 1, 1)
+        self._sqrt = np.frompyfunc(mpmath.sqrt, 1, 1)
+        self._max = np.frompyfunc(max, 2, 1)
+
+    def context(self):
+        return mpmath.workdps(self.dps)
+
+    def vec(self, values):
+        arr = np.asarray(values, dtype=object)
+        out = np.empty(arr.shape, dtype=object)
+        for idx, x in np.ndenumerate(arr):
+            out[idx] = mpmath.mpf(x) if not isinstance(x, (float, np.floating)) else mpmath.mpf(float(x))
+        return +out  # unary plus rounds to the working precision
+
+    def exp(self, x):
+        return self._exp(x)
+
+    def sqrt(self, x):
+        return self._sqrt(x)
+
+    def maximum(self, a, b):
+        return self._max(a, b)
+
+    def is_zero(self, x):
+        return np.vectorize(lambda v: v == 0, otypes=[bool])(x)
+
+    def lower(self, x):
+        return np.vectorize(float, otypes=[np.float64])(x)
+
+    upper = lower
+
+
+def _arb_from_exact(x) -> flint.arb:
+    """The exact arb of a binary number (int, float or mpf) -- no rounding."""
+    if isinstance(x, flint.arb):
+        return x
+    if isinstance(x, (int, np.integer)):
+        return flint.arb(int(x))
+    if isinstance(x, (float, np.floating)):
+        x = mpmath.mpf(float(x))
+    if isinstance(x, mpmath.mpf):
+        if not mpmath.isfinite(x):
+            raise ValueError(f"non-finite value {x}")
+        sign, man, exp, _ = x._mpf_
+        man = -int(man) if sign else int(man)
+        a = flint.arb(man * 2**exp) if exp >= 0 else flint.arb(flint.fmpq(man, 2 ** (-exp)))
+        if not a.is_exact():
+            raise ValueError(f"{x} has more bits than the ball precision {flint.ctx.prec}")
+        return a
+    raise TypeError(f"cannot convert {type(x).__name__} exactly to a ball")
+
+
+class ArbBackend(Backend):
+    """Ball arithmetic (Arb via python-flint) at ``prec`` bits: rigorous enclosures."""
+
+    rigorous = True
+
+    def __init__(self, prec: int):
+        if prec < 53:
+            raise ValueError(f"ball backend needs at least 53 bits, got {prec}")
+        self.prec = int(prec)
+        self.name = f"arb{self.prec}"
+        self._exp = np.frompyfunc(lambda v: v.exp(), 1, 1)
+        self._sqrt = np.frompyfunc(lambda v: v.sqrt(), 1, 1)
+        # Softmax is invariant under any common shift, so the shift need not be a rigorous max:
+        # the exact midpoint of the larger ball is as good and keeps the result rigorous.
+        self._max = np.frompyfunc(lambda a, b: a.mid() if a.mid() >= b.mid() else b.mid(), 2, 1)
+        self._zero = np.vectorize(lambda v: v.is_zero(), otypes=[bool])
+        self._lower = np.vectorize(lambda v: _arb_float(v, lower=True), otypes=[np.float64])
+        self._upper = np.vectorize(lambda v: _arb_float(v, lower=False), otypes=[np.float64])
+
+    @contextlib.contextmanager
+    def context(self):
+        old = flint.ctx.prec
+        flint.ctx.prec = self.prec
+        try:
+            yield
+        finally:
+            flint.ctx.prec = old
+
+    def vec(self, values):
+        arr = np.asarray(values, dtype=object)
+        out = np.empty(arr.shape, dtype=object)
+        for idx, x in np.ndenumerate(arr):
+            out[idx] = _arb_from_exact(x)
+        return out
+
+    def exp(self, x):
+        return self._exp(x)
+
+    def sqrt(self, x):
+        return self._sqrt(x)
+
+    def maximum(self, a, b):
+        return self._max(a, b)
+
+    def is_zero(self, x):
+        return self._zero(x)
+
+    def lower(self, x):
+        return self._lower(x)
+
+    def upper(self, x):
+        return self._upper(x)
+
+
+def _arb_float(v: flint.arb, lower: bool) -> float:
+    """A float that is a rigorous lower (or upper) bound of every point of the ball ``v``."""
+    if not v.is_finite():
+        return -math.inf if lower else math.inf
+    end = v.lower() if lower else v.upper()  # exact endpoints, possibly with more bits
+    f = float(end.mid())  # round to nearest, then step outwards if that went the wrong way
+    exact = _arb_from_exact(f)
+    if lower and exact > end:
+        f = math.nextafter(f, -math.inf)
+    elif not lower and exact < end:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+_PATTERN = re.compile(r"^(float64|float32|float16|mp(\d+)|arb(\d+))$")
+
+
+def get_backend(spec) -> Backend:
+    """A backend from its name: ``float64``, ``float32``, ``float16``, ``mp<dps>``, ``arb<bits>``."""
+    if isinstance(spec, Backend):
+        return spec
+    m = _PATTERN.match(str(spec))
+    if not m:
+        raise ValueError(
+            f"unknown backend {spec!r}; use float64, float32, float16, mp<digits> or arb<bits>"
+        )
+    if m.group(2):
+        return MpmathBackend(int(m.group(2)))
+    if m.group(3):
+        return ArbBackend(int(m.group(3)))
+    return NumpyBackend(spec)
