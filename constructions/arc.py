@@ -1,0 +1,69 @@
+"""The projective arc: what a linear read-out after post-norm can count.
+
+With ``eps = 0`` LayerNorm is invariant under positive scaling, so after post-norm the
+normaliser of the attention cancels: for either attention the residual is, up to a positive
+factor, ``p + n q`` for two fixed vectors, and after centring and scaling
+``z(n) = sqrt(d) * unit(P + n Q)`` lies on an arc of the circle of radius ``sqrt(d)`` in the
+plane of the centred vectors ``P, Q``.  In that plane write the line ``P + t Q`` by its distance
+``lam |Q|`` from the origin and the parameter ``n0`` of its foot; a regression read-out is then
+
+    y(n) = C + R cos(theta(n) - phi),   theta(n) = atan((n - n0)/lam),
+
+with ``R = sqrt(d) * |w projected on the plane|`` (post_bare).
+
+**Symmetric construction.**  Take ``n0 = L/2``, ``phi = pi/2``, ``C = L/2``; with
+``x = n - L/2`` and ``s_x = sqrt(lam^2 + x^2)`` the read-out is ``L/2 + b x / s_x`` and, the
+error being odd in ``x``, the count conditions are ``s_x (1 - 1/(2x)) < b < s_x (1 + 1/(2x))``
+for every ``x > 0``.  The left side increases with ``x``, so
+
+    b_lo(lam) = sqrt(lam^2 + L^2/4) * (1 - 1/L),
+    b_hi(lam) = min_{x in {n - L/2 > 0}} sqrt(lam^2 + x^2) * (1 + 1/(2x)).
+
+Counting needs ``b_lo < b_hi``, which holds only for ``lam`` of order ``L^{3/2}``: expanding,
+``b_lo ~ lam (1 - 1/L + L^2/(8 lam^2))`` must stay below ``b_hi ~ lam (1 + O(lam^{-2/3}))``.
+So ``R ~ L^{3/2}``: the ``L^{3/2}`` of post-norm.
+"""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import sympy
+
+lam, L, x = sympy.symbols("lambda L x", positive=True)
+
+#: the smallest read-out amplitude allowed by the outermost count
+B_LO = sympy.sqrt(lam**2 + L**2 / 4) * (1 - 1 / L)
+#: the largest amplitude allowed by the count at offset x from the centre
+B_HI_X = sympy.sqrt(lam**2 + x**2) * (1 + 1 / (2 * x))
+
+_lo = sympy.lambdify((lam, L), B_LO, "mpmath")
+_hi_x = sympy.lambdify((lam, x), B_HI_X, "mpmath")
+_lo_np = sympy.lambdify((lam, L), B_LO, "numpy")
+_hi_np = sympy.lambdify((lam, x), B_HI_X, "numpy")
+
+
+def offsets(L_value: int) -> np.ndarray:
+    """The positive offsets ``x = n - L/2`` for ``n = 0..L``."""
+    n = np.arange(L_value + 1, dtype=np.float64)
+    xs = n - L_value / 2
+    return xs[xs > 0]
+
+
+def interval(lam_value, L_value: int):
+    """``(b_lo, b_hi)`` at ``lam`` for counting to ``L`` (mpmath, exact minimum over x)."""
+    lv = mpmath.mpf(lam_value)
+    lo = _lo(lv, L_value)
+    xs = offsets(L_value)
+    # locate the minimiser in float64, then evaluate its neighbourhood at full precision
+    j = int(np.argmin(_hi_np(float(lv), xs)))
+    hi = min(_hi_x(lv, mpmath.mpf(xs[i])) for i in range(max(j - 2, 0), min(j + 3, len(xs))))
+    return lo, hi
+
+
+def interval_float(lam_value: np.ndarray, L_value: int):
+    """Vectorised float64 version of :func:`interval` (a fast screen)."""
+    lv = np.asarray(lam_value, dtype=np.float64)
+    xs = offsets(L_value)
+    hi = _hi_np(lv[..., None], xs).min(axis=-1)
+    return _lo_np(lv, L_value), hi
