@@ -85,7 +85,8 @@ def _segment_vectors(cell: Cell) -> dict:
         X = B + r
         e_a, e_s = B * c1, -r * c1
         w = (A / X) * c1
-        return {"e_s": e_s, "e_a": e_a, "w": w, "w0": C - 2 * _dot(w, e_s)}
+        return {"e_s": e_s, "e_a": e_a, "w": w, "w0": C - 2 * _dot(w, e_s),
+                "_h_s": e_s, "_h_a": e_a}
     if cell.norm == "pre_bare":
         cos_g = 1 - sigma / d
         sin_g = sympy.sqrt(sympy.Max(0, 1 - cos_g**2))
@@ -93,7 +94,8 @@ def _segment_vectors(cell: Cell) -> dict:
         h_s, h_a = sd * c1, sd * (cos_g * c1 + sin_g * perp)
         delta = h_s - h_a
         w = -(A / (2 * sigma)) * delta
-        return {"e_s": e_s, "e_a": e_a, "w": w, "w0": C - _dot(w, e_s) - _dot(w, h_s)}
+        return {"e_s": e_s, "e_a": e_a, "w": w, "w0": C - _dot(w, e_s) - _dot(w, h_s),
+                "_h_s": h_s, "_h_a": h_a}
     # pre_learned
     c = 1 + sq
     X = sympy.Min((c * B + sympy.sqrt(c**2 * B**2 + 4 * sigma)) / 2, 2 * sq * B)
@@ -102,10 +104,10 @@ def _segment_vectors(cell: Cell) -> dict:
     alpha = a / sq
     e_s = te * (alpha * c1 + sympy.sqrt(sympy.Max(0, 1 - alpha**2)) * perp)
     e_a = -te * c1
-    h_s = (B * a + beta1) * e1
+    h_s, h_a = (B * a + beta1) * e1, (beta1 - B * sq) * e1
     w = -(A / X) * e1
     return {"e_s": e_s, "e_a": e_a, "g": B * e1, "beta": beta1 * e1, "w": w,
-            "w0": C - _dot(w, e_s) - _dot(w, h_s)}
+            "w0": C - _dot(w, e_s) - _dot(w, h_s), "_h_s": h_s, "_h_a": h_a}
 
 
 def _arc_vectors(cell: Cell) -> dict:
@@ -163,6 +165,7 @@ def _line_vectors(cell: Cell) -> dict:
         out = {"e_s": e, "e_a": e, "g": B * e1, "beta": B * e1, "w": (A / (tau * H**3)) * e1}
     # y(0) = <w, e_s> + tau <h_s, h_s> <w, h_s> + w0
     out["w0"] = C - _dot(out["w"], e) - tau * _dot(h, h) * _dot(out["w"], h)
+    out["_h_s"] = out["_h_a"] = h
     return out
 
 
@@ -200,7 +203,11 @@ class RegressionDesign:
 
     # ----------------------------------------------------------------- symbolic side
     def symbolic(self) -> dict:
-        """Every trainable vector and free scalar as a sympy expression in ``B, L, t, A, C``."""
+        """Every trainable vector and free scalar as a sympy expression in ``B, L, t, A, C``.
+
+        Keys starting with ``_`` are derived quantities, not parameters: the token values
+        ``_h_s, _h_a`` (after pre-norm) of the segment and line families.
+        """
         builder = {"segment": _segment_vectors, "arc": _arc_vectors, "line": _line_vectors}
         return builder[self.family](self.cell)
 
@@ -283,11 +290,22 @@ class RegressionDesign:
                 Cv = -(Av - 1) * L_value / 2
             else:
                 Cv = mpmath.mpf(L_value) / 2
-            values = self._builder()(Bv, mpmath.mpf(L_value), tv, Av, Cv)
-            out = dict(zip(self._names, values))
-            vectors = {k: [mpmath.mpf(x) for x in np.array(v.tolist(), dtype=object).ravel()]
-                       for k, v in out.items() if k != "w0"}
-            return Params(self.cell, vectors, {"w0": mpmath.mpf(out["w0"])})
+            out = self.evaluate(L_value, Bv, tv, Av, Cv)
+            vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
+            return Params(self.cell, vectors, {"w0": out["w0"]})
+
+    def evaluate(self, L_value, B_value, t_value, A_value, C_value) -> dict:
+        """The symbolic construction evaluated in mpmath: name -> mpf or object array of mpf."""
+        values = self._builder()(mpmath.mpf(B_value), mpmath.mpf(L_value), mpmath.mpf(t_value),
+                                 mpmath.mpf(A_value), mpmath.mpf(C_value))
+        out = {}
+        for name, v in zip(self._names, values):
+            if hasattr(v, "tolist"):
+                out[name] = np.array([mpmath.mpf(x) for x in np.array(v.tolist(), dtype=object).ravel()],
+                                     dtype=object)
+            else:
+                out[name] = mpmath.mpf(v)
+        return out
 
 
 @functools.lru_cache(maxsize=None)

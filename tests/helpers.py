@@ -143,41 +143,64 @@ def error_scale(params: Params, n_a: int, n_b: int = 0) -> mpmath.mpf:
     """The magnitude that the rounding errors of one forward pass are relative to.
 
     Rounding perturbs every quantity by a few ulps of the *magnitudes* involved, not of the
-    result, so the absolute error of the output is bounded (to first order, up to a factor
-    growing like the number of summed terms) by this scale:
+    result, so the absolute error of the output is bounded (to first order, times the number of
+    roundings on the longest chain, i.e. about the number of summed terms) by this scale:
 
     * ``R``: the residual's magnitude ``|e_s| + sum_j |weight_j| |h_j|`` times ``(1 + max|score|)``
       (exp turns an absolute score error into a relative weight error) times the pre-norm
       amplification ``kappa = |e_x| / |centred e_x|``;
-    * post-norm multiplies absolute errors in ``r`` by ``|dN/dr| <= sqrt(d) max(1,|g|) / |centred r|``;
+    * post-norm multiplies absolute errors in ``r`` by ``|dN/dr| <= sqrt(d) max(1,|g|) / |centred r|``
+      and adds the size of ``z``;
     * the read-out multiplies by ``|w|`` (``|u_c|``) and adds ``|w0|`` (``|b_c|``).
     """
+    return error_scales(params, [(n_a, n_b)])[0]
+
+
+def error_scales(params: Params, pairs) -> list:
+    """:func:`error_scale` for many counts ``(n_a, n_b)``; 30 digits suffice for a scale."""
     cell = params.cell
-    ref = ref_mp(params, "s" + "a" * n_a + "b" * n_b, dps=40)
-    with mpmath.workdps(40):
+    toks = "sa" + ("b" if cell.distractor else "")
+    V = params.vectors
+    vectors, scalars = params_as_lists(params)
+    out = []
+    with mpmath.workdps(30):
+        ref = ref_forward(cell, vectors, scalars, toks, MP)  # token values and their scores
+
         def norm(v):
             return mpmath.sqrt(sum(x * x for x in v))
 
-        def centred_norm(v):
+        def centred(v):
             mean = sum(v) / len(v)
-            return norm([x - mean for x in v])
+            return [x - mean for x in v]
 
-        V = params.vectors
+        sigma = dict(zip(toks, ref.scores))
+        hn = {t: norm(ref.h[t]) for t in toks}
         kappa = 1
         if cell.pre:
-            kappa = max(norm(V[f"e_{t}"]) / centred_norm(V[f"e_{t}"]) for t in ref.h)
-        hmax = max(norm(h) for h in ref.h.values())
+            kappa = max(norm(V[f"e_{t}"]) / norm(centred(V[f"e_{t}"])) for t in toks)
         smax = max(abs(s) for s in ref.scores)
-        counts = {"s": 1, "a": n_a, "b": n_b}
-        if cell.attention == "softmax":
-            A_abs = hmax
-        else:
-            A_abs = sum(counts[t] * abs(ref.tau * sum(x * y for x, y in zip(ref.h["s"], h))) * norm(h)
-                        for t, h in ref.h.items())
-        R = (norm(V["e_s"]) + A_abs) * kappa * (1 + smax)
-        if cell.post:
-            gmax = max([1] + [abs(x) for x in V["g"]]) if cell.learned else 1
-            R = R * mpmath.sqrt(cell.d) * gmax / centred_norm(ref.r) + norm(ref.z)
+        es = norm(V["e_s"])
+        gmax = max([1] + [abs(x) for x in V["g"]]) if cell.learned else 1
+        zmax = gmax * mpmath.sqrt(cell.d) + (norm(V["beta"]) if cell.learned else 0)
         if cell.readout == "regression":
-            return norm(V["w"]) * R + abs(params.scalars["w0"])
-        return max(norm(row) * R + abs(bc) for row, bc in zip(V["u"], params.scalars["b"]))
+            rows = [(norm(V["w"]), abs(params.scalars["w0"]))]
+        else:
+            rows = [(norm(row), abs(bc)) for row, bc in zip(V["u"], params.scalars["b"])]
+        for n_a, n_b in pairs:
+            counts = {"s": 1, "a": n_a, "b": n_b}
+            present = [t for t in toks if counts[t] > 0]
+            if cell.attention == "softmax":
+                m = max(sigma[t] for t in present)
+                wt = {t: counts[t] * mpmath.exp(sigma[t] - m) for t in present}
+                total = sum(wt.values())
+                coef = {t: wt[t] / total for t in present}
+                A_abs = max(hn[t] for t in present)
+            else:
+                coef = {t: counts[t] * sigma[t] for t in present}
+                A_abs = sum(abs(coef[t]) * hn[t] for t in present)
+            R = (es + A_abs) * kappa * (1 + smax)
+            if cell.post:
+                r = [V["e_s"][i] + sum(coef[t] * ref.h[t][i] for t in present) for i in range(cell.d)]
+                R = R * mpmath.sqrt(cell.d) * gmax / norm(centred(r)) + zmax
+            out.append(max(wn * R + bn for wn, bn in rows))
+    return out

@@ -1,0 +1,171 @@
+"""Classification constructions: the largest margin a head of unit norm keeps.
+
+With free biases the argmax is unchanged when every vector is scaled by ``c > 0`` (scale the
+biases too), so in every cell the infimum of the bound ``B`` over counting heads is 0; what a
+bounded head cannot escape is a shrinking *margin*.  We therefore fix every vector's norm to
+at most 1 and maximise the smallest logit gap ``logit_n(z_n) - max_{c != n} logit_c(z_n)``
+over ``n = 0..L``.
+
+**One-dimensional read-out.**  If the outputs ``z_n`` vary only along a unit direction ``u``
+with positions ``x_0 < x_1 < ... < x_L`` (``<u, z_n> = x_n`` + const), take ``u_c = k_c u``.
+For neighbours the margin conditions ``l_n(x_n) - l_{n+1}(x_n) >= m`` and
+``l_{n+1}(x_{n+1}) - l_n(x_{n+1}) >= m`` add up to ``(k_{n+1} - k_n)(x_{n+1} - x_n) >= 2m``;
+summing over ``n`` with ``-1 <= k_c <= 1`` gives
+
+    m <= 1 / sum_n 1/(x_{n+1} - x_n),
+
+and equality holds for slopes rising from -1 to 1 in steps ``2m/(x_{n+1} - x_n)`` with the
+breakpoints at the midpoints (the upper envelope is convex, so non-neighbours are beaten by a
+neighbour).  Where the outputs are collinear (no norm and pre-norm: they lie on the segment or
+line of :mod:`constructions.regression`) every head is of this form and the bound is the exact
+max-min margin.  After post-norm the outputs lie on an arc; the construction reads its
+projection on the chord direction, which gives a certified (not proven optimal) margin.
+
+Positions per family, at unit budget (``f_t`` as in the regression reduction):
+
+* segment: ``x_n = X n/(rho+n)`` with ``X`` the largest ``|h_a - h_s|`` at budget 1, so
+  ``m(rho) = X rho / (L rho^2 + L^2 rho + (L^3 - L)/3)``; ``rho`` is bounded at unit norm,
+  hence ``m ~ L^-3``;
+* line: ``x_n = kappa n``, ``kappa`` the capacity at budget 1: ``m = kappa / L``;
+* arc: ``x_n = S x/sqrt(lam^2 + x^2)``, ``x = n - L/2``, ``S = sqrt(d)`` (bare) or
+  ``sqrt(d-1)`` (learned, ``g = e_1``): ``m ~ L^-2``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import mpmath
+import numpy as np
+import sympy
+from scipy.optimize import minimize_scalar
+
+from constructions import basis
+from constructions.cell import Cell, Params
+from constructions.regression import design as regression_design
+from constructions.regression import family
+
+#: theory exponent of the max-min margin in L, per family
+MARGIN_EXPONENT = {"segment": -3.0, "line": -1.0, "arc": -2.0}
+
+
+def positions(cell: Cell, t_value, L_value: int, ctx=np):
+    """Positions ``x_0..x_L`` of the outputs along the read-out direction at unit budget."""
+    n = np.arange(L_value + 1, dtype=object if ctx is mpmath else float)
+    fam = family(cell)
+    if ctx is mpmath:
+        n = np.array([mpmath.mpf(int(v)) for v in n], dtype=object)
+    if fam == "segment":
+        return n / (t_value + n)
+    if fam == "line":
+        return n
+    xs = n - ctx.mpf(L_value) / 2 if ctx is mpmath else n - L_value / 2
+    sq = np.frompyfunc(mpmath.sqrt, 1, 1) if ctx is mpmath else np.sqrt
+    return xs / sq(t_value**2 + xs**2)
+
+
+class ClassificationDesign:
+    """The unit-norm classification construction of one cell (module docstring)."""
+
+    def __init__(self, cell: Cell):
+        if cell.readout != "classification":
+            raise ValueError("ClassificationDesign is for classification cells")
+        self.cell = cell
+        self.family = family(cell)
+        # the geometry (embeddings, gains) is the regression construction's at budget 1
+        self._reg = regression_design(Cell(cell.attention, cell.norm, "regression", cell.d, cell.eps))
+
+    def scale(self, t_value, ctx=np):
+        """Length ``S`` multiplying the positions (capacity per unit read-out norm)."""
+        d = self.cell.d
+        if self.family == "arc":
+            return ctx.sqrt(d) if self.cell.norm == "post_bare" else ctx.sqrt(d - 1)
+        cap = self._reg._cap_mp if ctx is mpmath else self._reg._cap
+        tv = t_value if self.family == "segment" else 1.0
+        return cap(tv, 1 if ctx is np else mpmath.mpf(1))
+
+    def margin(self, t_value, L_value: int) -> float:
+        """Float64 value of the 1-D max-min margin at shape ``t`` (a screen)."""
+        x = positions(self.cell, t_value, L_value)
+        gaps = np.diff(x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            m = float(self.scale(t_value)) / np.sum(1.0 / gaps)
+        return m if np.isfinite(m) and (gaps > 0).all() else -math.inf
+
+    def best_shape(self, L_value: int):
+        """The shape maximising the margin (None for the line family)."""
+        if self.family == "line":
+            return None
+        dom = self._reg.domain(L_value, 1.0)
+        if dom[1] <= dom[0]:
+            return dom[0]
+        lo, hi = math.log(dom[0]), math.log(dom[1])
+        if self.family == "segment":
+            lo = max(lo, 1e-12)
+        grid = np.linspace(lo, hi, 129)
+        vals = [self.margin(math.exp(u), L_value) for u in grid]
+        j = int(np.argmax(vals))
+        a, b = grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]
+        res = minimize_scalar(lambda u: -self.margin(math.exp(u), L_value), bounds=(a, b),
+                              method="bounded", options={"xatol": 1e-10})
+        return math.exp(res.x) if -res.fun > vals[j] else math.exp(grid[j])
+
+    def build(self, L_value: int, dps: int = 50) -> Params:
+        """Unit-norm head maximising the margin: geometry at budget 1 plus 1-D slopes."""
+        t_value = self.best_shape(L_value)
+        with mpmath.workdps(dps):
+            tv = mpmath.mpf(t_value) if t_value is not None else mpmath.mpf(1)
+            one = mpmath.mpf(1)
+            # geometry: the regression construction at budget 1 (its w, w0 are not used)
+            geo = self._reg.evaluate(L_value, one, tv, one, 0)
+            vec = {k: v for k, v in geo.items() if k not in ("w", "w0") and not k.startswith("_")}
+            direction, offset, spread = self._line_of_outputs(geo, vec)
+            x = positions(self.cell, tv, L_value, ctx=mpmath) * spread
+            inv = [1 / gp for gp in np.diff(x)]
+            m = 1 / mpmath.fsum(inv)
+            k = [-one]
+            for iv in inv:
+                k.append(k[-1] + 2 * m * iv)
+            k[-1] = min(k[-1], one)  # rounding must not push |u_L| above 1
+            beta = [mpmath.mpf(0)]
+            for c in range(L_value):
+                beta.append(beta[-1] + (k[c] - k[c + 1]) * (x[c] + x[c + 1]) / 2)
+            vec["u"] = np.array([[kc * di for di in direction] for kc in k], dtype=object)
+            b = [bc - kc * offset for bc, kc in zip(beta, k)]
+            return Params(self.cell, vec, {"b": b})
+
+    def _line_of_outputs(self, geo, vec):
+        """``(u, offset, spread)`` with ``<u, z_n> = offset + spread * f(n)`` (module docstring)."""
+        d = self.cell.d
+        if self.family == "arc":
+            # post_bare: z = sqrt(d)(cos th perp + sin th c1), read along c1;
+            # post_learned: g = e_1 (norm 1), beta = 0, z = (sqrt(d-1) sin th) e_1
+            if self.cell.norm == "post_learned":
+                vec["g"] = _mp_vector(basis.e1(d))
+                vec["beta"] = _mp_vector(0 * basis.e1(d))
+                return vec["g"], mpmath.mpf(0), mpmath.sqrt(d - 1)
+            return _mp_vector(basis.c1(d)), mpmath.mpf(0), mpmath.sqrt(d)
+        h_s, h_a = geo["_h_s"], geo["_h_a"]
+        tau = 1 / mpmath.sqrt(d)
+        if self.family == "segment":
+            # z_n = e_s + h_s + n/(rho+n) (h_a - h_s)
+            delta = h_a - h_s
+            spread = mpmath.sqrt(mpmath.fsum(delta * delta))
+            direction, z0 = delta / spread, vec["e_s"] + h_s
+        else:
+            # z_n = e_s + tau <h_s,h_s> h_s + n tau <h_s,h_a> h_a
+            norm_a = mpmath.sqrt(mpmath.fsum(h_a * h_a))
+            direction = h_a / norm_a
+            spread = tau * mpmath.fsum(h_s * h_a) * norm_a
+            z0 = vec["e_s"] + tau * mpmath.fsum(h_s * h_s) * h_s
+        return direction, mpmath.fsum(direction * z0), spread
+
+
+def _mp_vector(m) -> np.ndarray:
+    return np.array([mpmath.mpf(sympy.N(x, mpmath.mp.dps + 5)) for x in m], dtype=object)
+
+
+@functools.lru_cache(maxsize=None)
+def design(cell: Cell) -> ClassificationDesign:
+    return ClassificationDesign(cell)
