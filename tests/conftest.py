@@ -19,7 +19,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
+import tempfile  # noqa: E402
+
 from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+
+# Keep hypothesis' files (failure patches) out of the working tree.
+if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+    set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "counting-cost-hypothesis"))
 
 settings.register_profile(
     "suite",

@@ -104,9 +104,11 @@ def numbers(params: Params, backend) -> Numbers:
     return nums
 
 
-def _readout(params: Params, nums: Numbers, r: np.ndarray, counts=None):
+def _readout(params: Params, nums: Numbers, r: np.ndarray, counts=None, readout=True):
     """``z`` from the residual ``r`` (rows), then ``y`` (regression) or the logits."""
     z = _layernorm(params, nums, r, "post-norm", counts) if params.cell.post else r
+    if not readout:
+        return z
     if params.cell.readout == "regression":
         return z @ nums.w + nums.w0
     return z @ nums.u.T + nums.b
@@ -149,11 +151,12 @@ def explicit(params: Params, tokens, backend="float64"):
         return _readout(params, nums, r[None, :])[0]
 
 
-def reduced(params: Params, n_a, n_b=None, backend="float64"):
+def reduced(params: Params, n_a, n_b=None, backend="float64", readout=True):
     """Outputs for many inputs at once, each given by its counts ``(n_a, n_b)``.
 
     By permutation invariance of attention the output depends only on the counts.  Returns an
-    array of ``y`` (regression, shape ``(K,)``) or of logits (classification, ``(K, L+1)``).
+    array of ``y`` (regression, shape ``(K,)``) or of logits (classification, ``(K, L+1)``);
+    with ``readout=False`` the vectors ``z`` fed to the read-out (shape ``(K, d)``).
     """
     bk = get_backend(backend)
     n_a = np.atleast_1d(np.asarray(n_a, dtype=np.int64))
@@ -188,4 +191,4 @@ def reduced(params: Params, n_a, n_b=None, backend="float64"):
             for t in toks[1:]:
                 A = A + np.multiply.outer(cnt[t] * sigma[t], h[t])
         r = nums.e["s"] + A
-        return _readout(params, nums, r, counts=(n_a, n_b))
+        return _readout(params, nums, r, counts=(n_a, n_b), readout=readout)

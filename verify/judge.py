@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from constructions.cell import Params
+import flint
+
 from verify.backends import get_backend
 from verify.forward import reduced
 
@@ -58,20 +60,58 @@ class CountResult:
         return self.counts
 
 
-def _margins(bk, logits: np.ndarray, n: np.ndarray):
-    """Lower and upper float bounds of ``logit_n - max_{c != n} logit_c`` for each row ``n``."""
-    lo, hi = bk.lower(logits), bk.upper(logits)
+def _margins(logits: np.ndarray, rad: float, n: np.ndarray, rigorous: bool):
+    """Bounds of ``logit_n - max_{c != n} logit_c`` per row, for float logits within ``rad``.
+
+    Destroys ``logits`` (the diagonal is overwritten to take the maximum over the others).
+    """
     rows = np.arange(len(n))
-    own_lo, own_hi = lo[rows, n], hi[rows, n]
-    hi_other, lo_other = hi.copy(), lo.copy()
-    hi_other[rows, n] = -np.inf
-    lo_other[rows, n] = -np.inf
-    # rounding the difference of two floats: widen by one ulp in the safe direction
-    m_lo = np.nextafter(own_lo - hi_other.max(axis=1), -np.inf)
-    m_hi = np.nextafter(own_hi - lo_other.max(axis=1), np.inf)
-    if not bk.rigorous:
-        m_lo = m_hi = own_lo - hi_other.max(axis=1)
-    return m_lo, m_hi
+    own = logits[rows, n].copy()
+    logits[rows, n] = -np.inf
+    gap = own - logits.max(axis=1)
+    if not rigorous:
+        return gap, gap
+    # each logit is within rad; the float subtraction may round either way: one ulp more
+    return np.nextafter(gap - 2 * rad, -np.inf), np.nextafter(gap + 2 * rad, np.inf)
+
+
+def _float_enclosure(x: np.ndarray):
+    """Float midpoints and radii with ``|x - mid| <= rad`` entrywise (balls or exact mpf)."""
+    if isinstance(x.flat[0], flint.arb):
+        mid = np.array([float(v.mid()) for v in x.flat]).reshape(x.shape)
+        rad = np.array([float(v.rad()) for v in x.flat]).reshape(x.shape)
+        if not (np.isfinite(mid).all() and np.isfinite(rad).all()):
+            return mid, np.full(x.shape, np.inf)
+    else:
+        mid = np.vectorize(float, otypes=[np.float64])(x)
+        rad = np.zeros(x.shape)
+    # float() rounds to nearest: the midpoint moves by at most half a spacing, the radius may
+    # shrink by half an ulp -- add a full spacing and step the radius up
+    return mid, np.nextafter(rad * (1 + 2**-50) + np.spacing(np.abs(mid)), np.inf)
+
+
+def _rigorous_logits(params: Params, z: np.ndarray):
+    """Float logits ``<u_c, z_n> + b_c`` and one radius bounding every error, for balls ``z``.
+
+    With ``zm, zr, um, ur`` the float midpoints and radii,
+    ``|<u, z> - <um, zm>| <= |ur| |z| + |um| |zr|`` (Cauchy-Schwarz), the float dot product of
+    length ``d`` is within ``gamma_d |um| |zm|`` of the exact one (``gamma_d = d u/(1 - d u)``, any
+    summation order), adding ``b`` rounds once more.  Taking maxima over rows and classes gives
+    one radius; it is computed in floats and inflated by 1e-3 relative to cover that rounding.
+    """
+    d = params.cell.d
+    zm, zr = _float_enclosure(z)
+    um, ur = _float_enclosure(params.vectors["u"])
+    bm, br = _float_enclosure(params.scalars["b"])
+    u = np.finfo(np.float64).eps / 2
+    gamma = (d + 1) * u / (1 - (d + 1) * u)
+    row = lambda a: np.sqrt((a * a).sum(axis=1))
+    z_max = float((row(zm) + row(zr)).max())
+    um_max, ur_max, zr_max = float(row(um).max()), float(row(ur).max()), float(row(zr).max())
+    rad = (ur_max * z_max + um_max * zr_max + gamma * um_max * z_max
+           + u * (um_max * z_max + float(np.abs(bm).max())) + float(br.max()))
+    rad = rad * (1 + 1e-3) + np.finfo(np.float64).tiny
+    return zm @ um.T + bm, (rad if np.isfinite(rad) else np.inf)
 
 
 def counts_to(params: Params, L: int, backend="float64") -> CountResult:
@@ -83,19 +123,21 @@ def counts_to(params: Params, L: int, backend="float64") -> CountResult:
     if params.classes is not None and params.classes != L + 1:
         raise ValueError(f"a classification head with {params.classes} classes judges L={params.classes - 1}, not L={L}")
     n = np.arange(L + 1)
-    out = reduced(params, n, backend=bk)
+    classify = params.cell.readout == "classification"
+    # ball arithmetic on (L+1)^2 logits would be slow: enclose z in balls, then the logits by a
+    # rigorous float interval product (see _rigorous_logits)
+    out = reduced(params, n, backend=bk, readout=not (classify and bk.rigorous))
     with bk.context():
-        if params.cell.readout == "regression":
+        if not classify:
             err = out - bk.vec(n.astype(object)) if out.dtype == object else out - n
             err_hi = np.maximum(bk.upper(err), -bk.lower(err))  # upper bound of |y - n|
             err_lo = np.maximum(np.maximum(bk.lower(err), -bk.upper(err)), 0.0)  # lower bound
             good, bad = err_hi < 0.5, ~(err_lo < 0.5)
-            if not bk.rigorous:
-                good, bad = np.abs(err_hi) < 0.5, ~(np.abs(err_hi) < 0.5)
             worst = int(np.argmax(np.nan_to_num(err_hi, nan=np.inf)))
             extra = dict(worst_error=float(err_hi[worst]), worst_error_at=worst)
         else:
-            m_lo, m_hi = _margins(bk, out, n)
+            logits, rad = _rigorous_logits(params, out) if bk.rigorous else (bk.lower(out), 0.0)
+            m_lo, m_hi = _margins(logits, rad, n, bk.rigorous)
             good, bad = m_lo > 0, ~(m_hi > 0)
             worst = int(np.argmin(np.nan_to_num(m_lo, nan=-np.inf)))
             extra = dict(min_margin=float(m_lo[worst]), min_margin_at=worst)
