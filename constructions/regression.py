@@ -200,6 +200,7 @@ class RegressionDesign:
         self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
         self._cap_mp = sympy.lambdify((t, B), self.capacity_expr, "mpmath")
         self._build = None
+        self._scans = {}
 
     # ----------------------------------------------------------------- symbolic side
     def symbolic(self) -> dict:
@@ -220,7 +221,13 @@ class RegressionDesign:
 
     # ----------------------------------------------------------------- the reduced problem
     def domain(self, L_value: int, B_value: float):
-        """Interval of admissible shapes ``t`` at budget ``B`` (None: no shape parameter)."""
+        """Interval of admissible shapes ``t`` at budget ``B`` (None: no shape parameter).
+
+        segment: ``rho >= 1`` and ``sigma = sqrt(d) log rho`` at most ``2 B^2`` (none),
+        ``2 sqrt(d-1)(sqrt(d-1)+1) B^2`` (pre_learned) or ``2 d`` (pre_bare), and not beyond
+        ``1e4 (L+2)^2`` where the segment only gets costlier (``D_lo(rho) >= rho (L-1)/L``);
+        arc: ``lam`` between ``1e-3`` and ``10 (L+2)^{3/2} + 10``.
+        """
         d = self.cell.d
         if self.family == "line":
             return None
@@ -231,8 +238,16 @@ class RegressionDesign:
         log_hi = sigma_max[self.cell.norm] / math.sqrt(d)
         if self.cell.norm == "pre_bare" and d == 2:
             return (math.exp(log_hi), math.exp(log_hi))  # h_s = +-h_a: two scores only
-        # beyond rho ~ L^2 the segment only gets costlier: D_lo(rho) >= rho (L-1)/L
         return (1.0, math.exp(min(log_hi, math.log(1e4 * (L_value + 2) ** 2))))
+
+    def _scan(self, L_value: int):
+        """A log-spaced grid of shapes over the widest domain, with ``lo, hi`` (cached per L)."""
+        if L_value not in self._scans:
+            dom = self.domain(L_value, 1e150)
+            grid = np.geomspace(dom[0], dom[1], 513 if dom[1] > dom[0] else 1)
+            lo, hi = self.interval_float(grid, L_value)
+            self._scans[L_value] = (grid, lo, hi)
+        return self._scans[L_value]
 
     def interval(self, t_value, L_value: int):
         """``(lo, hi)``: the counting amplitudes at shape ``t`` (mpmath)."""
@@ -260,20 +275,50 @@ class RegressionDesign:
 
     def best_shape(self, L_value: int, B_value: float):
         """The shape with the largest slack at budget ``B`` and that slack (float64)."""
-        dom = self.domain(L_value, B_value)
-        if dom is None:
+        if self.family == "line":
             return None, float(self.slack(np.array(1.0), L_value, B_value))
-        lo, hi = math.log(dom[0]), math.log(dom[1])
-        if hi <= lo:
-            return dom[0], float(self.slack(np.array(dom[0]), L_value, B_value))
-        grid = np.linspace(lo, hi, 257)
-        s = self.slack(np.exp(grid), L_value, B_value)
+        grid, s = self._grid_slack(L_value, B_value)
+        dom = self.domain(L_value, B_value)
         j = int(np.argmax(s))
-        a, b = grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]
+        if len(grid) == 1 or not np.isfinite(s[j]):
+            return float(grid[j]), float(s[j])
+        a = math.log(grid[max(j - 1, 0)])
+        b = math.log(min(grid[min(j + 1, len(grid) - 1)], dom[1]))
+        if b <= a:
+            return float(grid[j]), float(s[j])
         res = minimize_scalar(lambda u: -float(self.slack(np.exp(u), L_value, B_value)),
                               bounds=(a, b), method="bounded", options={"xatol": 1e-12})
-        best = (float(res.x), -float(res.fun)) if -res.fun > s[j] else (float(grid[j]), float(s[j]))
-        return math.exp(best[0]), best[1]
+        if -res.fun > s[j]:
+            return math.exp(float(res.x)), -float(res.fun)
+        return float(grid[j]), float(s[j])
+
+    def _grid_slack(self, L_value: int, B_value: float):
+        """Relative slack on the cached shape grid at budget ``B`` (inadmissible shapes: -inf)."""
+        grid, lo, hi = self._scan(L_value)
+        top = np.minimum(hi, self.capacity(grid, B_value))
+        with np.errstate(invalid="ignore"):
+            s = np.nan_to_num((top - lo) / lo, nan=-np.inf)
+        dom = self.domain(L_value, B_value)
+        s[(grid > dom[1] * (1 + 1e-12)) | (grid < dom[0])] = -np.inf
+        return grid, s
+
+    def estimate(self, L_value: int, hi_B: float = 1e12):
+        """Smallest budget at which the shape grid has positive slack (None if none up to hi_B).
+
+        A float64 estimate of ``B_min`` used to bracket the certified bisection.
+        """
+        feasible = lambda b: (self.best_shape(L_value, b)[1] if self.family == "line"
+                              else self._grid_slack(L_value, b)[1].max()) > 0
+        if not feasible(hi_B):
+            return None
+        lo_B, up_B = 1e-12, hi_B
+        while up_B / lo_B > 1 + 1e-9:
+            mid = math.sqrt(lo_B * up_B)
+            if feasible(mid):
+                up_B = mid
+            else:
+                lo_B = mid
+        return up_B
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
         """The construction at budget ``B`` for counting to ``L``: best shape, middle amplitude."""

@@ -1,0 +1,53 @@
+"""Growth rates: least-squares fit of log(quantity) on log(L), with the theory exponents.
+
+The fit is ordinary least squares of ``log y`` on ``log L`` over the tail ``L >= L_from``; the
+95% interval is ``slope +- t_{0.975, n-2} * stderr`` (Student t, needs at least 3 points).
+
+Theory exponents (SPEC and the constructions' docstrings):
+
+* regression ``B_min``: linear attention without post-norm 0 (exact counting is a fixed slope);
+  softmax none 1, pre_learned 1 (the segment needs ``rho ~ L^2`` and ``D ~ L^2``); post-norm
+  3/2 (bare) and 3/4 (learned), for either attention since the arc does not care how its line
+  was made; softmax pre_bare: none (finite ``L*``);
+* classification margin at unit norm: segment ``-3`` (bounded ``rho``), line ``-1``, arc ``-2``
+  (:mod:`constructions.classification`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from constructions.cell import Cell
+from constructions.classification import MARGIN_EXPONENT
+from constructions.regression import family
+
+_REGRESSION_THEORY = {"none": 1.0, "pre_learned": 1.0, "pre_bare": None,
+                      "post_bare": 1.5, "post_learned": 0.75}
+
+
+def theory_exponent(cell: Cell):
+    """The proven growth exponent of the fitted quantity (None where it does not grow)."""
+    if cell.readout == "classification":
+        return MARGIN_EXPONENT[family(cell)]
+    if cell.attention == "linear" and not cell.post:
+        return 0.0
+    return _REGRESSION_THEORY[cell.norm]
+
+
+def fit(Ls, ys, L_from: int) -> dict:
+    """Fit ``y ~ L^p`` over ``L >= L_from`` (rows with a missing or non-positive y are skipped)."""
+    pts = [(L, y) for L, y in zip(Ls, ys) if L >= L_from and y is not None and y > 0]
+    out = {"exponent": None, "ci95": None, "points": len(pts), "L_from": L_from}
+    if len(pts) < 2:
+        return out
+    x = np.log([p[0] for p in pts])
+    y = np.log([p[1] for p in pts])
+    res = stats.linregress(x, y)
+    out["exponent"] = float(res.slope)
+    if len(pts) >= 3:
+        half = float(stats.t.ppf(0.975, len(pts) - 2) * res.stderr)
+        out["ci95"] = [float(res.slope) - half, float(res.slope) + half]
+    return out

@@ -1,0 +1,86 @@
+"""L*(d): the largest count that softmax attention with bare pre-norm can reach.
+
+Under bare pre-norm ``|h_x| = sqrt(d)``, so ``sigma = <h_s, h_s - h_a> = d - <h_s, h_a>`` lies in
+``[0, 2d]`` and ``rho = exp(sigma/sqrt(d)) <= rho_max = exp(2 sqrt(d))`` whatever the
+parameters; the read-out vector ``w`` is unbounded, so the amplitude ``D`` is free.  By
+:mod:`constructions.segment` the cell counts to ``L`` iff some ``rho <= rho_max`` has
+``D_lo(rho) < D_hi(rho)``.
+
+*Feasibility is monotone in rho.*  ``D_lo < D_hi`` means: for every pair of gaps ``k, k'``,
+``(k-1) k' (rho+L)(rho+L-k) < rho k (k'+1)(rho+k')``.  The difference right minus left is a
+quadratic in ``rho`` with leading coefficient ``k + k' > 0`` and constant term
+``-(k-1) k' L (L-k) <= 0``, so it has one non-negative root and is positive exactly beyond it:
+each pairwise condition holds on an up-set of ``rho``, and so does their conjunction.
+
+*And in L* (counting to L includes counting to L-1).  Hence
+
+    L*(d) = max { L : D_lo(rho_max, L) < D_hi(rho_max, L) },
+
+found by doubling and bisection on ``L``, each test decided in ball arithmetic (the extremal
+gaps are taken over a window of integers around ``sqrt(rho + L)`` and ``sqrt(rho)`` that
+contains the argmax/argmin whatever the rounding); the precision is raised until every
+comparison is decided.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import flint
+
+
+def _feasible(d: int, L: int, prec: int) -> bool | None:
+    """Is ``D_lo < D_hi`` at ``rho_max`` for counting to L?  None if undecided at ``prec``."""
+    old = flint.ctx.prec
+    flint.ctx.prec = prec
+    try:
+        rho = (2 * flint.arb(d).sqrt()).exp()
+        M = rho + L
+
+        def window(centre: flint.arb):
+            c = int(math.floor(float(centre.mid())))
+            return sorted({min(max(j, 1), L) for j in range(c - 2, c + 4)})
+
+        lo = [flint.arb(k - 1) * M * (M - k) / (rho * k) for k in window(M.sqrt())]
+        hi = [flint.arb(k + 1) * (rho + k) / k for k in window(rho.sqrt())]
+        top = functools.reduce(lambda a, b: a.max(b), lo)
+        bottom = functools.reduce(lambda a, b: a.min(b), hi)
+        if top < bottom:
+            return True
+        if top >= bottom:
+            return False
+        return None
+    finally:
+        flint.ctx.prec = old
+
+
+def feasible(d: int, L: int) -> bool:
+    """Whether softmax attention with bare pre-norm at width ``d`` can count to ``L`` (exact)."""
+    if L <= 0:
+        return True
+    prec = 128
+    while True:
+        res = _feasible(d, L, prec)
+        if res is not None:
+            return res
+        prec *= 2
+        if prec > 1 << 16:  # pragma: no cover - would need D_lo == D_hi exactly
+            raise ArithmeticError(f"cannot decide feasibility of L={L} at d={d}")
+
+
+@functools.lru_cache(maxsize=None)
+def l_star(d: int) -> int:
+    """``L*(d)``, exact (see the module docstring)."""
+    if d < 2:
+        raise ValueError(f"d must be at least 2, got {d}")
+    lo = 1
+    if not feasible(d, lo):
+        return 0
+    hi = 2
+    while feasible(d, hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if feasible(d, mid) else (lo, mid)
+    return lo
