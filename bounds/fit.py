@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
+from scipy.special import stdtrit
 
 from constructions.cell import Cell
 from constructions.classification import MARGIN_EXPONENT
@@ -45,9 +45,12 @@ def fit(Ls, ys, L_from: int) -> dict:
         return out
     x = np.log([p[0] for p in pts])
     y = np.log([p[1] for p in pts])
-    res = stats.linregress(x, y)
-    out["exponent"] = float(res.slope)
+    xc = x - x.mean()
+    slope = float((xc * (y - y.mean())).sum() / (xc * xc).sum())
+    out["exponent"] = slope
     if len(pts) >= 3:
-        half = float(stats.t.ppf(0.975, len(pts) - 2) * res.stderr)
-        out["ci95"] = [float(res.slope) - half, float(res.slope) + half]
+        resid = y - y.mean() - slope * xc
+        stderr = math.sqrt((resid * resid).sum() / (len(pts) - 2) / (xc * xc).sum())
+        half = float(stdtrit(len(pts) - 2, 0.975)) * stderr
+        out["ci95"] = [slope - half, slope + half]
     return out

@@ -39,9 +39,8 @@ import math
 import mpmath
 import numpy as np
 import sympy
-from scipy.optimize import minimize_scalar
 
-from constructions import basis
+from constructions import basis, zoom
 from constructions.cell import Cell, Params
 from constructions.regression import design as regression_design
 from constructions.regression import family
@@ -85,31 +84,23 @@ class ClassificationDesign:
         tv = t_value if self.family == "segment" else 1.0
         return cap(tv, 1 if ctx is np else mpmath.mpf(1))
 
-    def margin(self, t_value, L_value: int) -> float:
-        """Float64 value of the 1-D max-min margin at shape ``t`` (a screen)."""
-        x = positions(self.cell, t_value, L_value)
-        gaps = np.diff(x)
+    def margin(self, t_value, L_value: int):
+        """Float64 1-D max-min margin at shape(s) ``t`` (a screen; -inf where degenerate)."""
+        tv = np.atleast_1d(np.asarray(t_value, dtype=np.float64))
+        x = np.stack([positions(self.cell, v, L_value) for v in tv])
+        gaps = np.diff(x, axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            m = float(self.scale(t_value)) / np.sum(1.0 / gaps)
-        return m if np.isfinite(m) and (gaps > 0).all() else -math.inf
+            scale = np.asarray(self.scale(tv), dtype=np.float64) * np.ones(len(tv))
+            m = scale / np.sum(1.0 / gaps, axis=1)
+        m[~(np.isfinite(m) & (gaps > 0).all(axis=1))] = -np.inf
+        return m if np.ndim(t_value) else float(m[0])
 
     def best_shape(self, L_value: int):
         """The shape maximising the margin (None for the line family)."""
         if self.family == "line":
             return None
         dom = self._reg.domain(L_value, 1.0)
-        if dom[1] <= dom[0]:
-            return dom[0]
-        lo, hi = math.log(dom[0]), math.log(dom[1])
-        if self.family == "segment":
-            lo = max(lo, 1e-12)
-        grid = np.linspace(lo, hi, 129)
-        vals = [self.margin(math.exp(u), L_value) for u in grid]
-        j = int(np.argmax(vals))
-        a, b = grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]
-        res = minimize_scalar(lambda u: -self.margin(math.exp(u), L_value), bounds=(a, b),
-                              method="bounded", options={"xatol": 1e-10})
-        return math.exp(res.x) if -res.fun > vals[j] else math.exp(grid[j])
+        return zoom.maximize(lambda tt: self.margin(tt, L_value), dom[0], dom[1], points=33)[0]
 
     def build(self, L_value: int, dps: int = 50) -> Params:
         """Unit-norm head maximising the margin: geometry at budget 1 plus 1-D slopes."""

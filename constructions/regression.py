@@ -49,9 +49,8 @@ import math
 import mpmath
 import numpy as np
 import sympy
-from scipy.optimize import minimize_scalar
 
-from constructions import arc, basis, segment
+from constructions import arc, basis, segment, zoom
 from constructions.cell import Cell, Params
 
 B, L, t, A, C = sympy.symbols("B L t A C", real=True)
@@ -216,7 +215,7 @@ class RegressionDesign:
         if self._build is None:
             exprs = self.symbolic()
             self._names = list(exprs)
-            self._build = sympy.lambdify(_ARGS, [exprs[k] for k in self._names], "mpmath")
+            self._build = sympy.lambdify(_ARGS, [exprs[k] for k in self._names], "mpmath", cse=True)
         return self._build
 
     # ----------------------------------------------------------------- the reduced problem
@@ -278,19 +277,14 @@ class RegressionDesign:
         if self.family == "line":
             return None, float(self.slack(np.array(1.0), L_value, B_value))
         grid, s = self._grid_slack(L_value, B_value)
-        dom = self.domain(L_value, B_value)
         j = int(np.argmax(s))
         if len(grid) == 1 or not np.isfinite(s[j]):
             return float(grid[j]), float(s[j])
-        a = math.log(grid[max(j - 1, 0)])
-        b = math.log(min(grid[min(j + 1, len(grid) - 1)], dom[1]))
-        if b <= a:
-            return float(grid[j]), float(s[j])
-        res = minimize_scalar(lambda u: -float(self.slack(np.exp(u), L_value, B_value)),
-                              bounds=(a, b), method="bounded", options={"xatol": 1e-12})
-        if -res.fun > s[j]:
-            return math.exp(float(res.x)), -float(res.fun)
-        return float(grid[j]), float(s[j])
+        dom = self.domain(L_value, B_value)
+        a = max(grid[max(j - 1, 0)], dom[0])
+        b = min(grid[min(j + 1, len(grid) - 1)], dom[1])
+        t_best, s_best = zoom.maximize(lambda tt: self.slack(tt, L_value, B_value), a, b)
+        return (t_best, s_best) if s_best > s[j] else (float(grid[j]), float(s[j]))
 
     def _grid_slack(self, L_value: int, B_value: float):
         """Relative slack on the cached shape grid at budget ``B`` (inadmissible shapes: -inf)."""

@@ -16,7 +16,6 @@ mpmath or arb numbers.  So there is one forward pass, not one per backend.
 from __future__ import annotations
 
 import contextlib
-import math
 import re
 
 import flint
@@ -139,21 +138,22 @@ class MpmathBackend(Backend):
 
 def _arb_from_exact(x) -> flint.arb:
     """The exact arb of a binary number (int, float or mpf) -- no rounding."""
-    if isinstance(x, flint.arb):
-        return x
+    if isinstance(x, mpmath.mpf):
+        sign, man, exp, bc = x._mpf_
+        if not man and exp:  # mpmath encodes inf and nan as a zero mantissa with an exponent
+            raise ValueError(f"non-finite value {x}")
+        man = -int(man) if sign else int(man)
+        if exp >= 0:
+            return flint.arb(man << exp)
+        if bc > flint.ctx.prec:
+            raise ValueError(f"{x} has more bits than the ball precision {flint.ctx.prec}")
+        return flint.arb(flint.fmpq(man, 1 << -exp))
     if isinstance(x, (int, np.integer)):
         return flint.arb(int(x))
     if isinstance(x, (float, np.floating)):
-        x = mpmath.mpf(float(x))
-    if isinstance(x, mpmath.mpf):
-        if not mpmath.isfinite(x):
-            raise ValueError(f"non-finite value {x}")
-        sign, man, exp, _ = x._mpf_
-        man = -int(man) if sign else int(man)
-        a = flint.arb(man * 2**exp) if exp >= 0 else flint.arb(flint.fmpq(man, 2 ** (-exp)))
-        if not a.is_exact():
-            raise ValueError(f"{x} has more bits than the ball precision {flint.ctx.prec}")
-        return a
+        return _arb_from_exact(mpmath.mpf(float(x)))
+    if isinstance(x, flint.arb):
+        return x
     raise TypeError(f"cannot convert {type(x).__name__} exactly to a ball")
 
 
@@ -173,8 +173,6 @@ class ArbBackend(Backend):
         # the exact midpoint of the larger ball is as good and keeps the result rigorous.
         self._max = np.frompyfunc(lambda a, b: a.mid() if a.mid() >= b.mid() else b.mid(), 2, 1)
         self._zero = np.vectorize(lambda v: v.is_zero(), otypes=[bool])
-        self._lower = np.vectorize(lambda v: _arb_float(v, lower=True), otypes=[np.float64])
-        self._upper = np.vectorize(lambda v: _arb_float(v, lower=False), otypes=[np.float64])
 
     @contextlib.contextmanager
     def context(self):
@@ -205,24 +203,23 @@ class ArbBackend(Backend):
         return self._zero(x)
 
     def lower(self, x):
-        return self._lower(x)
+        return arb_bounds(np.asarray(x, dtype=object))[0]
 
     def upper(self, x):
-        return self._upper(x)
+        return arb_bounds(np.asarray(x, dtype=object))[1]
 
 
-def _arb_float(v: flint.arb, lower: bool) -> float:
-    """A float that is a rigorous lower (or upper) bound of every point of the ball ``v``."""
-    if not v.is_finite():
-        return -math.inf if lower else math.inf
-    end = v.lower() if lower else v.upper()  # exact endpoints, possibly with more bits
-    f = float(end.mid())  # round to nearest, then step outwards if that went the wrong way
-    exact = _arb_from_exact(f)
-    if lower and exact > end:
-        f = math.nextafter(f, -math.inf)
-    elif not lower and exact < end:
-        f = math.nextafter(f, math.inf)
-    return f
+def arb_bounds(x: np.ndarray):
+    """Float arrays ``lo <= x <= hi`` (entrywise, rigorous) for an object array of balls."""
+    mid = np.array([float(v.mid()) for v in x.flat], dtype=np.float64).reshape(x.shape)
+    rad = np.array([float(v.rad()) for v in x.flat], dtype=np.float64).reshape(x.shape)
+    # float() rounds to nearest: the midpoint may move by half a spacing and the radius shrink
+    # by half an ulp; cover both, then round the final sums outwards
+    rad = np.nextafter(rad * (1 + 2.0**-50) + np.spacing(np.abs(mid)), np.inf)
+    lo, hi = np.nextafter(mid - rad, -np.inf), np.nextafter(mid + rad, np.inf)
+    bad = ~(np.isfinite(mid) & np.isfinite(rad))
+    lo[bad], hi[bad] = -np.inf, np.inf
+    return lo, hi
 
 
 _PATTERN = re.compile(r"^(float64|float32|float16|mp(\d+)|arb(\d+))$")

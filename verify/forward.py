@@ -79,10 +79,10 @@ def _layernorm(params: Params, nums, v: np.ndarray, where: str, counts=None) -> 
     return out
 
 
-def numbers(params: Params, backend) -> Numbers:
+def numbers(params: Params, backend, readout: bool = True) -> Numbers:
     """Convert ``params`` into ``backend`` numbers and compute the token values ``h_x``.
 
-    Must be called inside ``backend.context()``.
+    With ``readout=False`` the read-out vectors are left out.  Call inside ``backend.context()``.
     """
     bk = get_backend(backend)
     cell = params.cell
@@ -93,10 +93,10 @@ def numbers(params: Params, backend) -> Numbers:
     tau = 1 / bk.sqrt(bk.vec(np.array([cell.d], dtype=object)))[0]
     nums = Numbers(
         backend=bk, e=e, h={}, g=g, beta=beta,
-        w=bk.vec(V["w"]) if "w" in V else None,
-        w0=bk.vec(np.array([S["w0"]], dtype=object))[0] if "w0" in S else None,
-        u=bk.vec(V["u"]) if "u" in V else None,
-        b=bk.vec(S["b"]) if "b" in S else None,
+        w=bk.vec(V["w"]) if readout and "w" in V else None,
+        w0=bk.vec(np.array([S["w0"]], dtype=object))[0] if readout and "w0" in S else None,
+        u=bk.vec(V["u"]) if readout and "u" in V else None,
+        b=bk.vec(S["b"]) if readout and "b" in S else None,
         tau=tau, eps=bk.vec(np.array([cell.eps], dtype=object))[0],
     )
     for t, et in e.items():
@@ -168,7 +168,7 @@ def reduced(params: Params, n_a, n_b=None, backend="float64", readout=True):
     if (n_b > 0).any() and not params.cell.distractor:
         raise ValueError("this cell has no distractor token b, so n_b must be 0")
     with bk.context():
-        nums = numbers(params, bk)
+        nums = numbers(params, bk, readout=readout)
         h = nums.h
         toks = ["s", "a"] + (["b"] if params.cell.distractor else [])
         sigma = {t: (h["s"] @ h[t]) * nums.tau for t in toks}

@@ -21,7 +21,7 @@ import numpy as np
 from constructions.cell import Params
 import flint
 
-from verify.backends import get_backend
+from verify.backends import arb_bounds, get_backend
 from verify.forward import reduced
 
 CERTIFYING_BACKEND = "arb256"
@@ -78,16 +78,12 @@ def _margins(logits: np.ndarray, rad: float, n: np.ndarray, rigorous: bool):
 def _float_enclosure(x: np.ndarray):
     """Float midpoints and radii with ``|x - mid| <= rad`` entrywise (balls or exact mpf)."""
     if isinstance(x.flat[0], flint.arb):
-        mid = np.array([float(v.mid()) for v in x.flat]).reshape(x.shape)
-        rad = np.array([float(v.rad()) for v in x.flat]).reshape(x.shape)
-        if not (np.isfinite(mid).all() and np.isfinite(rad).all()):
-            return mid, np.full(x.shape, np.inf)
-    else:
+        lo, hi = arb_bounds(x)
+    else:  # exact numbers: round to nearest, off by at most half a spacing
         mid = np.vectorize(float, otypes=[np.float64])(x)
-        rad = np.zeros(x.shape)
-    # float() rounds to nearest: the midpoint moves by at most half a spacing, the radius may
-    # shrink by half an ulp -- add a full spacing and step the radius up
-    return mid, np.nextafter(rad * (1 + 2**-50) + np.spacing(np.abs(mid)), np.inf)
+        return mid, np.spacing(np.abs(mid))
+    mid = 0.5 * lo + 0.5 * hi
+    return mid, np.nextafter(np.maximum(hi - mid, mid - lo), np.inf)
 
 
 def _rigorous_logits(params: Params, z: np.ndarray):

@@ -1,0 +1,28 @@
+"""Maximising a vectorised function of one positive variable by zooming log-spaced grids."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def maximize(f, lo: float, hi: float, points: int = 65, rounds: int = 5):
+    """``(t, f(t))`` approximately maximising ``f`` over ``[lo, hi]`` (``0 < lo <= hi``).
+
+    ``f`` maps an array of ``t`` to an array of values (``-inf`` where inadmissible).  Each round
+    evaluates ``points`` log-spaced values and zooms into the two cells around the best; after
+    ``r`` rounds the bracket has shrunk by ``(2/(points-1))^r``.  A screen, not a proof: where
+    the result matters it is judged afterwards.
+    """
+    best_t, best_v = lo, -np.inf
+    a, b = np.log(lo), np.log(hi)
+    for _ in range(rounds):
+        grid = np.exp(np.linspace(a, b, points)) if b > a else np.array([np.exp(a)])
+        vals = np.asarray(f(grid), dtype=np.float64)
+        j = int(np.argmax(vals))
+        if vals[j] > best_v:
+            best_t, best_v = float(grid[j]), float(vals[j])
+        if len(grid) == 1:
+            break
+        step = (b - a) / (points - 1)
+        a, b = max(a, np.log(grid[j]) - step), min(b, np.log(grid[j]) + step)
+    return best_t, best_v
