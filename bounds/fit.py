@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import stdtrit
+import mpmath
 
 from constructions.cell import Cell
 from constructions.classification import MARGIN_EXPONENT
@@ -37,6 +37,16 @@ def theory_exponent(cell: Cell):
     return _REGRESSION_THEORY[cell.norm]
 
 
+def t_quantile(df: int, p: float) -> float:
+    """Quantile of Student's t with ``df`` degrees of freedom, ``p > 1/2``.
+
+    ``P(|T| > t) = I_{df/(df+t^2)}(df/2, 1/2)`` (regularised incomplete beta), solved for ``t``.
+    """
+    tail = 2 * (1 - p)
+    f = lambda t: mpmath.betainc(df / 2, 0.5, 0, df / (df + t * t), regularized=True) - tail
+    return float(mpmath.findroot(f, (mpmath.mpf("0.01"), mpmath.mpf(1000)), solver="illinois"))
+
+
 def fit(Ls, ys, L_from: int) -> dict:
     """Fit ``y ~ L^p`` over ``L >= L_from`` (rows with a missing or non-positive y are skipped)."""
     pts = [(L, y) for L, y in zip(Ls, ys) if L >= L_from and y is not None and y > 0]
@@ -51,6 +61,6 @@ def fit(Ls, ys, L_from: int) -> dict:
     if len(pts) >= 3:
         resid = y - y.mean() - slope * xc
         stderr = math.sqrt((resid * resid).sum() / (len(pts) - 2) / (xc * xc).sum())
-        half = float(stdtrit(len(pts) - 2, 0.975)) * stderr
+        half = t_quantile(len(pts) - 2, 0.975) * stderr
         out["ci95"] = [slope - half, slope + half]
     return out

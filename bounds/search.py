@@ -73,12 +73,14 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6) -> dict:
         row.update(note=why or "no construction counts to this L", seconds=time.perf_counter() - start)
         return row
     counts = lambda b: counts_to(design.build(L, b), L, "float64").counts
-    hi = est
-    while not counts(hi):  # the grid estimate is feasible for the reduced problem; guard anyway
-        hi *= 1.01
-    lo = hi / 1.05
+    # bracket [lo, hi] around the estimate: lo fails, hi counts (widen until both hold)
+    step = 1e-5
+    hi, lo = est * (1 + step), est * (1 - step)
+    while not counts(hi):
+        hi, step = hi * (1 + step), step * 4
+    step = 1e-5
     while counts(lo):
-        hi, lo = lo, lo / 1.05
+        hi, lo, step = lo, lo * (1 - step), step * 4
     while hi / lo > 1 + rtol:
         mid = (lo * hi) ** 0.5
         lo, hi = (lo, mid) if counts(mid) else (mid, hi)

@@ -296,22 +296,26 @@ class RegressionDesign:
         s[(grid > dom[1] * (1 + 1e-12)) | (grid < dom[0])] = -np.inf
         return grid, s
 
-    def estimate(self, L_value: int, hi_B: float = 1e12):
-        """Smallest budget at which the shape grid has positive slack (None if none up to hi_B).
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-9):
+        """Smallest budget at which some shape has positive slack (None if none up to ``hi_B``).
 
-        A float64 estimate of ``B_min`` used to bracket the certified bisection.
+        Bisection on ``B``: first on the cached shape grid (coarse), then with the zoomed
+        shape search.  A float64 estimate of ``B_min``, used to bracket the judged bisection.
         """
-        feasible = lambda b: (self.best_shape(L_value, b)[1] if self.family == "line"
-                              else self._grid_slack(L_value, b)[1].max()) > 0
-        if not feasible(hi_B):
+        coarse = lambda b: (self.best_shape(L_value, b)[1] if self.family == "line"
+                            else self._grid_slack(L_value, b)[1].max()) > 0
+        fine = lambda b: self.best_shape(L_value, b)[1] > 0
+        if not coarse(hi_B):
             return None
         lo_B, up_B = 1e-12, hi_B
-        while up_B / lo_B > 1 + 1e-9:
-            mid = math.sqrt(lo_B * up_B)
-            if feasible(mid):
-                up_B = mid
-            else:
-                lo_B = mid
+        for feasible, tol in ((coarse, 1e-3), (fine, rtol)):
+            while up_B / lo_B > 1 + tol:
+                mid = math.sqrt(lo_B * up_B)
+                if feasible(mid):
+                    up_B = mid
+                else:
+                    lo_B = mid
+            lo_B = up_B / 1.01  # the zoomed search can only do better than the grid
         return up_B
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
