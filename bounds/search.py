@@ -19,6 +19,7 @@ import time
 import flint
 import numpy as np
 
+from bounds.lower import b_lower
 from bounds.lstar import l_star
 from constructions import classification, regression
 from constructions.cell import Cell, Params
@@ -26,6 +27,8 @@ from verify.backends import get_backend
 from verify.judge import counts_to
 
 CERTIFY = ("arb256", "arb1024")
+#: below this estimate the cell counts with arbitrarily small parameters (B_min is an infimum)
+INFIMUM_FLOOR = 1e-6
 
 
 def rigorous_bound(params: Params) -> float:
@@ -72,6 +75,8 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6) -> dict:
     if est is None:
         row.update(note=why or "no construction counts to this L", seconds=time.perf_counter() - start)
         return row
+    if est < INFIMUM_FLOOR:
+        return _infimum_row(row, design, L, start)
     counts = lambda b: counts_to(design.build(L, b), L, "float64").counts
     # bracket [lo, hi] around the estimate: lo fails, hi counts (widen until both hold)
     step = 1e-5
@@ -91,8 +96,10 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6) -> dict:
             break
         hi *= 1 + rtol
     shape, _ = design.best_shape(L, hi)
+    b_min = rigorous_bound(params) if res.counts else None
     row.update(
-        B_min=rigorous_bound(params) if res.counts else None,
+        B_min=b_min,
+        B_lower=b_lower(cell, L, b_min),
         certified=res.certified,
         worst_error=res.worst_error,
         shape=None if shape is None else {"arc": "lambda", "segment": "rho"}[design.family],
@@ -101,6 +108,17 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6) -> dict:
     )
     if not res.counts:
         row["note"] = f"cannot certify ({res.verdict})"
+    return row
+
+
+def _infimum_row(row: dict, design, L: int, start: float) -> dict:
+    """Rows where arbitrarily small parameters count (e.g. L = 1): B_min is 0, not attained."""
+    params = design.build(L, INFIMUM_FLOOR)
+    res = certify(params, L)
+    row.update(B_min=0.0, B_min_is_infimum=True, B_lower=0.0, certified=res.certified,
+               witness_bound=rigorous_bound(params), worst_error=res.worst_error,
+               note=f"every budget > 0 counts (certified at B = {INFIMUM_FLOOR:g})",
+               seconds=time.perf_counter() - start)
     return row
 
 

@@ -187,6 +187,14 @@ def _capacity(cell: Cell):
     return B * sympy.Min((c * B + sympy.sqrt(c**2 * B**2 + 4 * sigma)) / 2, 2 * sq * B)
 
 
+def _relative_slack(lo, top):
+    """``(top - lo)/lo``; where ``lo = 0`` (every amplitude > 0 counts) ``+inf`` if ``top > 0``."""
+    lo, top = np.asarray(lo, dtype=float), np.asarray(top, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s = np.where(lo > 0, (top - lo) / np.where(lo > 0, lo, 1.0), np.where(top > 0, np.inf, -np.inf))
+    return np.nan_to_num(s, nan=-np.inf, posinf=np.inf)
+
+
 class RegressionDesign:
     """The optimal regression construction of one cell (see the module docstring)."""
 
@@ -268,9 +276,7 @@ class RegressionDesign:
     def slack(self, t_value, L_value: int, B_value: float):
         """Relative slack ``(min(hi, cap) - lo)/lo`` at shape(s) ``t`` (float64 screen)."""
         lo, hi = self.interval_float(t_value, L_value)
-        top = np.minimum(hi, self.capacity(t_value, B_value))
-        with np.errstate(invalid="ignore"):
-            return np.nan_to_num((top - lo) / lo, nan=-np.inf)
+        return _relative_slack(lo, np.minimum(hi, self.capacity(t_value, B_value)))
 
     def best_shape(self, L_value: int, B_value: float):
         """The shape with the largest slack at budget ``B`` and that slack (float64)."""
@@ -289,9 +295,7 @@ class RegressionDesign:
     def _grid_slack(self, L_value: int, B_value: float):
         """Relative slack on the cached shape grid at budget ``B`` (inadmissible shapes: -inf)."""
         grid, lo, hi = self._scan(L_value)
-        top = np.minimum(hi, self.capacity(grid, B_value))
-        with np.errstate(invalid="ignore"):
-            s = np.nan_to_num((top - lo) / lo, nan=-np.inf)
+        s = _relative_slack(lo, np.minimum(hi, self.capacity(grid, B_value)))
         dom = self.domain(L_value, B_value)
         s[(grid > dom[1] * (1 + 1e-12)) | (grid < dom[0])] = -np.inf
         return grid, s

@@ -1,0 +1,207 @@
+"""Proven lower bounds ``B_lower(L) <= B_min(L)``, evaluated rigorously in ball arithmetic.
+
+Every bound is ``inf`` over the reduced problem of the smallest budget whose *capacity* (an
+upper bound on the read-out amplitude any parameter set of that norm reaches) covers the
+smallest counting amplitude.  Each function's docstring carries its proof; the evaluation uses
+Arb balls, and every comparison that discards a case is certain.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import flint
+
+from bounds.lstar import feasible as bare_pre_feasible
+from constructions.cell import Cell
+
+PREC = 128
+
+
+def _ball(a: float, b: float) -> flint.arb:
+    """A ball containing the float interval ``[a, b]``."""
+    return flint.arb(a).union(flint.arb(b))
+
+
+def _lower(x: flint.arb) -> float:
+    """A float <= every point of the ball."""
+    lo = x.lower()
+    f = float(lo.mid())
+    return f if flint.arb(f) <= lo else math.nextafter(f, -math.inf)
+
+
+def line_lower(cell: Cell, L: int) -> float:
+    """Linear attention without post-norm: ``y(n) = C + k n``, ``k = tau <h_s,h_a> <w,h_a>``.
+
+    *Proof.*  Counting at ``n = 0`` and ``n = L`` needs ``|C| < 1/2`` and ``|C + (k-1)L| < 1/2``,
+    so ``k > 1 - 1/L``.  By Cauchy-Schwarz ``k <= tau |h_s| |h_a|^2 |w|``, and
+    ``|h| <= B`` (none), ``|h| = sqrt(d)`` (bare pre-norm), ``|h| <= |g| max|N(e)_i| + |beta|
+    <= B (sqrt(d-1) + 1)`` (learned pre-norm, ``max|N(e)_i| <= sqrt(d-1)``).  Hence
+    ``B^4 >= sqrt(d)(1 - 1/L)``, ``B >= (1 - 1/L)/d``, ``B^4 (1+sqrt(d-1))^3 >= sqrt(d)(1-1/L)``.
+    All three are attained in the limit (aligned vectors), so they equal ``B_min``.
+    """
+    old, flint.ctx.prec = flint.ctx.prec, PREC
+    try:
+        d = flint.arb(cell.d)
+        need = 1 - flint.arb(1) / L
+        if cell.norm == "none":
+            val = (d.sqrt() * need).root(4)
+        elif cell.norm == "pre_bare":
+            val = need / d
+        else:
+            val = (d.sqrt() * need / (1 + (d - 1).sqrt()) ** 3).root(4)
+        return _lower(val)
+    finally:
+        flint.ctx.prec = old
+
+
+def _lo_term_min(a: float, b: float, L: int, k: int) -> flint.arb:
+    """``min`` over ``rho`` in ``[a, b]`` of ``lo_k(rho) = (k-1)(rho+L)(rho+L-k)/(rho k)``.
+
+    ``lo_k = (k-1)/k (rho + 2L - k + L(L-k)/rho)`` is convex in ``rho`` with its minimum at
+    ``sqrt(L(L-k))``: evaluate at the clipped stationary point (point balls, no dependency).
+    """
+    stat = math.sqrt(L * (L - k)) if k < L else 0.0
+    rho = flint.arb(min(max(stat, a), b)) if stat > 0 else flint.arb(a)
+    if a <= stat <= b:
+        rho = flint.arb(L * (L - k)).sqrt()
+    M = rho + L
+    return flint.arb(k - 1) * M * (M - k) / (rho * k)
+
+
+def _pair_gap(rho: flint.arb, L: int, k: int, kk: int) -> flint.arb:
+    """``hi_kk(rho) - lo_k(rho)``, increasing in ``rho`` (:mod:`bounds.lstar`), expanded:
+    ``kk + 1 + rho (1/kk + 1/k) - (k-1)(2L-k)/k - (k-1) L (L-k)/(k rho)``.
+    """
+    return (kk + 1 + rho * (flint.arb(1) / kk + flint.arb(1) / k)
+            - flint.arb((k - 1) * (2 * L - k)) / k - flint.arb((k - 1) * L * (L - k)) / (k * rho))
+
+
+def _window(x: float, L: int):
+    c = int(math.floor(x))
+    return {min(max(j, 1), L) for j in range(c - 1, c + 3)}
+
+
+def _budget_needed(cell: Cell, D: flint.arb, sigma: flint.arb) -> flint.arb:
+    """Smallest ``B`` whose capacity reaches amplitude ``D`` at score gap ``sigma`` (a ball).
+
+    Increasing in ``D`` and decreasing in ``sigma``, so evaluating at the lower end of ``D``
+    and the upper end of ``sigma`` bounds it from below over a box.
+    """
+    d = flint.arb(cell.d)
+    if cell.norm == "pre_bare":
+        return D / (2 * sigma).sqrt()
+    c = 1 if cell.norm == "none" else 1 + (d - 1).sqrt()
+    cap_coeff = 2 if cell.norm == "none" else 2 * (d - 1).sqrt()
+    # B (cB + sqrt(c^2 B^2 + 4 sigma))/2 = D  <=>  B = D/sqrt(cD + sigma)   (when cD + 2 sigma >= 0)
+    main = D / (c * D + sigma).sqrt() if (c * D + 2 * sigma) > 0 else 2 * (-sigma).sqrt() / c
+    return main.max((D / cap_coeff).sqrt())
+
+
+def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
+                  max_boxes: int = 2000) -> float:
+    """Softmax attention without post-norm: the Mobius segment (:mod:`constructions.segment`).
+
+    *Proof.*  Any parameter set gives ``y(n) = C + D n/(rho+n)`` with
+    ``D = <w, h_a - h_s>``, ``sigma = <h_s, h_s - h_a> = sqrt(d) log rho``; counting to ``L``
+    needs ``D_lo(rho) < D < D_hi(rho)``.  With ``X = |h_s - h_a|`` and ``u = (h_s - h_a)/X``:
+    ``D <= |w| X <= B X`` and ``X = <h_s, u> - <h_a, u>`` where
+
+    * none: ``<h_s, u> = sigma/X``, ``|h_a| <= B``: ``X^2 - B X - sigma <= 0`` and ``X <= 2B``;
+    * pre_learned (``h = g*N(e) + beta``): ``<g*N(e_s), u> = (sigma - <beta, h_s-h_a>)/X <=
+      sigma/X + B`` and ``|g*N(e)| <= B sqrt(d-1)``: ``X^2 - (1+sqrt(d-1)) B X - sigma <= 0``
+      and ``X <= 2 sqrt(d-1) B``;
+    * pre_bare: ``|h| = sqrt(d)`` gives ``X^2 = 2 sigma`` exactly.
+
+    Solving ``B X(B, sigma) >= D_lo(rho)`` for ``B`` (:func:`_budget_needed`) and minimising over
+    ``rho`` gives ``B_min``.  The minimum is bounded below by branch and bound over boxes of
+    ``rho``: on a box, ``D_lo`` is bounded below by any single gap term and ``D_hi`` above by
+    any single gap term (interval extensions), boxes with ``D_lo >= D_hi`` are discarded (no
+    counting there), the others give ``_budget_needed(D_lo low, sigma high)``.  Boxes are
+    split best-first until the bound is within ``rtol`` of ``B_upper`` (a certified ``B_min``)
+    or ``max_boxes`` are used.  Shapes with ``rho`` below the range are infeasible because
+    feasibility is an up-set in ``rho`` (:mod:`bounds.lstar`); above it, ``D_lo >= (L-1)(rho+L)/L``
+    grows linearly while the capacity at ``B_upper`` grows like ``sqrt(log rho)``, so they
+    need more than ``B_upper``; hence ``min(bound, B_upper)`` bounds ``B_min`` from below.
+    """
+    if L < 2:
+        return 0.0
+    old, flint.ctx.prec = flint.ctx.prec, PREC
+    try:
+        sd = flint.arb(cell.d).sqrt()
+
+        def infeasible(a: float, b: float) -> bool:
+            # some pair of gaps already violates D_lo < D_hi at the right end, hence on [a, b]
+            rho = flint.arb(b)
+            ks = _window(math.sqrt(b + L), L)
+            kks = _window(math.sqrt(b), L)
+            return any(_pair_gap(rho, L, k, kk) <= 0 for k in ks for kk in kks)
+
+        # lower end: below an infeasible rho all are infeasible (up-set); below a rho whose
+        # score gap alone needs more than B_upper, all need more (decreasing in sigma)
+        low = 1.0
+        if cell.norm != "pre_bare":
+            while not (infeasible(low, low)
+                       or _budget_needed(cell, flint.arb(0), sd * flint.arb(low).log()) > B_upper):
+                low /= 2
+        # upper end: beyond it even B_upper cannot reach D_lo >= (L-1)(rho+L)/L
+        if cell.norm == "pre_bare":
+            high = math.exp(2 * math.sqrt(cell.d)) * (1 + 1e-12)  # rho_max, rounded up
+        else:
+            high = max(4.0 * L * L, 4 * math.sqrt(cell.d) * L)
+            Bu = flint.arb(B_upper)
+            while True:
+                rho = flint.arb(high)
+                D_tail = flint.arb(L - 1) * (rho + L) / L
+                if _budget_needed(cell, D_tail, sd * rho.log()) > Bu:
+                    break
+                high *= 2
+
+        def bound(a: float, b: float):
+            if infeasible(a, b):
+                return None
+            ks = _window(math.sqrt(a + L), L) | _window(math.sqrt(b + L), L)
+            D_low = max(_lower(_lo_term_min(a, b, L, k)) for k in ks)
+            sigma_hi = flint.arb((sd * flint.arb(b).log()).upper())
+            if cell.norm == "pre_bare" and not sigma_hi > 0:
+                return 0.0
+            return max(_lower(_budget_needed(cell, flint.arb(max(D_low, 0.0)), sigma_hi)), 0.0)
+
+        heap = []
+        edges = [low * (high / low) ** (i / 64) for i in range(65)]
+        for a, b in zip(edges[:-1], edges[1:]):
+            v = bound(a, b)
+            if v is not None:
+                heapq.heappush(heap, (v, a, b))
+        boxes = len(edges)
+        while heap and boxes < max_boxes:
+            v, a, b = heap[0]
+            if v >= B_upper / (1 + rtol):
+                break
+            heapq.heappop(heap)
+            m = math.sqrt(a * b)
+            for lo_, hi_ in ((a, m), (m, b)):
+                w = bound(lo_, hi_)
+                boxes += 1
+                if w is not None:
+                    heapq.heappush(heap, (max(w, v), lo_, hi_))
+        best = heap[0][0] if heap else B_upper
+        return min(best, B_upper)
+    finally:
+        flint.ctx.prec = old
+
+
+def b_lower(cell: Cell, L: int, B_upper: float | None) -> float | None:
+    """The proven lower bound for a sweep row (None where no proof is implemented)."""
+    if cell.readout == "classification":
+        return 0.0
+    if cell.post:
+        return None
+    if cell.attention == "linear":
+        return line_lower(cell, L)
+    if cell.norm == "pre_bare" and not bare_pre_feasible(cell.d, L):
+        return None
+    if B_upper is None:
+        return None
+    return segment_lower(cell, L, B_upper)
