@@ -22,6 +22,7 @@ import numpy as np
 from bounds.lower import b_lower
 from bounds.lstar import l_star
 from constructions import classification, regression
+from constructions.closed_forms import closed_form
 from constructions.cell import Cell, Params
 from verify.backends import get_backend
 from verify.judge import counts_to
@@ -100,6 +101,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6) -> dict:
     row.update(
         B_min=b_min,
         B_lower=b_lower(cell, L, b_min),
+        closed_form=closed_form(cell, L) if cell.eps == 0 else None,
         certified=res.certified,
         worst_error=res.worst_error,
         shape=None if shape is None else {"arc": "lambda", "segment": "rho"}[design.family],

@@ -45,11 +45,11 @@ D_HI_K = (k + 1) * (rho + k) / k
 #: the read-out as a function of the count
 PHI = sympy.Symbol("n") / (rho + sympy.Symbol("n"))
 
-_lo_k = sympy.lambdify((k, rho, L), D_LO_K, "mpmath")
-_hi_k = sympy.lambdify((k, rho, L), D_HI_K, "mpmath")
+lo_term = sympy.lambdify((k, rho, L), D_LO_K, "mpmath")
+hi_term = sympy.lambdify((k, rho, L), D_HI_K, "mpmath")
 
 
-def _candidates(centre: float, L: int) -> list[int]:
+def candidates(centre: float, L: int) -> list[int]:
     """Integers around ``centre`` clipped to ``[1, L]`` (a superset of the argmax)."""
     c = int(math.floor(centre)) if math.isfinite(centre) else L
     return sorted({min(max(j, 1), L) for j in (c - 1, c, c + 1, c + 2)})
@@ -58,8 +58,8 @@ def _candidates(centre: float, L: int) -> list[int]:
 def interval(rho_value, L_value: int):
     """``(D_lo, D_hi)`` at ``rho`` for counting to ``L`` (mpmath numbers at current precision)."""
     r = mpmath.mpf(rho_value)
-    lo = max(_lo_k(kk, r, L_value) for kk in _candidates(float(mpmath.sqrt(r + L_value)), L_value))
-    hi = min(_hi_k(kk, r, L_value) for kk in _candidates(float(mpmath.sqrt(r)), L_value))
+    lo = max(lo_term(kk, r, L_value) for kk in candidates(float(mpmath.sqrt(r + L_value)), L_value))
+    hi = min(hi_term(kk, r, L_value) for kk in candidates(float(mpmath.sqrt(r)), L_value))
     return lo, hi
 
 
@@ -90,7 +90,7 @@ def centre(rho_value, D_value, L_value: int):
         return Dv * n / (r + n) - n
 
     peak = float(mpmath.sqrt(Dv * r) - r) if Dv * r > 0 else 0.0
-    cands = {0, L_value} | {min(max(j, 0), L_value) for j in _candidates(peak, L_value)} | {
+    cands = {0, L_value} | {min(max(j, 0), L_value) for j in candidates(peak, L_value)} | {
         min(max(int(math.floor(peak)), 0), L_value)
     }
     vals = [g(n) for n in cands]
