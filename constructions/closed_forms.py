@@ -32,6 +32,7 @@ tests compare them with the numeric optimum.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import mpmath
@@ -47,10 +48,20 @@ rho = sympy.Symbol("rho", positive=True)
 
 #: the corner equation lo_k(rho) = hi_k'(rho), as a polynomial in rho
 CORNER = sympy.expand((k - 1) * kk * (rho + L) * (rho + L - k) - rho * k * (kk + 1) * (rho + kk))
-#: its positive root
-RHO_STAR = [r for r in sympy.solve(CORNER, rho) if sympy.simplify(r.subs({L: 100, k: 50, kk: 50})) > 0][0]
-#: the read-out gap at the corner
-D_STAR = (kk + 1) * (RHO_STAR + kk) / kk
+
+
+@functools.cache
+def rho_star():
+    """The positive root of :data:`CORNER` in ``rho`` (sympy, in ``L, k, k'``)."""
+    roots = sympy.solve(CORNER, rho)
+    return [r for r in roots if r.subs({L: 100, k: 50, kk: 50}).evalf() > 0][0]
+
+
+def d_star():
+    """The read-out gap at the corner, ``(k'+1)(rho* + k')/k'``."""
+    return (kk + 1) * (rho_star() + kk) / kk
+
+
 #: the extremal arc
 LAM_STAR_SQ = ((L - 1) ** 2 / 4 - (x + sympy.Rational(1, 2)) ** 2) / (
     (1 + 1 / (2 * x)) ** 2 - (1 - 1 / L) ** 2)
@@ -92,8 +103,8 @@ def segment_closed_form(cell: Cell, L_value: int, dps: int = 40) -> dict | None:
         k_act = max(lo_k, key=lo_k.get)
         kk_act = min(hi_k, key=hi_k.get)
         subs = {L: L_value, k: k_act, kk: kk_act}
-        rho_exact = sympy.nsimplify(RHO_STAR.subs(subs))
-        D_exact = sympy.simplify(D_STAR.subs(subs))
+        rho_exact = sympy.nsimplify(rho_star().subs(subs))
+        D_exact = sympy.simplify(d_star().subs(subs))
         if cell.norm == "pre_bare" and not 1 < float(rho_exact) <= math.exp(2 * math.sqrt(cell.d)):
             return None  # bare pre-norm realises only 1 <= rho <= exp(2 sqrt(d))
         if float(D_exact) + 2 * math.sqrt(cell.d) * math.log(float(rho_exact)) <= 0:
