@@ -319,7 +319,10 @@ class RegressionDesign:
                     up_B = mid
                 else:
                     lo_B = mid
-            lo_B = up_B / 1.01  # the zoomed search can only do better than the grid
+            # the zoomed search can only do better than the grid: step down until it fails
+            lo_B = up_B / 1.01
+            while lo_B > 1e-12 and fine(lo_B):
+                up_B, lo_B = lo_B, lo_B / 1.01
         return up_B
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:

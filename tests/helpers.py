@@ -118,16 +118,21 @@ def random_params(cell: Cell, rng: np.random.Generator, classes: int = 4, scale:
 def to_mp(x) -> mpmath.mpf:
     """A backend number as an exact mpf (arb: its midpoint)."""
     if isinstance(x, flint.arb):
-        man, exp = x.mid().man_exp()
-        return mpmath.mpf((int(man), int(exp)))
+        return _exact_mpf(*x.mid().man_exp())
     if isinstance(x, mpmath.mpf):
         return x
     return mpmath.mpf(float(x))
 
 
 def arb_radius(x: flint.arb) -> mpmath.mpf:
-    man, exp = x.rad().man_exp()
-    return mpmath.mpf((int(man), int(exp)))
+    return _exact_mpf(*x.rad().man_exp())
+
+
+def _exact_mpf(man, exp) -> mpmath.mpf:
+    """man * 2**exp as an mpf without rounding (mpf() rounds to the working precision)."""
+    man, exp = int(man), int(exp)
+    with mpmath.workprec(max(53, man.bit_length() + 2)):
+        return mpmath.mpf((man, exp))
 
 
 def as_mp_list(out):

@@ -165,15 +165,19 @@ def test_layernorm_rows_scale_invariant(learned):
     d = 6
     p = random_params(Cell("linear", "post_learned" if learned else "post_bare", "regression", d=d), rng)
     rows = rng.normal(size=(5, d))
-    cs = np.array([1e-3, 0.5, 1.0, 7.0, 1e4])
+    cs = [1e-3, 0.3, 1.0, 7.0, 1e4]
+    with mpmath.workprec(300):  # exact products of two floats (<= 106 bits, exact in mp50)
+        scaled_rows = np.array([[mpmath.mpf(c) * mpmath.mpf(x) for x in row] for c, row in zip(cs, rows)],
+                               dtype=object)
     for backend, tol in (("mp50", 1e-40), ("float64", 1e-13)):
         bk = get_backend(backend)
         with bk.context():
             nums = numbers(p, bk)
             z0 = _layernorm(p, nums, bk.vec(rows), "post-norm")
-            z1 = _layernorm(p, nums, bk.vec(rows * cs[:, None]), "post-norm")
-        for a, b in zip(np.ravel(z0), np.ravel(z1)):
-            assert abs(to_mp(a) - to_mp(b)) <= tol * 10
+            z1 = _layernorm(p, nums, bk.vec(scaled_rows), "post-norm")
+        with mpmath.workdps(80):
+            for a, b in zip(np.ravel(z0), np.ravel(z1)):
+                assert abs(to_mp(a) - to_mp(b)) <= tol * 10
 
 
 @pytest.mark.parametrize("attention", ["softmax", "linear"])
@@ -186,7 +190,10 @@ def test_pre_norm_output_invariant_under_scaling_counted_embeddings(attention, n
     cell = Cell(attention, norm, readout, d=5, distractor=True)
     p = random_params(cell, rng, classes=3)
     V = {k: v for k, v in p.vectors.items()}
-    scaled = dict(V, e_a=[x * mpmath.mpf(3.5) for x in V["e_a"]], e_b=[x / 8 for x in V["e_b"]])
+    with mpmath.workprec(100):
+        c_a, c_b = mpmath.mpf(3.5), mpmath.mpf("0.3")  # 0.3 rounded to 100 bits
+    with mpmath.workprec(300):  # exact scaled copies (53 + 100 bits, exact in mp50's 166 bits)
+        scaled = dict(V, e_a=[c_a * x for x in V["e_a"]], e_b=[c_b * x for x in V["e_b"]])
     q = Params(cell, scaled, p.scalars)
     na, nb = [0, 1, 2, 5, 9, 40], [0, 3, 0, 5, 1, 17]
     y0, y1 = reduced(p, na, nb, "mp50"), reduced(q, na, nb, "mp50")
@@ -244,8 +251,8 @@ def test_post_norm_scale_invariance_on_a_ray(attention, norm, readout):
 
 
 @pytest.mark.parametrize("cell_spec", ALL_CELLS, ids=CELL_IDS)
-@settings(max_examples=8)
-@given(seed=st.integers(0, 2**32 - 1), L=st.integers(1, 120), d=st.integers(3, 8),
+@settings(max_examples=6)
+@given(seed=st.integers(0, 2**32 - 1), L=st.integers(1, 64), d=st.integers(3, 8),
        eps=st.sampled_from([0.0, 0.125]))
 def test_float64_matches_mp50_and_balls_enclose(cell_spec, seed, L, d, eps):
     attention, norm, readout = cell_spec
