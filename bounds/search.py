@@ -84,6 +84,11 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6) -> dict:
     hi, lo = est * (1 + step), est * (1 - step)
     while not counts(hi):
         hi, step = hi * (1 + step), step * 4
+        if hi > 1e3 * est:
+            row.update(note=(f"the construction does not count up to B = {hi:.4g}"
+                             + (" (constructions are derived for eps = 0)" if cell.eps else "")),
+                       seconds=time.perf_counter() - start)
+            return row
     step = 1e-5
     while counts(lo):
         hi, lo, step = lo, lo * (1 - step), step * 4

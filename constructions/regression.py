@@ -68,9 +68,13 @@ def _dot(u, v):
     return (u.T * v)[0, 0]
 
 
-def _embedding_scale():
-    """Norm of the embeddings where they are scale-free: half the budget, at most 1/2."""
-    return sympy.Min(B, 1) / 2
+def _embedding_scale(cell: Cell):
+    """Norm of the embeddings where LayerNorm makes them scale-free.
+
+    With ``eps = 0`` any positive norm does: half the budget, at most 1/2.  With ``eps > 0``
+    LayerNorm is only approximately scale-free, best for large inputs: half the budget.
+    """
+    return sympy.Min(B, 1) / 2 if cell.eps == 0 else B / 2
 
 
 def _segment_vectors(cell: Cell) -> dict:
@@ -78,7 +82,7 @@ def _segment_vectors(cell: Cell) -> dict:
     sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
     c1, perp, e1 = basis.c1(d), basis.perp(d), basis.e1(d)
     sigma = sd * sympy.log(t)
-    te = _embedding_scale()
+    te = _embedding_scale(cell)
     if cell.norm == "none":
         r = (-B + sympy.sqrt(B**2 + 4 * sigma)) / 2
         X = B + r
@@ -117,7 +121,7 @@ def _arc_vectors(cell: Cell) -> dict:
     tau = 1 / sd
     v = t * perp - (L / 2) * c1
     vnorm = sympy.sqrt(t**2 + L**2 / 4)
-    beta_ = _embedding_scale()
+    beta_ = _embedding_scale(cell)
     if cell.attention == "softmax":
         # r(n) ~ 2 rho e_s + n (e_s + e_a): put e_s = P = kappa v/(2 rho), e_s + e_a = Q = kappa c1;
         # rho = exp(tau <e_s, e_s - e_a>) = exp(ell) fixes kappa; ell keeps both norms <= beta_.
@@ -154,11 +158,11 @@ def _line_vectors(cell: Cell) -> dict:
         out = {"e_s": e, "e_a": e, "w": (A / (tau * B**3)) * c1}
         h = e
     elif cell.norm == "pre_bare":
-        e = _embedding_scale() * c1
+        e = _embedding_scale(cell) * c1
         h = sd * c1
         out = {"e_s": e, "e_a": e, "w": (A / d) * c1}
     else:
-        e = _embedding_scale() * c1
+        e = _embedding_scale(cell) * c1
         H = B * (sq + 1)
         h = H * e1
         out = {"e_s": e, "e_a": e, "g": B * e1, "beta": B * e1, "w": (A / (tau * H**3)) * e1}
