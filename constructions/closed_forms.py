@@ -12,7 +12,16 @@ gap ``k'`` (the pair ``(k', 0)``) are active, and ``lo_k(rho) = hi_k'(rho)`` is 
 whose positive root is ``rho*``; then ``D* = (k'+1)(rho*+k')/k'`` and ``B_min`` follows from the
 cell's budget formula (none: ``D/sqrt(D + sigma)``; pre_learned:
 ``max(D/sqrt(sigma + (1+sqrt(d-1)) D), sqrt(D/(2 sqrt(d-1))))``; pre_bare ``D/sqrt(2 sigma)``).
-Asymptotically ``k ~ k' ~ L/2`` and ``rho* ~ D* ~ L^2/4``.
+For ``L >= 6`` the corner is an integer point: writing ``L = 2m + 1`` (odd) or ``L = 2m``
+(even),
+
+    odd:  rho* = m^2,      D* = (m+1)^2,   k = m + 1, k' = m,
+    even: rho* = m(m-1),   D* = m(m+1),    k = m,     k' = m (tie with m-1),
+
+that is ``rho* = floor((L-1)^2/4)`` and ``D* = floor((L+1)^2/4)``: at these points
+``lo_k = hi_k'`` identically in ``m``, and ``k``, ``k'`` are the integer extremisers (``M = rho*
++ L`` is ``(m+1)^2``, resp. ``m(m+1)`` with ``f(m) = m^2 > f(m+1)``).  The tests check these
+identities symbolically and the formula against the numeric corner for every ``L <= 200``.
 
 **Arc (post-norm, symmetric construction).**  ``b_lo`` increases with ``lam``, so the optimum
 is the smallest feasible ``lam``, where ``b_lo(lam) = sqrt(lam^2 + x^2)(1 + 1/(2x))`` for the
@@ -21,7 +30,12 @@ active offset ``x``; squaring,
     lam*^2 = ((L-1)^2/4 - (x+1/2)^2) / ((1 + 1/(2x))^2 - (1 - 1/L)^2),
     b* = sqrt(lam*^2 + L^2/4) (1 - 1/L),
 
-and ``B_min = b*/sqrt(d)`` (bare) or ``sqrt(b*/sqrt(d-1))`` (learned).
+and ``B_min = b*/sqrt(d)`` (bare) or ``sqrt(b*/sqrt(d-1))`` (learned).  The active offset is
+``x* = floor(3L/4) - L/2``; for ``L`` a multiple of 4 (``x* = L/4``) this gives
+
+    lam*^2 = L^3 (L-4) / (16 (2L+1)),    b* = (L-1)(L+2) / (4 sqrt(2L+1)),
+
+so ``b* ~ L^{3/2}/(4 sqrt(2))``.
 
 **Line (linear attention without post-norm).**  ``B_min = (sqrt(d)(1 - 1/L))^{1/4}`` (none),
 ``(1 - 1/L)/d`` (bare pre-norm), ``(sqrt(d)(1 - 1/L))^{1/4}/(1 + sqrt(d-1))^{3/4}`` (learned).
@@ -62,10 +76,16 @@ def d_star():
     return (kk + 1) * (rho_star() + kk) / kk
 
 
+#: the corner as a function of L (L >= 6, see the module docstring)
+RHO_STAR_OF_L = sympy.floor((L - 1) ** 2 / 4)
+D_STAR_OF_L = sympy.floor((L + 1) ** 2 / 4)
 #: the extremal arc
 LAM_STAR_SQ = ((L - 1) ** 2 / 4 - (x + sympy.Rational(1, 2)) ** 2) / (
     (1 + 1 / (2 * x)) ** 2 - (1 - 1 / L) ** 2)
 B_ARC_STAR = sympy.sqrt(LAM_STAR_SQ + L**2 / 4) * (1 - 1 / L)
+#: the extremal arc for L a multiple of 4 (active offset x = L/4)
+LAM_STAR_SQ_MULT4 = L**3 * (L - 4) / (16 * (2 * L + 1))
+B_ARC_STAR_MULT4 = (L - 1) * (L + 2) / (4 * sympy.sqrt(2 * L + 1))
 
 
 def budget(cell: Cell, D_value, rho_value):
