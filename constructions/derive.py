@@ -131,6 +131,8 @@ def _closed(cell: Cell):
         rows = [(sympy.Integer(0), "=", cf.CORNER.subs({cf.rho: rho, cf.L: L, cf.k: k, cf.kk: kk})),
                 (sympy.Symbol(r"\rho^*"), "=", cf.rho_star().subs({cf.L: L, cf.k: k, cf.kk: kk})),
                 (sympy.Symbol("D^*"), "=", sympy.Symbol(r"(k'+1)(\rho^* + k')/k'")),
+                (sympy.Symbol(r"\rho^*_{L \ge 6}"), "=", cf.RHO_STAR_OF_L),
+                (sympy.Symbol(r"D^*_{L \ge 6}"), "=", cf.D_STAR_OF_L),
                 (sympy.Symbol("B_{min}"), "=", cf.budget(cell, sympy.Symbol("D^*"),
                                                          sympy.Symbol(r"\rho^*", positive=True)))]
         if cell.norm == "pre_bare":
@@ -143,6 +145,8 @@ def _closed(cell: Cell):
         B_star = sympy.Symbol("b^*")
         return [(sympy.Symbol(r"\lambda^{*2}"), "=", cf.LAM_STAR_SQ.subs({cf.L: L, cf.x: x})),
                 (B_star, "=", cf.B_ARC_STAR.subs({cf.L: L, cf.x: x})),
+                (sympy.Symbol(r"\lambda^{*2}_{4 \mid L}"), "=", cf.LAM_STAR_SQ_MULT4),
+                (sympy.Symbol(r"b^*_{4 \mid L}"), "=", cf.B_ARC_STAR_MULT4),
                 (sympy.Symbol("B_{min}"), "=", B_star / sympy.sqrt(cell.d) if cell.norm == "post_bare"
                  else sympy.sqrt(B_star / sympy.sqrt(cell.d - 1)))]
     return [(sympy.Symbol("B_{min}"), "=",
