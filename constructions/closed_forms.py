@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -112,32 +113,49 @@ def _corner(L_value: int):
     return hi
 
 
+def _exact_interval(r: Fraction, L_value: int):
+    """``(D_lo, D_hi)`` at a rational ``rho`` in exact arithmetic, with the extremal gaps."""
+    lo = {kv: Fraction((kv - 1) * 1) * (r + L_value) * (r + L_value - kv) / (r * kv)
+          for kv in segment.candidates(math.sqrt(float(r) + L_value), L_value)}
+    hi = {kv: Fraction(kv + 1) * (r + kv) / kv for kv in segment.candidates(math.sqrt(float(r)), L_value)}
+    k_act, kk_act = max(lo, key=lo.get), min(hi, key=hi.get)
+    return lo[k_act], hi[kk_act], k_act, kk_act
+
+
 def segment_closed_form(cell: Cell, L_value: int, dps: int = 40) -> dict | None:
     """Corner ``rho*``, ``D*`` and ``B*`` with the active gaps; None if the corner is not optimal."""
-    with mpmath.workdps(dps):
-        r = _corner(L_value)
-        if r is None:
-            return None
-        lo_k = {kv: segment.lo_term(kv, r, L_value) for kv in segment.candidates(float(mpmath.sqrt(r + L_value)), L_value)}
-        hi_k = {kv: segment.hi_term(kv, r, L_value) for kv in segment.candidates(float(mpmath.sqrt(r)), L_value)}
-        k_act = max(lo_k, key=lo_k.get)
-        kk_act = min(hi_k, key=hi_k.get)
+    r = Fraction((L_value - 1) ** 2 // 4)
+    if L_value >= 6 and r > 0 and (lambda iv: iv[0] == iv[1])(_exact_interval(r, L_value)):
+        _, D_frac, k_act, kk_act = _exact_interval(r, L_value)
+        rho_exact, D_exact = sympy.Rational(r.numerator, r.denominator), sympy.Rational(
+            D_frac.numerator, D_frac.denominator)
+    else:
+        with mpmath.workdps(dps):
+            corner = _corner(L_value)
+            if corner is None:
+                return None
+            lo_k = {kv: segment.lo_term(kv, corner, L_value)
+                    for kv in segment.candidates(float(mpmath.sqrt(corner + L_value)), L_value)}
+            hi_k = {kv: segment.hi_term(kv, corner, L_value)
+                    for kv in segment.candidates(float(mpmath.sqrt(corner)), L_value)}
+        k_act, kk_act = max(lo_k, key=lo_k.get), min(hi_k, key=hi_k.get)
         subs = {L: L_value, k: k_act, kk: kk_act}
-        rho_exact = sympy.nsimplify(rho_star().subs(subs))
-        D_exact = sympy.simplify(d_star().subs(subs))
-        if cell.norm == "pre_bare" and not 1 < float(rho_exact) <= math.exp(2 * math.sqrt(cell.d)):
-            return None  # bare pre-norm realises only 1 <= rho <= exp(2 sqrt(d))
-        if float(D_exact) + 2 * math.sqrt(cell.d) * math.log(float(rho_exact)) <= 0:
-            return None  # the budget formula needs D + 2 sigma > 0
-        B_exact = budget(cell, D_exact, rho_exact)
-        # optimal only if the budget grows to the right of the corner
-        step = mpmath.mpf(1) + mpmath.mpf("1e-6")
-        D_right = segment.interval(r * step, L_value)[0]
-        if float(budget(cell, D_right, r * step)) < float(B_exact):
+        rho_exact = sympy.radsimp(rho_star().subs(subs))
+        D_exact = sympy.radsimp(d_star().subs(subs))
+    rho_f = float(rho_exact)
+    if cell.norm == "pre_bare" and not 1 < rho_f <= math.exp(2 * math.sqrt(cell.d)):
+        return None  # bare pre-norm realises only 1 <= rho <= exp(2 sqrt(d))
+    if float(D_exact) + 2 * math.sqrt(cell.d) * math.log(rho_f) <= 0:
+        return None  # the budget formula needs D + 2 sigma > 0
+    B_exact = budget(cell, D_exact, rho_exact)
+    # optimal only if the budget grows to the right of the corner
+    with mpmath.workdps(dps):
+        right = mpmath.mpf(rho_f) * (1 + mpmath.mpf("1e-6"))
+        D_right = segment.interval(right, L_value)[0]
+        if float(budget(cell, D_right, right)) < float(B_exact):
             return None
-        return {"rho": float(rho_exact), "D": float(D_exact), "B": float(B_exact),
-                "k": k_act, "k_prime": kk_act,
-                "rho_exact": str(rho_exact), "B_exact": str(B_exact)}
+    return {"rho": rho_f, "D": float(D_exact), "B": float(B_exact), "k": k_act, "k_prime": kk_act,
+            "rho_exact": str(rho_exact), "B_exact": str(B_exact)}
 
 
 def arc_closed_form(cell: Cell, L_value: int) -> dict | None:
@@ -152,10 +170,9 @@ def arc_closed_form(cell: Cell, L_value: int) -> dict | None:
     if lam_sq_f[j] <= 0:  # no offset binds: the infimum is the degenerate arc lam -> 0
         xs, lam_sq = None, sympy.Integer(0)
     else:
-        xs = sympy.nsimplify(xs_f[j])
-        lam_sq = sympy.nsimplify(LAM_STAR_SQ.subs({L: L_value, x: xs}))
-    b_exact = sympy.nsimplify(sympy.sqrt(lam_sq + sympy.Integer(L_value) ** 2 / 4)
-                              * (1 - sympy.Rational(1, L_value)))
+        xs = sympy.Rational(int(round(2 * xs_f[j])), 2)  # offsets are multiples of 1/2
+        lam_sq = LAM_STAR_SQ.subs({L: L_value, x: xs})
+    b_exact = sympy.sqrt(lam_sq + sympy.Integer(L_value) ** 2 / 4) * (1 - sympy.Rational(1, L_value))
     B_exact = (b_exact / sympy.sqrt(cell.d) if cell.norm == "post_bare"
                else sympy.sqrt(b_exact / sympy.sqrt(cell.d - 1)))
     return {"lambda": float(sympy.sqrt(lam_sq)), "b": float(b_exact), "B": float(B_exact),
