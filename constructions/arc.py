@@ -53,7 +53,7 @@ def offsets(L_value: int) -> np.ndarray:
 def interval(lam_value, L_value: int):
     """``(b_lo, b_hi)`` at ``lam`` for counting to ``L`` (mpmath, exact minimum over x)."""
     lv = mpmath.mpf(lam_value)
-    lo = _lo(lv, L_value)
+    lo = _lo(lv, mpmath.mpf(L_value))  # an mpf L keeps 1 - 1/L exact to working precision
     xs = offsets(L_value)
     # locate the minimiser in float64, then evaluate its neighbourhood at full precision
     j = int(np.argmin(_hi_np(float(lv), xs)))

@@ -293,7 +293,7 @@ class RegressionDesign:
         dom = self.domain(L_value, B_value)
         a = max(grid[max(j - 1, 0)], dom[0])
         b = min(grid[min(j + 1, len(grid) - 1)], dom[1])
-        t_best, s_best = zoom.maximize(lambda tt: self.slack(tt, L_value, B_value), a, b)
+        t_best, s_best = zoom.maximize(lambda tt: self.slack(tt, L_value, B_value), a, b, points=33)
         return (t_best, s_best) if s_best > s[j] else (float(grid[j]), float(s[j]))
 
     def _grid_slack(self, L_value: int, B_value: float):
@@ -304,7 +304,7 @@ class RegressionDesign:
         s[(grid > dom[1] * (1 + 1e-12)) | (grid < dom[0])] = -np.inf
         return grid, s
 
-    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-9):
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
         """Smallest budget at which some shape has positive slack (None if none up to ``hi_B``).
 
         Bisection on ``B``: first on the cached shape grid (coarse), then with the zoomed

@@ -36,6 +36,13 @@ class Backend:
     def vec(self, values) -> np.ndarray:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def constant_rows(self, v: np.ndarray, var: np.ndarray) -> np.ndarray:
+        """Rows of ``v`` (last axis) that are exactly constant (``var`` is their variance).
+
+        Entries are compared directly: a rounded mean can leave a tiny non-zero variance.
+        """
+        return np.all(v == v[..., :1], axis=-1)
+
     def full(self, shape, value) -> np.ndarray:
         """An array of the given shape filled with one backend number."""
         return np.full(shape, value, dtype=object)
@@ -49,8 +56,13 @@ class Backend:
     def maximum(self, a, b):  # pragma: no cover - interface
         raise NotImplementedError
 
-    def is_zero(self, x) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
+    def within(self, x, bound: float):
+        """``(surely, surely_not)``: boolean arrays for ``|x| < bound``, decided in this backend.
+
+        Non-rigorous backends decide on the computed value, so the two are complementary.
+        """
+        inside = np.vectorize(lambda v: abs(v) < bound, otypes=[bool])(x)
+        return inside, ~inside
 
     def lower(self, x) -> np.ndarray:
         """Float lower bound of each entry (just the value for non-rigorous backends)."""
@@ -92,9 +104,6 @@ class NumpyBackend(Backend):
     def maximum(self, a, b):
         return np.maximum(a, b)
 
-    def is_zero(self, x):
-        return np.asarray(x) == 0
-
 
 class MpmathBackend(Backend):
     """mpmath at a fixed number of decimal digits (object arrays of mpf)."""
@@ -126,9 +135,6 @@ class MpmathBackend(Backend):
 
     def maximum(self, a, b):
         return self._max(a, b)
-
-    def is_zero(self, x):
-        return np.vectorize(lambda v: v == 0, otypes=[bool])(x)
 
     def lower(self, x):
         return np.vectorize(float, otypes=[np.float64])(x)
@@ -199,8 +205,16 @@ class ArbBackend(Backend):
     def maximum(self, a, b):
         return self._max(a, b)
 
-    def is_zero(self, x):
-        return self._zero(x)
+    def within(self, x, bound: float):
+        """Decided on the balls: surely inside, surely outside, or neither (undecided)."""
+        b = flint.arb(bound)
+        surely = np.vectorize(lambda v: bool(v < b) and bool(v > -b), otypes=[bool])(x)
+        surely_not = np.vectorize(lambda v: bool(v >= b) or bool(v <= -b), otypes=[bool])(x)
+        return surely, surely_not
+
+    def constant_rows(self, v, var):
+        """Exactly constant rows: balls make the variance an exact zero only then."""
+        return np.atleast_1d(self._zero(var[..., 0]))
 
     def lower(self, x):
         return arb_bounds(np.asarray(x, dtype=object))[0]

@@ -66,7 +66,7 @@ def _layernorm(params: Params, nums, v: np.ndarray, where: str, counts=None) -> 
     centred = v - v.sum(axis=-1, keepdims=True) / d
     var = (centred * centred).sum(axis=-1, keepdims=True) / d
     if params.cell.eps == 0:
-        bad = np.atleast_1d(bk.is_zero(var[..., 0]))
+        bad = np.atleast_1d(bk.constant_rows(v, var))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             at = where if counts is None else f"{where} at count n_a={counts[0][i]}, n_b={counts[1][i]}"

@@ -31,10 +31,11 @@ CERTIFYING_BACKEND = "arb256"
 class CountResult:
     """Outcome of :func:`counts_to`.
 
-    ``verdict`` is ``"counts"``, ``"fails"`` or ``"cannot certify"`` (ball backend only).
-    ``worst_error`` is the largest ``|y - n|`` (regression; an upper bound on the ball
-    backend), ``min_margin`` the smallest logit margin (classification; a lower bound on the ball
-    backend); ``*_at`` give the count where they occur.
+    ``verdict`` is ``"counts"``, ``"fails"`` or ``"cannot certify"`` (ball backend only), decided
+    in the backend's own numbers (on balls: exactly).  ``worst_error`` is the largest ``|y - n|``
+    (regression; rounded to the nearest float, so it may print as 0.5 when the exact value is
+    just below), ``min_margin`` the smallest logit margin (classification; a rigorous lower
+    bound on the ball backend); ``*_at`` give the count where they occur.
     """
 
     L: int
@@ -110,6 +111,19 @@ def _rigorous_logits(params: Params, z: np.ndarray):
     return zm @ um.T + bm, (rad if np.isfinite(rad) else np.inf)
 
 
+def _decide_in_balls(bk, params: Params, z: np.ndarray, n: np.ndarray, good, bad):
+    """Re-decide the rows the float enclosure left open with all logits in ball arithmetic."""
+    u, b = bk.vec(params.vectors["u"]), bk.vec(params.scalars["b"])
+    good, bad = good.copy(), bad.copy()
+    for i in np.flatnonzero(~(good | bad)):
+        logits = u @ z[i] + b
+        others = np.delete(logits, n[i])
+        gaps = [logits[n[i]] - o for o in others]
+        good[i] = all(g > 0 for g in gaps)
+        bad[i] = any(g <= 0 for g in gaps)
+    return good, bad
+
+
 def counts_to(params: Params, L: int, backend="float64") -> CountResult:
     """Judge whether ``params`` count to ``L`` (every ``n = 0..L``), on ``backend``."""
     if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or L < 1:
@@ -126,15 +140,17 @@ def counts_to(params: Params, L: int, backend="float64") -> CountResult:
     with bk.context():
         if not classify:
             err = out - bk.vec(n.astype(object)) if out.dtype == object else out - n
-            err_hi = np.maximum(bk.upper(err), -bk.lower(err))  # upper bound of |y - n|
-            err_lo = np.maximum(np.maximum(bk.lower(err), -bk.upper(err)), 0.0)  # lower bound
-            good, bad = err_hi < 0.5, ~(err_lo < 0.5)
+            good, bad = bk.within(err, 0.5)  # decided in the backend's own numbers
+            # |y - n| to the nearest float, for reporting (the verdict above is exact)
+            err_hi = np.abs(0.5 * bk.lower(err) + 0.5 * bk.upper(err))
             worst = int(np.argmax(np.nan_to_num(err_hi, nan=np.inf)))
             extra = dict(worst_error=float(err_hi[worst]), worst_error_at=worst)
         else:
             logits, rad = _rigorous_logits(params, out) if bk.rigorous else (bk.lower(out), 0.0)
             m_lo, m_hi = _margins(logits, rad, n, bk.rigorous)
             good, bad = m_lo > 0, ~(m_hi > 0)
+            if bk.rigorous and not (good | bad).all():
+                good, bad = _decide_in_balls(bk, params, out, n, good, bad)
             worst = int(np.argmin(np.nan_to_num(m_lo, nan=-np.inf)))
             extra = dict(min_margin=float(m_lo[worst]), min_margin_at=worst)
     bad_idx = np.flatnonzero(bad)

@@ -1,0 +1,400 @@
+"""The constructions: every cell counts, within its budget, and the closed forms are right.
+
+* End to end: for all 20 cells the regression construction at ``1.01 * estimate`` and the
+  unit-norm classification head count to small ``L``, certified in ball arithmetic.
+* The symbolic side: free symbols, and numeric evaluation against sympy's own ``evalf``; and the
+  *meaning* of the symbolic construction: run through an independent reference forward pass
+  (``tests/helpers.ref_forward``), its read-out is exactly the family's ``C + A f_t(n)``.
+* ``constructions.segment``/``constructions.arc`` closed-form intervals against brute force over
+  all pairs / all counts, and against a linear program in ``(C, D)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import mpmath
+import numpy as np
+import pytest
+import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+
+from constructions import arc, classification, regression, segment
+from constructions.cell import ATTENTIONS, NORMS, Cell, Params
+from constructions.regression import A, B, C, L, t
+from helpers import ALL_CELLS, CELL_IDS, ref_mp
+from verify import counts_to
+
+REG_CELLS = list(itertools.product(ATTENTIONS, NORMS))
+REG_IDS = ["/".join(c) for c in REG_CELLS]
+SMALL_L = (2, 5, 16)
+FAST = settings(max_examples=25, deadline=None)
+
+
+def _cell(att, norm, readout, d=8):
+    return Cell(att, norm, readout, d=d)
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def _check_regression(cell, L):
+    des = regression.design(cell)
+    est = des.estimate(L)
+    assert est is not None and est > 0, f"{cell.describe()} L={L}: no estimate"
+    budget = 1.01 * est
+    params = des.build(L, budget)
+    res = counts_to(params, L, backend="arb256")
+    assert res.verdict == "counts" and res.certified, (cell.describe(), L, res)
+    assert res.worst_error < 0.5
+    # the capacity claim: the construction stays within its budget
+    assert params.bound() <= mpmath.mpf(budget) * (1 + mpmath.mpf("1e-9")), (
+        cell.describe(), L, float(params.bound()), budget)
+
+
+def _check_classification(cell, L):
+    params = classification.design(cell).build(L)
+    assert params.classes == L + 1
+    norms = params.norms()
+    assert len([k for k in norms if k.startswith("u_")]) == L + 1
+    assert all(v <= 1 + 1e-12 for v in norms.values()), {k: float(v) for k, v in norms.items()}
+    assert params.bound() <= 1 + 1e-12
+    res = counts_to(params, L, backend="arb256")
+    assert res.verdict == "counts" and res.certified, (cell.describe(), L, res)
+    assert res.min_margin > 0
+
+
+@pytest.mark.parametrize("att,norm,readout", ALL_CELLS, ids=CELL_IDS)
+@pytest.mark.parametrize("L_value", SMALL_L)
+def test_every_cell_counts_certified_d8(att, norm, readout, L_value):
+    cell = _cell(att, norm, readout, d=8)
+    if readout == "regression":
+        _check_regression(cell, L_value)
+    else:
+        _check_classification(cell, L_value)
+
+
+# d = 3: the smallest width post-norm allows; bare pre-norm only up to L*(3) = 12
+D3_CASES = [
+    ("softmax", "none", 16), ("softmax", "pre_bare", 12), ("softmax", "pre_learned", 16),
+    ("softmax", "post_bare", 16), ("softmax", "post_learned", 5), ("linear", "post_bare", 16),
+    ("linear", "post_learned", 5), ("linear", "pre_learned", 16),
+]
+
+
+@pytest.mark.parametrize("readout", ["regression", "classification"])
+@pytest.mark.parametrize("att,norm,L_value", D3_CASES, ids=[f"{a}/{n}/L{l}" for a, n, l in D3_CASES])
+def test_cells_count_certified_d3(att, norm, L_value, readout):
+    cell = _cell(att, norm, readout, d=3)
+    if readout == "regression":
+        _check_regression(cell, L_value)
+    else:
+        _check_classification(cell, L_value)
+
+
+@pytest.mark.parametrize("att,norm", REG_CELLS, ids=REG_IDS)
+def test_regression_counts_above_estimate_and_stays_in_budget(att, norm):
+    """Every budget above B_min works (not only 1.01 x), and never costs more than the budget."""
+    cell = _cell(att, norm, "regression")
+    des = regression.design(cell)
+    L_value = 7
+    est = des.estimate(L_value)
+    for factor in (1.0005, 1.3, 4.0):
+        budget = est * factor
+        params = des.build(L_value, budget)
+        assert params.bound() <= mpmath.mpf(budget) * (1 + mpmath.mpf("1e-9")), (factor, float(params.bound()))
+        assert counts_to(params, L_value, backend="arb256").certified, factor
+
+
+def test_estimate_is_none_beyond_lstar():
+    from bounds.lstar import l_star
+
+    des = regression.design(_cell("softmax", "pre_bare", "regression", d=3))
+    assert des.estimate(l_star(3)) is not None
+    assert des.estimate(l_star(3) + 1) is None
+
+
+# --------------------------------------------------------------------------- symbolic side
+
+SYMBOLS = {B, L, t, A, C}
+
+
+def test_exported_symbols_are_the_builder_arguments():
+    assert [s.name for s in (B, L, t, A, C)] == ["B", "L", "t", "A", "C"]
+    assert all(isinstance(s, sympy.Symbol) for s in SYMBOLS)
+
+
+@pytest.mark.parametrize("d", [8, 3])
+@pytest.mark.parametrize("att,norm", REG_CELLS, ids=REG_IDS)
+def test_symbolic_free_symbols(att, norm, d):
+    cell = _cell(att, norm, "regression", d=d)
+    sym = regression.design(cell).symbolic()
+    names = {k for k in sym if not k.startswith("_")}
+    assert names == set(cell.vector_names()) | set(cell.scalar_names())
+    for name, expr in sym.items():
+        assert isinstance(expr, (sympy.Basic, sympy.MatrixBase)), name
+        assert expr.free_symbols <= SYMBOLS, (name, expr.free_symbols)
+        if isinstance(expr, sympy.MatrixBase):
+            assert expr.shape == (d, 1), name
+    # the vectors that carry the construction depend on the budget or the amplitude
+    assert A in sym["w"].free_symbols
+
+
+# admissible numeric points (B, L, t, A, C) per family
+POINTS = {"segment": (3.0, 9, 5.0, 17.5, 0.25), "arc": (2.0, 10, 7.0, 11.0, 0.0),
+          "line": (1.3, 6, 1.0, 0.95, 0.125)}
+
+
+@pytest.mark.parametrize("att,norm", REG_CELLS, ids=REG_IDS)
+def test_evaluate_matches_evalf(att, norm):
+    cell = _cell(att, norm, "regression")
+    des = regression.design(cell)
+    Bv, Lv, tv, Av, Cv = POINTS[des.family]
+    sym = des.symbolic()
+    with mpmath.workdps(40):
+        got = des.evaluate(Lv, Bv, tv, Av, Cv)
+        subs = {B: sympy.Float(Bv, 50), L: sympy.Integer(Lv), t: sympy.Float(tv, 50),
+                A: sympy.Float(Av, 50), C: sympy.Float(Cv, 50)}
+        assert set(got) == set(sym)
+        for name, expr in sym.items():
+            ref = [sympy.N(x.subs(subs), 45) for x in expr] if isinstance(expr, sympy.MatrixBase) \
+                else [sympy.N(expr.subs(subs), 45)]
+            vals = list(np.atleast_1d(got[name]))
+            assert len(vals) == len(ref), name
+            scale = 1 + max(abs(mpmath.mpf(r)) for r in ref)
+            for r, v in zip(ref, vals):
+                assert abs(mpmath.mpf(r) - v) <= mpmath.mpf("1e-30") * scale, (name, r, v)
+
+
+def _family_readout(family, n, Lv, tv, Av, Cv):
+    """The read-out ``y(n)`` the module docstring of constructions.regression promises."""
+    n = mpmath.mpf(n)
+    if family == "segment":
+        return Cv + Av * n / (tv + n)
+    if family == "line":
+        return Cv + Av * n
+    x = n - mpmath.mpf(Lv) / 2
+    return mpmath.mpf(Lv) / 2 + Av * x / mpmath.sqrt(tv**2 + x**2)
+
+
+@pytest.mark.parametrize("d", [8, 3])
+@pytest.mark.parametrize("att,norm", REG_CELLS, ids=REG_IDS)
+def test_symbolic_construction_reads_out_the_family(att, norm, d):
+    """Through an independent forward pass the construction is exactly ``C + A f_t(n)``."""
+    cell = _cell(att, norm, "regression", d=d)
+    des = regression.design(cell)
+    Bv, Lv, tv, Av, Cv = POINTS[des.family]
+    with mpmath.workdps(60):
+        vals = des.evaluate(Lv, Bv, tv, Av, Cv)
+        params = Params(cell, {k: v for k, v in vals.items() if k != "w0" and not k.startswith("_")},
+                        {"w0": vals["w0"]})
+        for n in range(Lv + 1):
+            ref = ref_mp(params, "s" + "a" * n, dps=60)
+            want = _family_readout(des.family, n, Lv, mpmath.mpf(tv), mpmath.mpf(Av), mpmath.mpf(Cv))
+            assert abs(ref.out - want) < mpmath.mpf("1e-35") * (1 + abs(want)), (n, ref.out, want)
+            if des.family != "arc":  # the derived token values are the model's
+                for tok, key in (("s", "_h_s"), ("a", "_h_a")):
+                    if n or tok == "s":
+                        got = ref.h[tok]
+                        assert max(abs(g - h) for g, h in zip(got, vals[key])) < mpmath.mpf("1e-35")
+
+
+# --------------------------------------------------------------------------- segment
+
+
+def _phi(rho, n):
+    return mpmath.mpf(n) / (rho + n)
+
+
+def _segment_brute(rho, Lv):
+    """``(max (i-j-1)/(phi_i-phi_j), min (i-j+1)/(phi_i-phi_j))`` over all pairs ``i > j``."""
+    lo, hi = None, None
+    for i in range(Lv + 1):
+        for j in range(i):
+            gap = _phi(rho, i) - _phi(rho, j)
+            a, b = (i - j - 1) / gap, (i - j + 1) / gap
+            lo = a if lo is None else max(lo, a)
+            hi = b if hi is None else min(hi, b)
+    return lo, hi
+
+
+def _segment_spread_slack(rho, D, Lv):
+    """Exact ``s``: the largest ``1/2 - max_n |C + D phi(n) - n|`` over ``C``."""
+    g = [D * _phi(rho, n) - n for n in range(Lv + 1)]
+    return (1 - (max(g) - min(g))) / 2
+
+
+def _lp_slack(phi_values, Lv, D_fixed=None):
+    """max s over (C, D, s): |C + D phi(n) - n| <= 1/2 - s for n = 0..L (D fixed if given)."""
+    n = np.arange(Lv + 1, dtype=float)
+    phi_values = np.asarray(phi_values, dtype=float)
+    ones = np.ones(Lv + 1)
+    A_ub = np.vstack([np.column_stack([ones, phi_values, ones]),
+                      np.column_stack([-ones, -phi_values, ones])])
+    b_ub = np.concatenate([0.5 + n, 0.5 - n])
+    d_bounds = (None, None) if D_fixed is None else (D_fixed, D_fixed)
+    res = linprog([0, 0, -1], A_ub=A_ub, b_ub=b_ub, bounds=[(None, None), d_bounds, (None, 1)],
+                  method="highs")
+    assert res.status == 0, res.message
+    return res.x[2], res.x[1]
+
+
+rhos = st.floats(-2, 4).map(lambda e: 10.0**e)
+
+
+@FAST
+@given(rho=rhos, Lv=st.integers(1, 30))
+def test_segment_interval_matches_brute_force(rho, Lv):
+    with mpmath.workdps(40):
+        lo, hi = segment.interval(rho, Lv)
+        blo, bhi = _segment_brute(mpmath.mpf(rho), Lv)
+        assert abs(lo - blo) <= mpmath.mpf("1e-30") * (1 + abs(blo))
+        assert abs(hi - bhi) <= mpmath.mpf("1e-30") * (1 + abs(bhi))
+    flo, fhi = segment.interval_float(np.array([rho]), Lv)
+    assert flo[0] == pytest.approx(float(blo), rel=1e-9, abs=1e-12)
+    assert fhi[0] == pytest.approx(float(bhi), rel=1e-9)
+
+
+@FAST
+@given(rho=st.floats(-1, 3).map(lambda e: 10.0**e), Lv=st.integers(1, 30))
+def test_segment_interval_is_the_feasible_set_lp(rho, Lv):
+    with mpmath.workdps(40):
+        r = mpmath.mpf(rho)
+        lo, hi = segment.interval(r, Lv)
+        phis = [float(_phi(r, n)) for n in range(Lv + 1)]
+        # D free: some (C, D) counts iff the interval is non-empty
+        s_free, D_opt = _lp_slack(phis, Lv)
+        if hi > lo:
+            s_mid = _segment_spread_slack(r, (lo + hi) / 2, Lv)
+            assert s_mid > 0
+            assert s_free >= s_mid - 1e-9
+        else:
+            assert s_free < 1e-9
+        if s_free > 1e-7:  # the LP's optimal amplitude lies in the interval
+            assert hi > lo
+            assert lo * (1 - 1e-6) - 1e-9 <= D_opt <= hi * (1 + 1e-6)
+        width = hi - lo
+        if width > 0:
+            for D in (lo + width / 100, (lo + hi) / 2, hi - width / 100):
+                exact = _segment_spread_slack(r, D, Lv)
+                assert exact > 0
+                s, _ = _lp_slack(phis, Lv, float(D))
+                assert s > -1e-9
+                if exact > 1e-7:
+                    assert s > 0
+        step = max(abs(width), hi * mpmath.mpf("1e-4")) / 100
+        for D in (lo - step, hi + step):
+            exact = _segment_spread_slack(r, D, Lv)
+            assert exact < 0
+            s, _ = _lp_slack(phis, Lv, float(D))
+            assert s < 1e-9
+            if exact < -1e-7:
+                assert s < 0
+
+
+@FAST
+@given(rho=st.floats(0, 3).map(lambda e: 10.0**e), Lv=st.integers(1, 30), frac=st.floats(0.05, 0.95))
+def test_segment_centre_is_minimax(rho, Lv, frac):
+    with mpmath.workdps(40):
+        r = mpmath.mpf(rho)
+        lo, hi = segment.interval(r, Lv)
+        if not hi > lo:
+            return
+        D = lo + frac * (hi - lo)
+        Cv = segment.centre(r, D, Lv)
+        err = max(abs(Cv + D * _phi(r, n) - n) for n in range(Lv + 1))
+        g = [D * _phi(r, n) - n for n in range(Lv + 1)]
+        assert abs(err - (max(g) - min(g)) / 2) < mpmath.mpf("1e-30")
+        assert err < mpmath.mpf(1) / 2
+
+
+def test_segment_known_corner():
+    """rho = 12 is where counting to 8 first becomes possible: D_lo = D_hi = 20 there."""
+    with mpmath.workdps(30):
+        lo, hi = segment.interval(12, 8)
+        assert abs(lo - 20) < mpmath.mpf("1e-25") and abs(hi - 20) < mpmath.mpf("1e-25")
+        lo2, hi2 = segment.interval(mpmath.mpf(12) * (1 - mpmath.mpf("1e-6")), 8)
+        assert lo2 > hi2
+        lo3, hi3 = segment.interval(mpmath.mpf(12) * (1 + mpmath.mpf("1e-6")), 8)
+        assert lo3 < hi3
+
+
+# --------------------------------------------------------------------------- arc
+
+
+def _arc_brute(lam, Lv):
+    """Feasible amplitudes of ``L/2 + b x/sqrt(lam^2+x^2)``, brute force over every count."""
+    lo, hi = mpmath.mpf(0), mpmath.inf
+    half = mpmath.mpf(Lv) / 2
+    for n in range(Lv + 1):
+        x = n - half
+        if x == 0:
+            continue
+        s = mpmath.sqrt(lam**2 + x**2)
+        lo = max(lo, s * (1 - 1 / (2 * abs(x))))
+        hi = min(hi, s * (1 + 1 / (2 * abs(x))))
+    return lo, hi
+
+
+def _arc_counts(lam, b, Lv):
+    half = mpmath.mpf(Lv) / 2
+    return all(abs(half + b * (n - half) / mpmath.sqrt(lam**2 + (n - half) ** 2) - n) < mpmath.mpf(1) / 2
+               for n in range(Lv + 1))
+
+
+lams = st.floats(-2, 4).map(lambda e: 10.0**e)
+
+
+@FAST
+@given(lam=lams, Lv=st.integers(1, 30))
+def test_arc_interval_matches_brute_force(lam, Lv):
+    with mpmath.workdps(40):
+        lo, hi = arc.interval(lam, Lv)
+        blo, bhi = _arc_brute(mpmath.mpf(lam), Lv)
+        # (the lower end is only float-accurate: see test_arc_interval_full_precision)
+        assert abs(lo - blo) <= mpmath.mpf("1e-14") * (1 + blo)
+        assert abs(hi - bhi) <= mpmath.mpf("1e-30") * (1 + bhi)
+    flo, fhi = arc.interval_float(np.array([lam]), Lv)
+    assert flo[0] == pytest.approx(float(blo), rel=1e-9, abs=1e-12)
+    assert fhi[0] == pytest.approx(float(bhi), rel=1e-9)
+
+
+def test_arc_interval_full_precision():
+    with mpmath.workdps(40):
+        lo, _ = arc.interval(1, 3)
+        exact = mpmath.sqrt(1 + mpmath.mpf(9) / 4) * (1 - mpmath.mpf(1) / 3)
+        assert abs(lo - exact) < mpmath.mpf("1e-35")
+
+
+@FAST
+@given(lam=lams, Lv=st.integers(1, 30))
+def test_arc_interval_is_the_feasible_set(lam, Lv):
+    with mpmath.workdps(40):
+        lv = mpmath.mpf(lam)
+        lo, hi = arc.interval(lv, Lv)
+        width = hi - lo
+        if width > 0:
+            for b in (lo + width * mpmath.mpf("1e-6"), (lo + hi) / 2, hi - width * mpmath.mpf("1e-6")):
+                assert _arc_counts(lv, b, Lv), b
+        step = max(abs(width), hi * mpmath.mpf("1e-9")) * mpmath.mpf("1e-6")
+        if lo > 0:
+            assert not _arc_counts(lv, lo - step, Lv)
+        assert not _arc_counts(lv, hi + step, Lv)
+        assert not _arc_counts(lv, hi, Lv)  # strict inequality at the bound itself
+
+
+def test_arc_needs_lambda_of_order_L_three_halves():
+    """The smallest feasible lambda grows like L^{3/2} (the post-norm rate)."""
+    def smallest(Lv):
+        grid = np.geomspace(1e-2, 1e5, 4001)
+        lo, hi = arc.interval_float(grid, Lv)
+        ok = lo < hi
+        first = int(np.argmax(ok))
+        assert ok[first] and ok[first:].all()  # feasibility is an up-set in lambda
+        return grid[first]
+
+    ratio = smallest(256) / smallest(64)
+    assert 4 ** 1.5 * 0.8 < ratio < 4 ** 1.5 * 1.2
