@@ -47,6 +47,22 @@ def t_quantile(df: int, p: float) -> float:
     return float(mpmath.findroot(f, (mpmath.mpf("0.01"), mpmath.mpf(1000)), solver="illinois"))
 
 
+def theory_note(cell: Cell):
+    """When the asymptotic exponent is reached, where that is not immediate (else None).
+
+    Classification on the segment: at unit norm the attention ratio is at most
+    ``rho_max = exp(sigma_max / sqrt(d))``; the margin decays like ``L^-2`` while ``L`` is below
+    about ``rho_max`` and like ``L^-3`` beyond.
+    """
+    if cell.readout != "classification" or family(cell) != "segment":
+        return None
+    sq = math.sqrt(cell.d - 1)
+    sigma_max = {"none": 2.0, "pre_bare": 2.0 * cell.d, "pre_learned": 2 * sq * (sq + 1)}[cell.norm]
+    rho_max = math.exp(sigma_max / math.sqrt(cell.d))
+    return (f"asymptotic exponent, reached for L >> rho_max = {rho_max:.4g} (the largest attention "
+            "ratio at unit norm); below it the margin decays like L^-2")
+
+
 def fit(Ls, ys, L_from: int) -> dict:
     """Fit ``y ~ L^p`` over ``L >= L_from`` (rows with a missing or non-positive y are skipped)."""
     pts = [(L, y) for L, y in zip(Ls, ys) if L >= L_from and y is not None and y > 0]

@@ -87,6 +87,8 @@ def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6) -> dict:
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
     fitted.update(quantity=quantity, theory=fitting.theory_exponent(cell))
+    if fitting.theory_note(cell):
+        fitted["theory_note"] = fitting.theory_note(cell)
     bare_pre = cell.attention == "softmax" and cell.norm == "pre_bare" and cell.readout == "regression"
     out = {
         "attention": cell.attention, "variant": cell.norm, "readout": cell.readout,
@@ -132,6 +134,8 @@ def table(result: dict) -> str:
         fit_line = (f"fit over L >= {f['L_from']}: too few certified rows; theory "
                     f"{_fmt(f['theory'], '{:g}')}")
     out = [title, *lines, fit_line]
+    if f.get("theory_note"):
+        out.append(f"theory: {f['theory_note']}")
     if cls:
         out.append("B_min is an infimum: with free biases the argmax is scale-free, so heads of "
                    "any norm > 0 count; margin is the certified smallest logit gap at unit norm")
