@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from types import SimpleNamespace
 
 import flint
@@ -25,6 +26,11 @@ FLOAT = SimpleNamespace(num=float, exp=math.exp, sqrt=math.sqrt)
 MP = SimpleNamespace(num=mpmath.mpf, exp=mpmath.exp, sqrt=mpmath.sqrt)
 
 U64 = 2.0**-53  # unit round-off of float64
+
+
+def examples(n: int) -> int:
+    """Per-test hypothesis example count: modest by default, 10x under HYPOTHESIS_PROFILE=explore."""
+    return n * 10 if os.environ.get("HYPOTHESIS_PROFILE") == "explore" else n
 
 
 # --------------------------------------------------------------------------- reference model

@@ -105,7 +105,30 @@ class NumpyBackend(Backend):
         return np.maximum(a, b)
 
 
-class MpmathBackend(Backend):
+class ObjectBackend(Backend):
+    """Numbers held in numpy object arrays; subclasses give the element type's operations."""
+
+    def _convert(self, x):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def vec(self, values):
+        arr = np.asarray(values, dtype=object)
+        out = np.empty(arr.shape, dtype=object)
+        for idx, x in np.ndenumerate(arr):
+            out[idx] = self._convert(x)
+        return out
+
+    def exp(self, x):
+        return self._exp(x)
+
+    def sqrt(self, x):
+        return self._sqrt(x)
+
+    def maximum(self, a, b):
+        return self._max(a, b)
+
+
+class MpmathBackend(ObjectBackend):
     """mpmath at a fixed number of decimal digits (object arrays of mpf)."""
 
     def __init__(self, dps: int):
@@ -120,21 +143,9 @@ class MpmathBackend(Backend):
     def context(self):
         return mpmath.workdps(self.dps)
 
-    def vec(self, values):
-        arr = np.asarray(values, dtype=object)
-        out = np.empty(arr.shape, dtype=object)
-        for idx, x in np.ndenumerate(arr):
-            out[idx] = mpmath.mpf(x) if not isinstance(x, (float, np.floating)) else mpmath.mpf(float(x))
-        return +out  # unary plus rounds to the working precision
-
-    def exp(self, x):
-        return self._exp(x)
-
-    def sqrt(self, x):
-        return self._sqrt(x)
-
-    def maximum(self, a, b):
-        return self._max(a, b)
+    def _convert(self, x):
+        # unary plus rounds to the working precision
+        return +(mpmath.mpf(float(x)) if isinstance(x, (float, np.floating)) else mpmath.mpf(x))
 
     def lower(self, x):
         return np.vectorize(float, otypes=[np.float64])(x)
@@ -163,7 +174,7 @@ def _arb_from_exact(x) -> flint.arb:
     raise TypeError(f"cannot convert {type(x).__name__} exactly to a ball")
 
 
-class ArbBackend(Backend):
+class ArbBackend(ObjectBackend):
     """Ball arithmetic (Arb via python-flint) at ``prec`` bits: rigorous enclosures."""
 
     rigorous = True
@@ -189,21 +200,8 @@ class ArbBackend(Backend):
         finally:
             flint.ctx.prec = old
 
-    def vec(self, values):
-        arr = np.asarray(values, dtype=object)
-        out = np.empty(arr.shape, dtype=object)
-        for idx, x in np.ndenumerate(arr):
-            out[idx] = _arb_from_exact(x)
-        return out
-
-    def exp(self, x):
-        return self._exp(x)
-
-    def sqrt(self, x):
-        return self._sqrt(x)
-
-    def maximum(self, a, b):
-        return self._max(a, b)
+    def _convert(self, x):
+        return _arb_from_exact(x)
 
     def within(self, x, bound: float):
         """Decided on the balls: surely inside, surely outside, or neither (undecided)."""
