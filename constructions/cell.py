@@ -55,7 +55,10 @@ class Cell:
             raise ValueError(f"d must be an integer, got {self.d!r}")
         if self.d < 2:
             raise ValueError(f"d must be at least 2, got {self.d}")
-        eps = float(self.eps)
+        try:
+            eps = float(self.eps)
+        except (TypeError, ValueError):
+            raise ValueError(f"eps must be a finite number >= 0, got {self.eps!r}") from None
         if not math.isfinite(eps) or eps < 0:
             raise ValueError(f"eps must be a finite number >= 0, got {self.eps!r}")
         object.__setattr__(self, "d", int(self.d))
@@ -103,7 +106,8 @@ def to_mpf(x) -> mpmath.mpf:
     if isinstance(x, (bool, np.bool_)):
         raise ValueError(f"expected a number, got {x!r}")
     if isinstance(x, (int, np.integer)):
-        return mpmath.mpf(int(x))
+        with mpmath.workprec(max(53, int(x).bit_length())):  # exact, whatever its size
+            return mpmath.mpf(int(x))
     if isinstance(x, (float, np.floating)):
         return mpmath.mpf(float(x))  # exact: every float is an mpf
     if isinstance(x, str):

@@ -189,7 +189,7 @@ class ArbBackend(ObjectBackend):
         # Softmax is invariant under any common shift, so the shift need not be a rigorous max:
         # the exact midpoint of the larger ball is as good and keeps the result rigorous.
         self._max = np.frompyfunc(lambda a, b: a.mid() if a.mid() >= b.mid() else b.mid(), 2, 1)
-        self._zero = np.vectorize(lambda v: v.is_zero(), otypes=[bool])
+        self._contains_zero = np.vectorize(lambda v: v.contains(0), otypes=[bool])
 
     @contextlib.contextmanager
     def context(self):
@@ -211,8 +211,9 @@ class ArbBackend(ObjectBackend):
         return surely, surely_not
 
     def constant_rows(self, v, var):
-        """Exactly constant rows: balls make the variance an exact zero only then."""
-        return np.atleast_1d(self._zero(var[..., 0]))
+        """Rows whose variance ball contains 0: constant, or not distinguishable from constant
+        at this precision -- either way LayerNorm with eps = 0 cannot be evaluated there."""
+        return np.atleast_1d(self._contains_zero(var[..., 0]))
 
     def lower(self, x):
         return arb_bounds(np.asarray(x, dtype=object))[0]

@@ -72,6 +72,7 @@ def _layernorm(params: Params, nums, v: np.ndarray, where: str, counts=None) -> 
             at = where if counts is None else f"{where} at count n_a={counts[0][i]}, n_b={counts[1][i]}"
             raise LayerNormUndefined(
                 f"LayerNorm with eps=0 is undefined on a constant vector ({at})"
+                + ("; on balls: constant within the working precision" if bk.rigorous else "")
             )
     out = centred / bk.sqrt(var + nums.eps)
     if params.cell.learned:
