@@ -138,6 +138,12 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
             kks = _window(math.sqrt(b), L)
             return any(_pair_gap(rho, L, k, kk) <= 0 for k in ks for kk in kks)
 
+        if cell.norm == "pre_bare" and cell.d == 2:
+            # N(e) = +-(1, -1): the score gap is 0 (no amplitude) or 2d, so rho = exp(2 sqrt(2))
+            rho = (2 * sd).exp()
+            ks = _window(math.sqrt(float(rho.mid()) + L), L)
+            D_low = max(_lower(flint.arb(kk - 1) * (rho + L) * (rho + L - kk) / (rho * kk)) for kk in ks)
+            return min(_lower(_budget_needed(cell, flint.arb(D_low), 4 * flint.arb(1))), B_upper)
         # lower end: below an infeasible rho all are infeasible (up-set); below a rho whose
         # score gap alone needs more than B_upper, all need more (decreasing in sigma)
         low = 1.0

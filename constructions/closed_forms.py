@@ -67,9 +67,14 @@ CORNER = sympy.expand((k - 1) * kk * (rho + L) * (rho + L - k) - rho * k * (kk +
 
 @functools.cache
 def rho_star():
-    """The positive root of :data:`CORNER` in ``rho`` (sympy, in ``L, k, k'``)."""
-    roots = sympy.solve(CORNER, rho)
-    return [r for r in roots if r.subs({L: 100, k: 50, kk: 50}).evalf() > 0][0]
+    """The positive root of :data:`CORNER` in ``rho`` (sympy, in ``L, k, k'``).
+
+    ``CORNER = a rho^2 + b rho + c`` with ``a = -(k + k') < 0`` and ``c = (k-1) k' L (L-k) >= 0``,
+    so the roots have product ``c/a <= 0``: exactly one is non-negative,
+    ``(-b - sqrt(b^2 - 4ac)) / (2a)``.
+    """
+    a, b, c = sympy.Poly(CORNER, rho).all_coeffs()
+    return (-b - sympy.sqrt(b**2 - 4 * a * c)) / (2 * a)
 
 
 def d_star():
