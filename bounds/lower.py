@@ -13,6 +13,7 @@ import math
 
 import flint
 
+from bounds.arc_lower import arc_lower
 from bounds.lstar import feasible as bare_pre_feasible
 from constructions.cell import Cell
 
@@ -198,19 +199,47 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
         flint.ctx.prec = old
 
 
-def b_lower(cell: Cell, L: int, B_upper: float | None) -> float | None:
+#: default branch-and-bound effort for the arc (post-norm) bound: fast, tight for small L
+ARC_BOXES = 150
+
+
+def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
+    """Post-norm (either attention): ``B >= R/sqrt(d)`` (bare), ``B >= sqrt(R/sqrt(d-1))`` (learned).
+
+    *Proof.*  With ``eps = 0`` the read-out is ``C + <u, v_n>`` on the projective arc
+    (:mod:`constructions.arc`), ``|u| = sqrt(d) |w projected on the plane| <= sqrt(d) B``
+    (bare), and ``|u| = sqrt(d) |(w*g) projected| <= sqrt(d) sqrt((d-1)/d) |w*g|_1
+    <= sqrt(d-1) |w| |g| <= sqrt(d-1) B^2`` (learned).  Any counting parameter set thus has
+    ``|u| >= R*(L)``, and :func:`bounds.arc_lower.arc_lower` bounds ``R*(L)`` from below
+    (``boxes`` sets its effort: the bound is valid for any effort, tighter with more).
+    """
+    old, flint.ctx.prec = flint.ctx.prec, PREC
+    try:
+        d = flint.arb(cell.d)
+        if cell.norm == "post_bare":
+            R_up = flint.arb(B_upper) * d.sqrt()
+        else:
+            R_up = flint.arb(B_upper) ** 2 * (d - 1).sqrt()
+        R_low = flint.arb(arc_lower(L, float(R_up.upper().mid()) * (1 + 1e-12), max_boxes=boxes))
+        val = R_low / d.sqrt() if cell.norm == "post_bare" else (R_low / (d - 1).sqrt()).sqrt()
+        return min(_lower(val), B_upper)
+    finally:
+        flint.ctx.prec = old
+
+
+def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES) -> float | None:
     """The proven lower bound for a sweep row (None where no proof is implemented).
 
-    Post-norm cells have none yet: the symmetric arc construction is locally optimal (its
-    four active counts carry positive multipliers and the one symmetry-breaking direction has
-    positive curvature) and numerically global, but global optimality is not proven.  The
-    pre_learned and line bounds only use ``max_i |N(e)_i| <= sqrt(d-1)`` and ``|N(e)| <=
-    sqrt(d)``, which hold for every ``eps >= 0``.
+    The pre_learned and line bounds only use ``max_i |N(e)_i| <= sqrt(d-1)`` and
+    ``|N(e)| <= sqrt(d)``, which hold for every ``eps >= 0``; the bare pre-norm and post-norm
+    bounds need ``eps = 0``.
     """
     if cell.readout == "classification":
         return 0.0
     if cell.post:
-        return None
+        if cell.eps > 0 or cell.d < 3 or B_upper is None:
+            return None
+        return post_lower(cell, L, B_upper, arc_boxes)
     if cell.eps > 0 and cell.norm == "pre_bare":
         return None  # the proofs below use |N(e)| = sqrt(d), true only for eps = 0
     if cell.attention == "linear":

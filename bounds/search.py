@@ -19,7 +19,7 @@ import time
 import flint
 import numpy as np
 
-from bounds.lower import b_lower
+from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import l_star
 from constructions import classification, regression
 from constructions.closed_forms import closed_form
@@ -66,7 +66,7 @@ def _unavailable(cell: Cell, L: int):
     return None
 
 
-def regression_row(cell: Cell, L: int, rtol: float = 1e-6) -> dict:
+def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES) -> dict:
     """One sweep row: certified ``B_min(L)`` of a regression cell."""
     start = time.perf_counter()
     row = {"L": L, "B_min": None, "B_lower": None, "certified": False}
@@ -105,7 +105,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6) -> dict:
     b_min = rigorous_bound(params) if res.counts else None
     row.update(
         B_min=b_min,
-        B_lower=b_lower(cell, L, b_min),
+        B_lower=b_lower(cell, L, b_min, arc_boxes),
         closed_form=closed_form(cell, L) if cell.eps == 0 else None,
         certified=res.certified,
         worst_error=res.worst_error,
@@ -153,7 +153,15 @@ def classification_row(cell: Cell, L: int) -> dict:
     return row
 
 
-def row(cell: Cell, L: int, rtol: float = 1e-6) -> dict:
+def warm_up(cell: Cell) -> None:
+    """Build the cell's lambdified construction once (worker processes then inherit it)."""
     if cell.readout == "regression":
-        return regression_row(cell, L, rtol)
+        regression.design(cell)._builder()
+    else:
+        classification.design(cell)._reg._builder()
+
+
+def row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES) -> dict:
+    if cell.readout == "regression":
+        return regression_row(cell, L, rtol, arc_boxes)
     return classification_row(cell, L)

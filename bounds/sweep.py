@@ -2,7 +2,7 @@
 
     python -m bounds.sweep --variant post_learned --Lmax 4096 [--Lmin N] [--d D]
         [--attention softmax|linear] [--readout regression|classification] [--eps E]
-        [--fit-from L] [--rtol R] [--json] [--out DIR]
+        [--fit-from L] [--rtol R] [--lower-boxes N] [--jobs J] [--json] [--out DIR]
 
 Default grid: powers of two from ``Lmin`` (default 2) to ``Lmax``, ``Lmin`` and ``Lmax``
 included.  Prints a table, or one JSON object with ``--json``; ``--out DIR`` also writes
@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import math
+import multiprocessing as mp
 import os
 import sys
 
 from bounds import fit as fitting
+from bounds.lower import ARC_BOXES
 from bounds.lstar import l_star
 from bounds.search import row as sweep_row
+from bounds.search import warm_up
 from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell
 
 
@@ -45,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--fit-from", type=int, default=64, dest="fit_from",
                    help="fit the rate over L >= this (default 64)")
     p.add_argument("--rtol", type=float, default=1e-6, help="bisection tolerance (default 1e-6)")
+    p.add_argument("--lower-boxes", type=int, default=ARC_BOXES, dest="lower_boxes",
+                   help=f"branch-and-bound boxes for the post-norm lower bound (default {ARC_BOXES}; "
+                        "more is tighter and slower, e.g. 20000 for 0.2%% at L = 4096)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="worker processes for the rows (default: the number of CPUs)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", default=None)
     return p
@@ -74,15 +83,32 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
         raise UsageError(f"--eps must be a finite number >= 0, got {args.eps}")
     if not (0 < args.rtol < 0.1):
         raise UsageError(f"--rtol must be in (0, 0.1), got {args.rtol}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.lower_boxes < 1:
+        raise UsageError(f"--lower-boxes must be >= 1, got {args.lower_boxes}")
     if args.fit_from < 1:
         raise UsageError(f"--fit-from must be >= 1, got {args.fit_from}")
     cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps)
     return args, cell, grid(args.Lmin, args.Lmax)
 
 
-def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6) -> dict:
+def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int) -> list[dict]:
+    """The rows, computed in ``jobs`` forked worker processes (largest L first), in L order."""
+    task = functools.partial(sweep_row, cell, rtol=rtol, arc_boxes=lower_boxes)
+    if jobs <= 1 or len(Ls) <= 1 or "fork" not in mp.get_all_start_methods():
+        return [task(L) for L in Ls]
+    warm_up(cell)  # build the lambdified constructions once; the workers inherit them
+    order = sorted(Ls, reverse=True)
+    with mp.get_context("fork").Pool(min(jobs, len(Ls))) as pool:
+        done = dict(zip(order, pool.map(task, order, chunksize=1)))
+    return [done[L] for L in Ls]
+
+
+def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
+          lower_boxes: int = ARC_BOXES, jobs: int = 1) -> dict:
     """Every row, the rate fit and ``L*``: the object printed by ``--json``."""
-    rows = [sweep_row(cell, L, rtol) for L in Ls]
+    rows = _rows(cell, Ls, rtol, lower_boxes, jobs)
     quantity = "B_min" if cell.readout == "regression" else "margin"
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
@@ -95,6 +121,7 @@ def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6) -> dict:
         "d": cell.d, "eps": cell.eps, "rows": rows, "fit": fitted,
         "L_star": l_star(cell.d) if bare_pre else None,
         "certifying_backend": "arb256 (ball arithmetic)", "rtol": rtol,
+        "lower_boxes": lower_boxes if cell.post and cell.readout == "regression" else None,
     }
     if cell.eps > 0 and cell.norm != "none":
         out["note"] = ("constructions are derived for eps = 0 (scale-invariant LayerNorm); with "
@@ -164,7 +191,7 @@ def main(argv=None) -> int:
     except (UsageError, ValueError) as exc:
         print(f"sweep: error: {exc}", file=sys.stderr)
         return 2
-    result = sweep(cell, Ls, args.fit_from, args.rtol)
+    result = sweep(cell, Ls, args.fit_from, args.rtol, args.lower_boxes, args.jobs)
     if args.out:
         try:
             write_out(result, args.out)

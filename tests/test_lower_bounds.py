@@ -83,7 +83,8 @@ def test_line_lower_closed_forms(L):
 
 
 def test_lower_bound_not_claimed_where_unproven():
-    assert b_lower(Cell("softmax", "post_bare", "regression"), 16, 3.0) is None
+    assert b_lower(Cell("softmax", "post_bare", "regression", eps=1e-3), 16, 3.0) is None
+    assert b_lower(Cell("softmax", "post_bare", "regression", d=2), 16, 3.0) is None
     assert b_lower(Cell("softmax", "pre_bare", "regression", eps=1e-3), 8, 5.0) is None
     assert b_lower(Cell("softmax", "none", "classification"), 16, None) == 0.0
 
@@ -96,3 +97,21 @@ def test_segment_lower_is_a_bound_not_a_guess():
     """Feeding a too-small upper bound caps the result there: it never exceeds B_upper."""
     cell = Cell("softmax", "none", "regression")
     assert segment_lower(cell, 16, 1.0) <= 1.0
+
+
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+@pytest.mark.parametrize("norm", ["post_bare", "post_learned"])
+@pytest.mark.parametrize("L", [3, 8, 40])
+def test_post_lower_bound_below_certified_and_tight_with_effort(attention, norm, L):
+    cell = Cell(attention, norm, "regression")
+    row = regression_row(cell, L, arc_boxes=3000)
+    assert row["B_lower"] <= row["B_min"]
+    assert row["B_min"] / row["B_lower"] - 1 < 5e-3
+
+
+def test_post_lower_bound_more_effort_is_tighter():
+    cell = Cell("softmax", "post_bare", "regression")
+    B = regression_row(cell, 64)["B_min"]
+    weak, strong = b_lower(cell, 64, B, arc_boxes=50), b_lower(cell, 64, B, arc_boxes=3000)
+    assert weak <= strong <= B
+    assert B / strong - 1 < 5e-3
