@@ -59,6 +59,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: the largest count the sweep accepts (the classification head alone has (L+1)^2 logits)
+MAX_L = 1 << 16
+
+
+def _writable(folder: str) -> bool:
+    """Whether ``folder`` exists as a writable directory or can be created as one."""
+    if os.path.isdir(folder):
+        return os.access(folder, os.W_OK)
+    parent = os.path.dirname(os.path.abspath(folder))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    return os.path.isdir(parent) and os.access(parent, os.W_OK)
+
+
 def grid(Lmin: int, Lmax: int) -> list[int]:
     Ls = {Lmin, Lmax}
     k = 1
@@ -81,8 +95,12 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
         raise UsageError(f"--d must be >= 2, got {args.d}")
     if not math.isfinite(args.eps) or args.eps < 0:
         raise UsageError(f"--eps must be a finite number >= 0, got {args.eps}")
-    if not (0 < args.rtol < 0.1):
-        raise UsageError(f"--rtol must be in (0, 0.1), got {args.rtol}")
+    if not (1e-12 <= args.rtol < 0.1):
+        raise UsageError(f"--rtol must be in [1e-12, 0.1), got {args.rtol}")
+    if args.Lmax > MAX_L:
+        raise UsageError(f"--Lmax must be at most {MAX_L}, got {args.Lmax}")
+    if args.out is not None and not _writable(args.out):
+        raise UsageError(f"--out {args.out} is not a writable directory")
     if args.jobs < 1:
         raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
     if args.lower_boxes < 1:
@@ -116,10 +134,11 @@ def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
     if fitting.theory_note(cell):
         fitted["theory_note"] = fitting.theory_note(cell)
     bare_pre = cell.attention == "softmax" and cell.norm == "pre_bare" and cell.readout == "regression"
+    flat_post = cell.post and cell.d < 3 and cell.readout == "regression"
     out = {
         "attention": cell.attention, "variant": cell.norm, "readout": cell.readout,
         "d": cell.d, "eps": cell.eps, "rows": rows, "fit": fitted,
-        "L_star": l_star(cell.d) if bare_pre else None,
+        "L_star": l_star(cell.d) if bare_pre else (1 if flat_post else None),
         "certifying_backend": "arb256 (ball arithmetic)", "rtol": rtol,
         "lower_boxes": lower_boxes if cell.post and cell.readout == "regression" else None,
     }
@@ -167,7 +186,8 @@ def table(result: dict) -> str:
         out.append("B_min is an infimum: with free biases the argmax is scale-free, so heads of "
                    "any norm > 0 count; margin is the certified smallest logit gap at unit norm")
     if result["L_star"] is not None:
-        out.append(f"L* = {result['L_star']}: the largest count bare pre-norm reaches at d={result['d']}")
+        why = "bare pre-norm" if result["variant"] == "pre_bare" else "post-norm at d = 2"
+        out.append(f"L* = {result['L_star']}: the largest count {why} reaches at d={result['d']}")
     if result.get("note"):
         out.append(result["note"])
     return "\n".join(out)

@@ -18,8 +18,9 @@ and equality holds for slopes rising from -1 to 1 in steps ``2m/(x_{n+1} - x_n)`
 breakpoints at the midpoints (the upper envelope is convex, so non-neighbours are beaten by a
 neighbour).  Where the outputs are collinear (no norm and pre-norm: they lie on the segment or
 line of :mod:`constructions.regression`) every head is of this form and the bound is the exact
-max-min margin.  After post-norm the outputs lie on an arc; the construction reads its
-projection on the chord direction, which gives a certified (not proven optimal) margin.
+max-min margin for the chosen shape (the shape itself is optimised numerically).  After
+post-norm the outputs lie on an arc; the construction reads its projection on the chord
+direction, which gives a certified (not proven optimal) margin.
 
 Positions per family, at unit budget (``f_t`` as in the regression reduction):
 
@@ -122,6 +123,9 @@ class ClassificationDesign:
             beta = [mpmath.mpf(0)]
             for c in range(L_value):
                 beta.append(beta[-1] + (k[c] - k[c + 1]) * (x[c] + x[c + 1]) / 2)
+            # shrink by 2^-50 so that the rounded direction cannot lift any |u_c| above 1
+            k = [kc * (1 - mpmath.mpf(2) ** -50) for kc in k]
+            beta = [bc * (1 - mpmath.mpf(2) ** -50) for bc in beta]
             vec["u"] = np.array([[kc * di for di in direction] for kc in k], dtype=object)
             b = [bc - kc * offset for bc, kc in zip(beta, k)]
             return Params(self.cell, vec, {"b": b})

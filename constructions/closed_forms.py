@@ -148,6 +148,8 @@ def segment_closed_form(cell: Cell, L_value: int, dps: int = 40) -> dict | None:
         rho_exact = sympy.radsimp(rho_star().subs(subs))
         D_exact = sympy.radsimp(d_star().subs(subs))
     rho_f = float(rho_exact)
+    if cell.norm == "pre_bare" and cell.d == 2:
+        return None  # N(e) = +-(1,-1): only rho = 1 or exp(2 sqrt 2) are realisable, no corner
     if cell.norm == "pre_bare" and not 1 < rho_f <= math.exp(2 * math.sqrt(cell.d)):
         return None  # bare pre-norm realises only 1 <= rho <= exp(2 sqrt(d))
     if float(D_exact) + 2 * math.sqrt(cell.d) * math.log(rho_f) <= 0:

@@ -212,6 +212,9 @@ def main(argv=None) -> int:
     try:
         args = p.parse_args(sys.argv[1:] if argv is None else argv)
         cell = Cell(args.attention, args.variant, args.readout, args.d)
+        if cell.post and cell.d < 3:
+            raise ValueError("post-norm at d = 2 maps every input to one of two points: "
+                             "nothing to derive beyond L = 1")
     except ValueError as exc:
         print(f"derive: error: {exc}", file=sys.stderr)
         return 2

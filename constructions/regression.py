@@ -35,8 +35,8 @@ and at budget ``B`` the cell can reach amplitudes up to a *capacity* ``cap(t, B)
   (pre_learned) by Cauchy-Schwarz, attained by aligned vectors.
 
 The cell counts to ``L`` at budget ``B`` iff some ``t`` has ``lo(t) < min(hi(t), cap(t, B))``.
-:meth:`RegressionDesign.choose` picks the ``t`` with the largest relative slack and the middle
-amplitude, so the construction counts at every ``B`` above ``B_min`` and ``B_min`` of the
+:meth:`RegressionDesign.build` picks the ``t`` with the largest relative slack
+(:meth:`RegressionDesign.best_shape`) and the middle amplitude, so the construction counts at every ``B`` above ``B_min`` and ``B_min`` of the
 construction is ``B_min`` of the cell.  The parameter vectors are sympy expressions in the
 symbols ``B, L, t, A, C`` (:meth:`RegressionDesign.symbolic`), evaluated by mpmath.
 """

@@ -42,8 +42,6 @@ rho, L, k, D = sympy.symbols("rho L k D", positive=True)
 D_LO_K = (k - 1) * (rho + L) * (rho + L - k) / (rho * k)
 #: upper constraint on ``D`` from the pair ``(k, 0)``
 D_HI_K = (k + 1) * (rho + k) / k
-#: the read-out as a function of the count
-PHI = sympy.Symbol("n") / (rho + sympy.Symbol("n"))
 
 lo_term = sympy.lambdify((k, rho, L), D_LO_K, "mpmath")
 hi_term = sympy.lambdify((k, rho, L), D_HI_K, "mpmath")

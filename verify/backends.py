@@ -82,7 +82,6 @@ class NumpyBackend(Backend):
     def __init__(self, dtype):
         self.dtype = np.dtype(dtype)
         self.name = self.dtype.name
-        self.unit_roundoff = float(np.finfo(self.dtype).eps) / 2
 
     def vec(self, values):
         arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
@@ -224,12 +223,18 @@ class ArbBackend(ObjectBackend):
 
 def arb_bounds(x: np.ndarray):
     """Float arrays ``lo <= x <= hi`` (entrywise, rigorous) for an object array of balls."""
-    mid = np.array([float(v.mid()) for v in x.flat], dtype=np.float64).reshape(x.shape)
-    rad = np.array([float(v.rad()) for v in x.flat], dtype=np.float64).reshape(x.shape)
-    # float() rounds to nearest: the midpoint may move by half a spacing and the radius shrink
-    # by half an ulp; cover both, then round the final sums outwards
-    rad = np.nextafter(rad * (1 + 2.0**-50) + np.spacing(np.abs(mid)), np.inf)
-    lo, hi = np.nextafter(mid - rad, -np.inf), np.nextafter(mid + rad, np.inf)
+    flat = list(x.flat)
+    mid = np.array([float(v.mid()) for v in flat], dtype=np.float64).reshape(x.shape)
+    rad = np.array([float(v.rad()) for v in flat], dtype=np.float64).reshape(x.shape)
+    # float() rounds to nearest: the midpoint may move by half a spacing (unless it converted
+    # exactly) and the radius shrink by half an ulp; cover both
+    exact = np.array([flint.arb(f) == v.mid() for f, v in zip(mid.flat, flat)]).reshape(x.shape)
+    point = np.array([v.is_exact() for v in flat], dtype=bool).reshape(x.shape)
+    moved = np.where(exact, 0.0, np.spacing(np.abs(mid)))
+    rad = np.where(point & exact, 0.0, np.nextafter(rad * (1 + 2.0**-50) + moved, np.inf))
+    # mid -+ rad rounds once more, unless rad is 0
+    lo = np.where(rad == 0, mid, np.nextafter(mid - rad, -np.inf))
+    hi = np.where(rad == 0, mid, np.nextafter(mid + rad, np.inf))
     bad = ~(np.isfinite(mid) & np.isfinite(rad))
     lo[bad], hi[bad] = -np.inf, np.inf
     return lo, hi

@@ -24,8 +24,6 @@ import flint
 from verify.backends import arb_bounds, get_backend
 from verify.forward import reduced
 
-CERTIFYING_BACKEND = "arb256"
-
 
 @dataclass(frozen=True)
 class CountResult:
@@ -69,11 +67,14 @@ def _margins(logits: np.ndarray, rad: float, n: np.ndarray, rigorous: bool):
     rows = np.arange(len(n))
     own = logits[rows, n].copy()
     logits[rows, n] = -np.inf
-    gap = own - logits.max(axis=1)
+    other = logits.max(axis=1)
+    gap = own - other
     if not rigorous:
         return gap, gap
-    # each logit is within rad; the float subtraction may round either way: one ulp more
-    return np.nextafter(gap - 2 * rad, -np.inf), np.nextafter(gap + 2 * rad, np.inf)
+    # each logit is within rad; every float operation below errs by at most half a spacing of
+    # the magnitudes involved, all below |own| + |other| + 2 rad: cover four such roundings
+    slack = 2 * rad + 4 * np.spacing(np.abs(own) + np.abs(other) + 2 * rad)
+    return np.nextafter(gap - slack, -np.inf), np.nextafter(gap + slack, np.inf)
 
 
 def _float_enclosure(x: np.ndarray):
@@ -111,17 +112,18 @@ def _rigorous_logits(params: Params, z: np.ndarray):
     return zm @ um.T + bm, (rad if np.isfinite(rad) else np.inf)
 
 
-def _decide_in_balls(bk, params: Params, z: np.ndarray, n: np.ndarray, good, bad):
-    """Re-decide the rows the float enclosure left open with all logits in ball arithmetic."""
+def _decide_in_balls(bk, params: Params, z: np.ndarray, n: np.ndarray, good, bad, m_lo):
+    """Re-decide the rows the float enclosure left open with all logits in ball arithmetic
+    (and replace their margin lower bounds by the balls' ones)."""
     u, b = bk.vec(params.vectors["u"]), bk.vec(params.scalars["b"])
-    good, bad = good.copy(), bad.copy()
+    good, bad, m_lo = good.copy(), bad.copy(), m_lo.copy()
     for i in np.flatnonzero(~(good | bad)):
         logits = u @ z[i] + b
-        others = np.delete(logits, n[i])
-        gaps = [logits[n[i]] - o for o in others]
+        gaps = np.array([logits[n[i]] - o for o in np.delete(logits, n[i])], dtype=object)
         good[i] = all(g > 0 for g in gaps)
         bad[i] = any(g <= 0 for g in gaps)
-    return good, bad
+        m_lo[i] = bk.lower(gaps).min()
+    return good, bad, m_lo
 
 
 def counts_to(params: Params, L: int, backend="float64") -> CountResult:
@@ -146,11 +148,14 @@ def counts_to(params: Params, L: int, backend="float64") -> CountResult:
             worst = int(np.argmax(np.nan_to_num(err_hi, nan=np.inf)))
             extra = dict(worst_error=float(err_hi[worst]), worst_error_at=worst)
         else:
-            logits, rad = _rigorous_logits(params, out) if bk.rigorous else (bk.lower(out), 0.0)
+            # balls: a float enclosure of the logits; otherwise the backend's own numbers
+            logits, rad = _rigorous_logits(params, out) if bk.rigorous else (out.copy(), 0.0)
             m_lo, m_hi = _margins(logits, rad, n, bk.rigorous)
             good, bad = m_lo > 0, ~(m_hi > 0)
             if bk.rigorous and not (good | bad).all():
-                good, bad = _decide_in_balls(bk, params, out, n, good, bad)
+                good, bad, m_lo = _decide_in_balls(bk, params, out, n, good, bad, m_lo)
+            good, bad = np.asarray(good, dtype=bool), np.asarray(bad, dtype=bool)
+            m_lo = bk.lower(m_lo) if not bk.rigorous else m_lo
             worst = int(np.argmin(np.nan_to_num(m_lo, nan=-np.inf)))
             extra = dict(min_margin=float(m_lo[worst]), min_margin_at=worst)
     bad_idx = np.flatnonzero(bad)
