@@ -63,12 +63,18 @@ def _lo_term_min(a: float, b: float, L: int, k: int) -> flint.arb:
     ``lo_k = (k-1)/k (rho + 2L - k + L(L-k)/rho)`` is convex in ``rho`` with its minimum at
     ``sqrt(L(L-k))``: evaluate at the clipped stationary point (point balls, no dependency).
     """
-    stat = math.sqrt(L * (L - k)) if k < L else 0.0
-    rho = flint.arb(min(max(stat, a), b)) if stat > 0 else flint.arb(a)
-    if a <= stat <= b:
-        rho = flint.arb(L * (L - k)).sqrt()
-    M = rho + L
-    return flint.arb(k - 1) * M * (M - k) / (rho * k)
+    def lo_k(rho: flint.arb) -> flint.arb:
+        M = rho + L
+        return flint.arb(k - 1) * M * (M - k) / (rho * k)
+
+    # the minimiser is a, b or the stationary point; include the latter unless it is surely
+    # outside [a, b] (an extra candidate can only lower the bound)
+    values = [lo_k(flint.arb(a)), lo_k(flint.arb(b))]
+    if k < L:
+        stat = flint.arb(L * (L - k)).sqrt()
+        if not (stat < a or stat > b):
+            values.append(lo_k(stat))
+    return min(values, key=_lower)
 
 
 def _pair_gap(rho: flint.arb, L: int, k: int, kk: int) -> flint.arb:
@@ -84,20 +90,27 @@ def _window(x: float, L: int):
     return {min(max(j, 1), L) for j in range(c - 1, c + 3)}
 
 
-def _budget_needed(cell: Cell, D: flint.arb, sigma: flint.arb) -> flint.arb:
+def _budget_needed(cell: Cell, D: flint.arb, sigma: flint.arb,
+                   sigma_low: flint.arb | None = None) -> flint.arb:
     """Smallest ``B`` whose capacity reaches amplitude ``D`` at score gap ``sigma`` (a ball).
 
     Increasing in ``D`` and decreasing in ``sigma``, so evaluating at the lower end of ``D``
-    and the upper end of ``sigma`` bounds it from below over a box.
+    and the upper end of ``sigma`` bounds it from below over a box.  The score gap itself
+    costs norm too: ``sigma = <h_s, h_s - h_a> <= |h_s| X`` gives ``B >= sqrt(sigma/2)``
+    (none) and ``B >= sqrt(sigma/(2 sqrt(d-1)(sqrt(d-1)+1)))`` (pre_learned); these increase
+    with ``sigma``, so they are evaluated at ``sigma_low``, the lower end of the box.
     """
     d = flint.arb(cell.d)
     if cell.norm == "pre_bare":
         return D / (2 * sigma).sqrt()
+    sq = (d - 1).sqrt()
+    reach = 2 if cell.norm == "none" else 2 * sq * (sq + 1)
+    floor = ((sigma_low.max(flint.arb(0))) / reach).sqrt() if sigma_low is not None else flint.arb(0)
     c = 1 if cell.norm == "none" else 1 + (d - 1).sqrt()
     cap_coeff = 2 if cell.norm == "none" else 2 * (d - 1).sqrt()
     # B (cB + sqrt(c^2 B^2 + 4 sigma))/2 = D  <=>  B = D/sqrt(cD + sigma)   (when cD + 2 sigma >= 0)
     main = D / (c * D + sigma).sqrt() if (c * D + 2 * sigma) > 0 else 2 * (-sigma).sqrt() / c
-    return main.max((D / cap_coeff).sqrt())
+    return main.max((D / cap_coeff).sqrt()).max(floor)
 
 
 def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
@@ -171,9 +184,11 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
             ks = _window(math.sqrt(a + L), L) | _window(math.sqrt(b + L), L)
             D_low = max(_lower(_lo_term_min(a, b, L, k)) for k in ks)
             sigma_hi = flint.arb((sd * flint.arb(b).log()).upper())
+            sigma_lo = flint.arb((sd * flint.arb(a).log()).lower())
             if cell.norm == "pre_bare" and not sigma_hi > 0:
                 return 0.0
-            return max(_lower(_budget_needed(cell, flint.arb(max(D_low, 0.0)), sigma_hi)), 0.0)
+            need = _budget_needed(cell, flint.arb(max(D_low, 0.0)), sigma_hi, sigma_lo)
+            return max(_lower(need), 0.0)
 
         heap = []
         edges = [low * (high / low) ** (i / 64) for i in range(65)]
