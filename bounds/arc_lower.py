@@ -19,21 +19,9 @@ import math
 import flint
 import numpy as np
 
+from verify.backends import arb_ceil, arb_floor
+
 PREC = 128
-
-
-def _lower(x: flint.arb) -> float:
-    """A float <= every point of the ball."""
-    lo = x.lower()
-    f = float(lo.mid())
-    return f if flint.arb(f) <= lo else math.nextafter(f, -math.inf)
-
-
-def _upper(x: flint.arb) -> float:
-    """A float >= every point of the ball."""
-    hi = x.upper()
-    f = float(hi.mid())
-    return f if flint.arb(f) >= hi else math.nextafter(f, math.inf)
 
 
 _SIGNS = [(a, b, c) for a in (-1, 1) for b in (-1, 1) for c in (-1, 1) if not a == b == c]
@@ -110,8 +98,8 @@ def _candidates(ns, thetas):
 
 def _norm_upper(x: flint.arb, y: flint.arb) -> flint.arb:
     """An exact float ball ``>= |(x, y)|`` for every point of the balls."""
-    ux, uy = flint.arb(_upper(abs(x))), flint.arb(_upper(abs(y)))
-    return flint.arb(_upper((ux * ux + uy * uy).sqrt()))
+    ux, uy = flint.arb(arb_ceil(abs(x))), flint.arb(arb_ceil(abs(y)))
+    return flint.arb(arb_ceil((ux * ux + uy * uy).sqrt()))
 
 
 def _zero_sum(alpha) -> list:
@@ -207,9 +195,9 @@ def arc_lower(L: int, R_target: float, rtol: float = 2e-3, max_boxes: int = 2000
         ds_f = [n - L / 2 for n in ns]
         Rt = flint.arb(R_target)
         Mp = Rt / (L - 1) + 1
-        S_min = _lower(flint.arb(L - 1) / (L * Rt))
-        S_max = _upper(2 * (Rt + 1) / g)
-        c_max = _upper(Mp + flint.arb(S_max) * half)
+        S_min = arb_floor(flint.arb(L - 1) / (L * Rt))
+        S_max = arb_ceil(2 * (Rt + 1) / g)
+        c_max = arb_ceil(Mp + flint.arb(S_max) * half)
         stop = R_target / (1 + rtol)
 
         ns_np = np.array(ns, dtype=float)
@@ -263,17 +251,17 @@ def arc_lower(L: int, R_target: float, rtol: float = 2e-3, max_boxes: int = 2000
                 ay += A * p
                 bx -= A * d * T * p
                 by += A * d * p
-                mT = flint.arb(max(_upper(abs(dc + dS * d)) for dc in dcs for dS in dSs))
+                mT = flint.arb(max(arb_ceil(abs(dc + dS * d)) for dc in dcs for dS in dSs))
                 # |g''(t)| = sqrt(4t^2+1)/(1+t^2)^2 decreases in |t|; |t| >= |T| - mT here
-                t0 = flint.arb(max(_lower(abs(T) - mT), 0.0))
+                t0 = flint.arb(max(arb_floor(abs(T) - mT), 0.0))
                 q = 1 + t0 * t0
                 E += abs(A) * mT * mT * (4 * t0 * t0 + 1).sqrt() / (2 * q * q)
             if not N > 0:
                 return 0.0
-            wmax = max(_upper(_norm_upper(wx + ax * dc + bx * dS, wy + ay * dc + by * dS))
+            wmax = max(arb_ceil(_norm_upper(wx + ax * dc + bx * dS, wy + ay * dc + by * dS))
                        for dc in dcs for dS in dSs)
-            w_hi = flint.arb(_upper(flint.arb(wmax) + E))
-            return max(_lower(N / w_hi), 0.0) if w_hi > 0 else 0.0
+            w_hi = flint.arb(arb_ceil(flint.arb(wmax) + E))
+            return max(arb_floor(N / w_hi), 0.0) if w_hi > 0 else 0.0
 
         def interval(alpha, Sa, Sb, ca, cb) -> float:
             """Step 3 by interval evaluation of the angles."""
@@ -290,7 +278,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 2e-3, max_boxes: int = 2000
             w_hi = _norm_upper(wx, wy)
             if not (N > 0 and w_hi > 0):
                 return 0.0
-            return max(_lower(N / w_hi), 0.0)
+            return max(arb_floor(N / w_hi), 0.0)
 
         def bound(Sa: float, Sb: float, ca: float, cb: float) -> float:
             if flint.arb(ca) - flint.arb(Sb) * half > Mp:  # (c): all tangents exceed M'

@@ -15,7 +15,9 @@ import flint
 
 from bounds.arc_lower import arc_lower
 from bounds.lstar import feasible as bare_pre_feasible
+from constructions import segment
 from constructions.cell import Cell
+from verify.backends import arb_floor
 
 PREC = 128
 
@@ -23,13 +25,6 @@ PREC = 128
 def _ball(a: float, b: float) -> flint.arb:
     """A ball containing the float interval ``[a, b]``."""
     return flint.arb(a).union(flint.arb(b))
-
-
-def _lower(x: flint.arb) -> float:
-    """A float <= every point of the ball."""
-    lo = x.lower()
-    f = float(lo.mid())
-    return f if flint.arb(f) <= lo else math.nextafter(f, -math.inf)
 
 
 def line_lower(cell: Cell, L: int) -> float:
@@ -52,7 +47,7 @@ def line_lower(cell: Cell, L: int) -> float:
             val = need / d
         else:
             val = (d.sqrt() * need / (1 + (d - 1).sqrt()) ** 3).root(4)
-        return _lower(val)
+        return arb_floor(val)
     finally:
         flint.ctx.prec = old
 
@@ -74,7 +69,7 @@ def _lo_term_min(a: float, b: float, L: int, k: int) -> flint.arb:
         stat = flint.arb(L * (L - k)).sqrt()
         if not (stat < a or stat > b):
             values.append(lo_k(stat))
-    return min(values, key=_lower)
+    return min(values, key=arb_floor)
 
 
 def _pair_gap(rho: flint.arb, L: int, k: int, kk: int) -> flint.arb:
@@ -85,9 +80,9 @@ def _pair_gap(rho: flint.arb, L: int, k: int, kk: int) -> flint.arb:
             - flint.arb((k - 1) * (2 * L - k)) / k - flint.arb((k - 1) * L * (L - k)) / (k * rho))
 
 
-def _window(x: float, L: int):
-    c = int(math.floor(x))
-    return {min(max(j, 1), L) for j in range(c - 1, c + 3)}
+def _gaps(x: float, L: int) -> set:
+    """Integer gaps around ``x`` clipped to ``[1, L]`` (:func:`constructions.segment.candidates`)."""
+    return set(segment.candidates(x, L))
 
 
 def _budget_needed(cell: Cell, D: flint.arb, sigma: flint.arb,
@@ -148,16 +143,16 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
         def infeasible(a: float, b: float) -> bool:
             # some pair of gaps already violates D_lo < D_hi at the right end, hence on [a, b]
             rho = flint.arb(b)
-            ks = _window(math.sqrt(b + L), L)
-            kks = _window(math.sqrt(b), L)
+            ks = _gaps(math.sqrt(b + L), L)
+            kks = _gaps(math.sqrt(b), L)
             return any(_pair_gap(rho, L, k, kk) <= 0 for k in ks for kk in kks)
 
         if cell.norm == "pre_bare" and cell.d == 2:
             # N(e) = +-(1, -1): the score gap is 0 (no amplitude) or 2d, so rho = exp(2 sqrt(2))
             rho = (2 * sd).exp()
-            ks = _window(math.sqrt(float(rho.mid()) + L), L)
-            D_low = max(_lower(flint.arb(kk - 1) * (rho + L) * (rho + L - kk) / (rho * kk)) for kk in ks)
-            return min(_lower(_budget_needed(cell, flint.arb(D_low), 4 * flint.arb(1))), B_upper)
+            ks = _gaps(math.sqrt(float(rho.mid()) + L), L)
+            D_low = max(arb_floor(flint.arb(kk - 1) * (rho + L) * (rho + L - kk) / (rho * kk)) for kk in ks)
+            return min(arb_floor(_budget_needed(cell, flint.arb(D_low), 4 * flint.arb(1))), B_upper)
         # lower end: below an infeasible rho all are infeasible (up-set); below a rho whose
         # score gap alone needs more than B_upper, all need more (decreasing in sigma)
         low = 1.0
@@ -181,14 +176,14 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
         def bound(a: float, b: float):
             if infeasible(a, b):
                 return None
-            ks = _window(math.sqrt(a + L), L) | _window(math.sqrt(b + L), L)
-            D_low = max(_lower(_lo_term_min(a, b, L, k)) for k in ks)
+            ks = _gaps(math.sqrt(a + L), L) | _gaps(math.sqrt(b + L), L)
+            D_low = max(arb_floor(_lo_term_min(a, b, L, k)) for k in ks)
             sigma_hi = flint.arb((sd * flint.arb(b).log()).upper())
             sigma_lo = flint.arb((sd * flint.arb(a).log()).lower())
             if cell.norm == "pre_bare" and not sigma_hi > 0:
                 return 0.0
             need = _budget_needed(cell, flint.arb(max(D_low, 0.0)), sigma_hi, sigma_lo)
-            return max(_lower(need), 0.0)
+            return max(arb_floor(need), 0.0)
 
         heap = []
         edges = [low * (high / low) ** (i / 64) for i in range(65)]
@@ -237,7 +232,7 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
             R_up = flint.arb(B_upper) ** 2 * (d - 1).sqrt()
         R_low = flint.arb(arc_lower(L, float(R_up.upper().mid()) * (1 + 1e-12), max_boxes=boxes))
         val = R_low / d.sqrt() if cell.norm == "post_bare" else (R_low / (d - 1).sqrt()).sqrt()
-        return min(_lower(val), B_upper)
+        return min(arb_floor(val), B_upper)
     finally:
         flint.ctx.prec = old
 

@@ -171,9 +171,9 @@ def classification_row(cell: Cell, L: int) -> dict:
 def warm_up(cell: Cell) -> None:
     """Build the cell's lambdified construction once (worker processes then inherit it)."""
     if cell.readout == "regression":
-        regression.design(cell)._builder()
+        regression.design(cell).compiled()
     else:
-        classification.design(cell)._reg._builder()
+        classification.design(cell).geometry.compiled()
 
 
 def row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES) -> dict:

@@ -74,14 +74,14 @@ class ClassificationDesign:
         self.cell = cell
         self.family = family(cell)
         # the geometry (embeddings, gains) is the regression construction's at budget 1
-        self._reg = regression_design(Cell(cell.attention, cell.norm, "regression", cell.d, cell.eps))
+        self.geometry = regression_design(Cell(cell.attention, cell.norm, "regression", cell.d, cell.eps))
 
     def scale(self, t_value, ctx=np):
         """Length ``S`` multiplying the positions (capacity per unit read-out norm)."""
         d = self.cell.d
         if self.family == "arc":
             return ctx.sqrt(d) if self.cell.norm == "post_bare" else ctx.sqrt(d - 1)
-        cap = self._reg._cap_mp if ctx is mpmath else self._reg._cap
+        cap = self.geometry.capacity_mp if ctx is mpmath else self.geometry.capacity
         tv = t_value if self.family == "segment" else 1.0
         return cap(tv, 1 if ctx is np else mpmath.mpf(1))
 
@@ -100,7 +100,7 @@ class ClassificationDesign:
         """The shape maximising the margin (None for the line family)."""
         if self.family == "line":
             return None
-        dom = self._reg.domain(L_value, 1.0)
+        dom = self.geometry.domain(L_value, 1.0)
         return zoom.maximize(lambda tt: self.margin(tt, L_value), dom[0], dom[1], points=33)[0]
 
     def build(self, L_value: int, dps: int = 50) -> Params:
@@ -110,7 +110,7 @@ class ClassificationDesign:
             tv = mpmath.mpf(t_value) if t_value is not None else mpmath.mpf(1)
             one = mpmath.mpf(1)
             # geometry: the regression construction at budget 1 (its w, w0 are not used)
-            geo = self._reg.evaluate(L_value, one, tv, one, 0)
+            geo = self.geometry.evaluate(L_value, one, tv, one, 0)
             vec = {k: v for k, v in geo.items() if k not in ("w", "w0") and not k.startswith("_")}
             direction, offset, spread = self._line_of_outputs(geo, vec)
             x = positions(self.cell, tv, L_value, ctx=mpmath) * spread

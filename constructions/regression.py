@@ -209,7 +209,7 @@ class RegressionDesign:
         self.family = family(cell)
         self.capacity_expr = _capacity(cell)
         self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
-        self._cap_mp = sympy.lambdify((t, B), self.capacity_expr, "mpmath")
+        self.capacity_mp = sympy.lambdify((t, B), self.capacity_expr, "mpmath")
         self._build = None
         self._scans = {}
 
@@ -223,7 +223,8 @@ class RegressionDesign:
         builder = {"segment": _segment_vectors, "arc": _arc_vectors, "line": _line_vectors}
         return builder[self.family](self.cell)
 
-    def _builder(self):
+    def compiled(self):
+        """The construction lambdified for mpmath (built once, with common subexpressions)."""
         if self._build is None:
             exprs = self.symbolic()
             self._names = list(exprs)
@@ -336,7 +337,7 @@ class RegressionDesign:
             Bv = mpmath.mpf(B_value)
             tv = mpmath.mpf(t_value) if t_value is not None else mpmath.mpf(1)
             lo, hi = self.interval(tv, L_value)
-            cap = self._cap_mp(tv, Bv)
+            cap = self.capacity_mp(tv, Bv)
             Av = (lo + min(hi, cap)) / 2
             if self.family == "segment":
                 Cv = segment.centre(tv, Av, L_value)
@@ -350,7 +351,7 @@ class RegressionDesign:
 
     def evaluate(self, L_value, B_value, t_value, A_value, C_value) -> dict:
         """The symbolic construction evaluated in mpmath: name -> mpf or object array of mpf."""
-        values = self._builder()(mpmath.mpf(B_value), mpmath.mpf(L_value), mpmath.mpf(t_value),
+        values = self.compiled()(mpmath.mpf(B_value), mpmath.mpf(L_value), mpmath.mpf(t_value),
                                  mpmath.mpf(A_value), mpmath.mpf(C_value))
         out = {}
         for name, v in zip(self._names, values):

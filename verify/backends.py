@@ -16,6 +16,7 @@ mpmath or arb numbers.  So there is one forward pass, not one per backend.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 
 import flint
@@ -153,7 +154,8 @@ class MpmathBackend(ObjectBackend):
 
 
 def _arb_from_exact(x) -> flint.arb:
-    """The exact arb of a binary number (int, float or mpf) -- no rounding."""
+    """The arb of a binary number (int, float or mpf): exact when it fits the precision,
+    otherwise a ball that encloses it (still rigorous)."""
     if isinstance(x, mpmath.mpf):
         sign, man, exp, bc = x._mpf_
         if not man and exp:  # mpmath encodes inf and nan as a zero mantissa with an exponent
@@ -161,9 +163,7 @@ def _arb_from_exact(x) -> flint.arb:
         man = -int(man) if sign else int(man)
         if exp >= 0:
             return flint.arb(man << exp)
-        if bc > flint.ctx.prec:
-            raise ValueError(f"{x} has more bits than the ball precision {flint.ctx.prec}")
-        return flint.arb(flint.fmpq(man, 1 << -exp))
+        return flint.arb(flint.fmpq(man, 1 << -exp))  # rounds outward if bc > precision
     if isinstance(x, (int, np.integer)):
         return flint.arb(int(x))
     if isinstance(x, (float, np.floating)):
@@ -219,6 +219,20 @@ class ArbBackend(ObjectBackend):
 
     def upper(self, x):
         return arb_bounds(np.asarray(x, dtype=object))[1]
+
+
+def arb_floor(x: flint.arb) -> float:
+    """A float <= every point of the ball."""
+    lo = x.lower()
+    f = float(lo.mid())
+    return f if flint.arb(f) <= lo else math.nextafter(f, -math.inf)
+
+
+def arb_ceil(x: flint.arb) -> float:
+    """A float >= every point of the ball."""
+    hi = x.upper()
+    f = float(hi.mid())
+    return f if flint.arb(f) >= hi else math.nextafter(f, math.inf)
 
 
 def arb_bounds(x: np.ndarray):
