@@ -210,7 +210,7 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
 
 
 #: default branch-and-bound effort for the arc (post-norm) bound: fast, tight for small L
-ARC_BOXES = 150
+ARC_BOXES = 250
 
 
 def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
