@@ -1,10 +1,12 @@
 """Exact closed forms of the optimal constructions, derived with sympy.
 
 **Segment (softmax without post-norm).**  Feasibility of a shape ``rho`` is an up-set
-(:mod:`bounds.lstar`), and the budget a shape needs grows with ``D_lo(rho)``, which at the
+(:mod:`bounds.lstar`), and the budget a shape needs grows with ``D_lo(rho)``, which near the
 optimum increases much faster than the score gap ``sigma = sqrt(d) log rho`` helps; so the
 optimum sits at the *corner* ``rho*`` where the counting interval closes,
-``D_lo(rho*) = D_hi(rho*)``.  There one lower gap ``k`` (the pair ``(L, L-k)``) and one upper
+``D_lo(rho*) = D_hi(rho*)``, whenever the budget grows to the right of the corner.  That is
+checked at one point to the right (local evidence), and the proven lower bound of
+:mod:`bounds.lower` meets the corner's budget to within its tolerance.  There one lower gap ``k`` (the pair ``(L, L-k)``) and one upper
 gap ``k'`` (the pair ``(k', 0)``) are active, and ``lo_k(rho) = hi_k'(rho)`` is the quadratic
 
     (k-1) k' (rho+L)(rho+L-k) = rho k (k'+1)(rho+k'),

@@ -171,7 +171,11 @@ def derivation(cell: Cell) -> list[tuple[str, list]]:
            ("counting conditions", _conditions(cell))]
     if cell.readout == "classification":
         out.append(("classification at unit norm: max-min margin and storage", _classification(cell)))
-        out.append(("construction of the geometry (at budget B = 1)", _construction(cell)))
+        geometry = [(lhs, rel, rhs) for lhs, rel, rhs in _construction(cell)
+                    if str(lhs) not in ("w", "w_0", "A")]  # the head replaces the regression read-out
+        geometry.append((sympy.Symbol("u_c"), "=", sympy.Symbol(r"k_c \hat{\delta}")))
+        geometry.append((sympy.Symbol("k_{c+1} - k_c"), "=", sympy.Symbol(r"2m/(x_{c+1} - x_c)")))
+        out.append(("construction of the geometry (at budget B = 1) and of the head", geometry))
         return out
     out += [("construction at budget B", _construction(cell)),
             ("bound", _bound(cell)),
