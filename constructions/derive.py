@@ -173,6 +173,10 @@ def derivation(cell: Cell) -> list[tuple[str, list]]:
         out.append(("classification at unit norm: max-min margin and storage", _classification(cell)))
         geometry = [(lhs, rel, rhs) for lhs, rel, rhs in _construction(cell)
                     if str(lhs) not in ("w", "w_0", "A")]  # the head replaces the regression read-out
+        used = set().union(*(getattr(rhs, "free_symbols", set()) for _, _, rhs in geometry))
+        for _ in range(len(geometry)):  # drop named subexpressions nothing uses any more
+            geometry = [row for row in geometry if not str(row[0]).startswith("s_") or row[0] in used]
+            used = set().union(*(getattr(rhs, "free_symbols", set()) for _, _, rhs in geometry))
         geometry.append((sympy.Symbol("u_c"), "=", sympy.Symbol(r"k_c \hat{\delta}")))
         geometry.append((sympy.Symbol("k_{c+1} - k_c"), "=", sympy.Symbol(r"2m/(x_{c+1} - x_c)")))
         out.append(("construction of the geometry (at budget B = 1) and of the head", geometry))
