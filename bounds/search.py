@@ -101,7 +101,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
             return row
     step = 1e-5
     while counts(lo):
-        hi, lo, step = lo, lo * (1 - step), step * 4
+        hi, lo, step = lo, lo * max(1 - step, 0.5), step * 4
     while hi / lo > 1 + rtol:
         mid = (lo * hi) ** 0.5
         lo, hi = (lo, mid) if counts(mid) else (mid, hi)
