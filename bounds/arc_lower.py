@@ -30,17 +30,6 @@ _PAIRS = [(i, j) for i in range(4) for j in range(i + 1, 4)]
 _MIX = (0.0625, 0.25, 1.0, 4.0, 16.0)
 
 
-def _point_ratio(alpha, ns, vs) -> float:
-    """``N(alpha)/|sum alpha_i v_i|`` in floats (only used to choose ``alpha``)."""
-    N = sum(a * n for a, n in zip(alpha, ns)) - 0.5 * sum(abs(a) for a in alpha)
-    wx = sum(a * v[0] for a, v in zip(alpha, vs))
-    wy = sum(a * v[1] for a, v in zip(alpha, vs))
-    w = math.hypot(wx, wy)
-    if N <= 0:
-        return -math.inf
-    return N / w if w > 0 else math.inf
-
-
 def _candidates(ns, thetas):
     """Multiplier vectors ``alpha`` (``sum alpha = 0``) among which the dual optimum lies.
 
@@ -91,9 +80,13 @@ def _candidates(ns, thetas):
     zs = []
     if scale > 0 and math.isfinite(scale):
         zs = [[t / scale for t in z], [-t / scale for t in z]]
-    ratios = [_point_ratio(a, ns, vs) for a in cands]
-    best = max(range(len(cands)), key=ratios.__getitem__)
-    return cands, best, zs
+    A = np.array(cands)
+    V = np.array(vs)
+    N = A @ np.asarray(ns, dtype=float) - 0.5 * np.abs(A).sum(axis=1)
+    w = np.hypot(*(A @ V).T)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(N > 0, np.where(w > 0, N / w, np.inf), -np.inf)
+    return cands, int(np.argmax(ratios)), zs
 
 
 def _norm_upper(x: flint.arb, y: flint.arb) -> flint.arb:
