@@ -236,3 +236,22 @@ def test_classification_margin_shrinks_with_L():
     cell = Cell("softmax", "post_bare", "classification", d=8)
     margins = [classification_row(cell, L)["margin"] for L in (4, 8, 16)]
     assert margins[0] > margins[1] > margins[2] > 0
+
+
+REGRESSION_CELLS = [(a, n) for a in ATTENTIONS for n in NORMS]
+
+
+@settings(max_examples=20, deadline=None)
+@given(cell_index=st.integers(0, len(REGRESSION_CELLS) - 1), L=st.integers(2, 30),
+       f1=st.floats(0.5, 2.0), f2=st.floats(0.5, 2.0))
+def test_feasibility_is_monotone_in_the_bound(cell_index, L, f1, f2):
+    """Property: if the construction counts at budget B, it counts at every larger budget."""
+    att, norm = REGRESSION_CELLS[cell_index]
+    cell = Cell(att, norm, "regression")
+    design = regression.design(cell)
+    est = design.estimate(L)
+    if est is None:  # bare pre-norm beyond L*
+        return
+    small, large = sorted((f1, f2))
+    if counts_to(design.build(L, est * small), L, "float64").counts:
+        assert counts_to(design.build(L, est * large), L, "float64").counts
