@@ -22,7 +22,7 @@ import mpmath
 
 from constructions.cell import Cell
 from constructions.classification import MARGIN_EXPONENT
-from constructions.regression import family
+from constructions.regression import family, segment_reach
 
 _REGRESSION_THEORY = {"none": 1.0, "pre_learned": 1.0, "pre_bare": None,
                       "post_bare": 1.5, "post_learned": 0.75}
@@ -56,8 +56,7 @@ def theory_note(cell: Cell):
     """
     if cell.readout != "classification" or family(cell) != "segment":
         return None
-    sq = math.sqrt(cell.d - 1)
-    sigma_max = {"none": 2.0, "pre_bare": 2.0 * cell.d, "pre_learned": 2 * sq * (sq + 1)}[cell.norm]
+    sigma_max = 2.0 * cell.d if cell.norm == "pre_bare" else float(segment_reach(cell, math.sqrt)[2])
     rho_max = math.exp(sigma_max / math.sqrt(cell.d))
     return (f"asymptotic exponent, reached for L >> rho_max = {rho_max:.4g} (the largest attention "
             "ratio at unit norm); below it the margin decays like L^-2")

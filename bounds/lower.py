@@ -17,6 +17,7 @@ from bounds.arc_lower import arc_lower
 from bounds.lstar import feasible as bare_pre_feasible
 from constructions import segment
 from constructions.cell import Cell
+from constructions.regression import segment_reach
 from verify.backends import arb_floor
 
 PREC = 128
@@ -59,8 +60,7 @@ def _lo_term_min(a: float, b: float, L: int, k: int) -> flint.arb:
     ``sqrt(L(L-k))``: evaluate at the clipped stationary point (point balls, no dependency).
     """
     def lo_k(rho: flint.arb) -> flint.arb:
-        M = rho + L
-        return flint.arb(k - 1) * M * (M - k) / (rho * k)
+        return segment.lo_term(k, rho, L)
 
     # the minimiser is a, b or the stationary point; include the latter unless it is surely
     # outside [a, b] (an extra candidate can only lower the bound)
@@ -70,14 +70,6 @@ def _lo_term_min(a: float, b: float, L: int, k: int) -> flint.arb:
         if not (stat < a or stat > b):
             values.append(lo_k(stat))
     return min(values, key=arb_floor)
-
-
-def _pair_gap(rho: flint.arb, L: int, k: int, kk: int) -> flint.arb:
-    """``hi_kk(rho) - lo_k(rho)``, increasing in ``rho`` (:mod:`bounds.lstar`), expanded:
-    ``kk + 1 + rho (1/kk + 1/k) - (k-1)(2L-k)/k - (k-1) L (L-k)/(k rho)``.
-    """
-    return (kk + 1 + rho * (flint.arb(1) / kk + flint.arb(1) / k)
-            - flint.arb((k - 1) * (2 * L - k)) / k - flint.arb((k - 1) * L * (L - k)) / (k * rho))
 
 
 def _gaps(x: float, L: int) -> set:
@@ -95,14 +87,10 @@ def _budget_needed(cell: Cell, D: flint.arb, sigma: flint.arb,
     (none) and ``B >= sqrt(sigma/(2 sqrt(d-1)(sqrt(d-1)+1)))`` (pre_learned); these increase
     with ``sigma``, so they are evaluated at ``sigma_low``, the lower end of the box.
     """
-    d = flint.arb(cell.d)
     if cell.norm == "pre_bare":
         return D / (2 * sigma).sqrt()
-    sq = (d - 1).sqrt()
-    reach = 2 if cell.norm == "none" else 2 * sq * (sq + 1)
+    c, cap_coeff, reach = segment_reach(cell, lambda v: flint.arb(v).sqrt())
     floor = ((sigma_low.max(flint.arb(0))) / reach).sqrt() if sigma_low is not None else flint.arb(0)
-    c = 1 if cell.norm == "none" else 1 + (d - 1).sqrt()
-    cap_coeff = 2 if cell.norm == "none" else 2 * (d - 1).sqrt()
     # B (cB + sqrt(c^2 B^2 + 4 sigma))/2 = D  <=>  B = D/sqrt(cD + sigma)   (when cD + 2 sigma >= 0)
     main = D / (c * D + sigma).sqrt() if (c * D + 2 * sigma) > 0 else 2 * (-sigma).sqrt() / c
     return main.max((D / cap_coeff).sqrt()).max(floor)
@@ -141,11 +129,13 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
         sd = flint.arb(cell.d).sqrt()
 
         def infeasible(a: float, b: float) -> bool:
-            # some pair of gaps already violates D_lo < D_hi at the right end, hence on [a, b]
+            # some pair of gaps already violates lo_k < hi_k' at the right end, hence on [a, b]
+            # (each pair condition holds on an up-set of rho, see bounds.lstar)
             rho = flint.arb(b)
             ks = _gaps(math.sqrt(b + L), L)
             kks = _gaps(math.sqrt(b), L)
-            return any(_pair_gap(rho, L, k, kk) <= 0 for k in ks for kk in kks)
+            return any(segment.hi_term(kk, rho, L) <= segment.lo_term(k, rho, L)
+                       for k in ks for kk in kks)
 
         if cell.norm == "pre_bare" and cell.d == 2:
             # N(e) = +-(1, -1): the score gap is 0 (no amplitude) or 2d, so rho = exp(2 sqrt(2))

@@ -29,6 +29,8 @@ import math
 
 import flint
 
+from constructions import segment
+
 
 def _feasible(d: int, L: int, prec: int) -> bool | None:
     """Is ``D_lo < D_hi`` at ``rho_max`` for counting to L?  None if undecided at ``prec``."""
@@ -36,14 +38,13 @@ def _feasible(d: int, L: int, prec: int) -> bool | None:
     flint.ctx.prec = prec
     try:
         rho = (2 * flint.arb(d).sqrt()).exp()
-        M = rho + L
 
-        def window(centre: flint.arb):
-            c = int(math.floor(float(centre.mid())))
-            return sorted({min(max(j, 1), L) for j in range(c - 2, c + 4)})
+        def window(x: flint.arb):
+            # exact integer floor of sqrt(mid x): floats would lose integers beyond 2^53
+            return segment.candidates(math.isqrt(int(x.mid().floor().unique_fmpz())), L)
 
-        lo = [flint.arb(k - 1) * M * (M - k) / (rho * k) for k in window(M.sqrt())]
-        hi = [flint.arb(k + 1) * (rho + k) / k for k in window(rho.sqrt())]
+        lo = [segment.lo_term(k, rho, L) for k in window(rho + L)]
+        hi = [segment.hi_term(k, rho, L) for k in window(rho)]
         top = functools.reduce(lambda a, b: a.max(b), lo)
         bottom = functools.reduce(lambda a, b: a.min(b), hi)
         if top < bottom:
@@ -59,7 +60,8 @@ def feasible(d: int, L: int) -> bool:
     """Whether softmax attention with bare pre-norm at width ``d`` can count to ``L`` (exact)."""
     if L <= 0:
         return True
-    prec = 128
+    # enough bits that the ball around rho + L ~ L^2 is far narrower than 1 (exact windows)
+    prec = max(128, 2 * int(L).bit_length() + 64)
     while True:
         res = _feasible(d, L, prec)
         if res is not None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import mpmath
 import numpy as np
+import sympy
 
 ATTENTIONS = ("softmax", "linear")
 NORMS = ("none", "pre_bare", "pre_learned", "post_bare", "post_learned")
@@ -67,8 +68,6 @@ class Cell:
     @property
     def tau(self):
         """The fixed score temperature ``1/sqrt(d)`` (exact as a sympy number)."""
-        import sympy
-
         return 1 / sympy.sqrt(self.d)
 
     @property
@@ -112,16 +111,11 @@ def to_mpf(x) -> mpmath.mpf:
         return mpmath.mpf(float(x))  # exact: every float is an mpf
     if isinstance(x, str):
         return mpmath.mpf(x)
-    try:
-        import sympy
-
-        if isinstance(x, sympy.Basic):
-            value = sympy.N(x, mpmath.mp.dps + 5)
-            if not value.is_real:
-                raise ValueError(f"expected a real number, got {x!r}")
-            return mpmath.mpf(value)
-    except ImportError:  # pragma: no cover - sympy is a dependency
-        pass
+    if isinstance(x, sympy.Basic):
+        value = sympy.N(x, mpmath.mp.dps + 5)
+        if not value.is_real:
+            raise ValueError(f"expected a real number, got {x!r}")
+        return mpmath.mpf(value)
     raise ValueError(f"expected a number, got {x!r}")
 
 

@@ -58,7 +58,7 @@ import sympy
 
 from constructions import arc, segment
 from constructions.cell import Cell
-from constructions.regression import family
+from constructions.regression import family, segment_reach
 
 L, k, kk, x, d = sympy.symbols("L k k' x d", positive=True)
 rho = sympy.Symbol("rho", positive=True)
@@ -91,6 +91,7 @@ D_STAR_OF_L = sympy.floor((L + 1) ** 2 / 4)
 LAM_STAR_SQ = ((L - 1) ** 2 / 4 - (x + sympy.Rational(1, 2)) ** 2) / (
     (1 + 1 / (2 * x)) ** 2 - (1 - 1 / L) ** 2)
 B_ARC_STAR = sympy.sqrt(LAM_STAR_SQ + L**2 / 4) * (1 - 1 / L)
+_lam_sq_np = sympy.lambdify((L, x), LAM_STAR_SQ, "numpy")
 #: the extremal arc for L a multiple of 4 (active offset x = L/4)
 LAM_STAR_SQ_MULT4 = L**3 * (L - 4) / (16 * (2 * L + 1))
 B_ARC_STAR_MULT4 = (L - 1) * (L + 2) / (4 * sympy.sqrt(2 * L + 1))
@@ -104,8 +105,8 @@ def budget(cell: Cell, D_value, rho_value):
         return D_value / sympy.sqrt(D_value + sigma)
     if cell.norm == "pre_bare":
         return D_value / sympy.sqrt(2 * sigma)
-    sq = sympy.sqrt(cell.d - 1)
-    return sympy.Max(D_value / sympy.sqrt(sigma + (1 + sq) * D_value), sympy.sqrt(D_value / (2 * sq)))
+    c, kappa, _ = segment_reach(cell)
+    return sympy.Max(D_value / sympy.sqrt(sigma + c * D_value), sympy.sqrt(D_value / kappa))
 
 
 def _corner(L_value: int):
@@ -122,9 +123,10 @@ def _corner(L_value: int):
 
 def _exact_interval(r: Fraction, L_value: int):
     """``(D_lo, D_hi)`` at a rational ``rho`` in exact arithmetic, with the extremal gaps."""
-    lo = {kv: Fraction((kv - 1) * 1) * (r + L_value) * (r + L_value - kv) / (r * kv)
-          for kv in segment.candidates(math.sqrt(float(r) + L_value), L_value)}
-    hi = {kv: Fraction(kv + 1) * (r + kv) / kv for kv in segment.candidates(math.sqrt(float(r)), L_value)}
+    lo = {kv: segment.lo_term(kv, r, L_value)
+          for kv in segment.candidates(math.isqrt(math.floor(r) + L_value), L_value)}
+    hi = {kv: segment.hi_term(kv, r, L_value)
+          for kv in segment.candidates(math.isqrt(math.floor(r)), L_value)}
     k_act, kk_act = max(lo, key=lo.get), min(hi, key=hi.get)
     return lo[k_act], hi[kk_act], k_act, kk_act
 
@@ -132,8 +134,8 @@ def _exact_interval(r: Fraction, L_value: int):
 def segment_closed_form(cell: Cell, L_value: int, dps: int = 40) -> dict | None:
     """Corner ``rho*``, ``D*`` and ``B*`` with the active gaps; None if the corner is not optimal."""
     r = Fraction((L_value - 1) ** 2 // 4)
-    if L_value >= 6 and r > 0 and (lambda iv: iv[0] == iv[1])(_exact_interval(r, L_value)):
-        _, D_frac, k_act, kk_act = _exact_interval(r, L_value)
+    D_lo, D_frac, k_act, kk_act = _exact_interval(r, L_value) if L_value >= 6 else (0, 1, 0, 0)
+    if L_value >= 6 and D_lo == D_frac:
         rho_exact, D_exact = sympy.Rational(r.numerator, r.denominator), sympy.Rational(
             D_frac.numerator, D_frac.denominator)
     else:
@@ -174,7 +176,7 @@ def arc_closed_form(cell: Cell, L_value: int) -> dict | None:
     # each offset x binds beyond its own crossing lam_x (one crossing: the squared equation is
     # linear in lam^2); all bind beyond the largest, so lam* = max_x lam_x
     xs_f = arc.offsets(L_value)
-    lam_sq_f = ((L_value - 1) ** 2 / 4 - (xs_f + 0.5) ** 2) / ((1 + 1 / (2 * xs_f)) ** 2 - (1 - 1 / L_value) ** 2)
+    lam_sq_f = _lam_sq_np(float(L_value), xs_f)
     j = int(np.argmax(lam_sq_f))
     if lam_sq_f[j] <= 0:  # no offset binds: the infimum is the degenerate arc lam -> 0
         xs, lam_sq = None, sympy.Integer(0)

@@ -64,6 +64,19 @@ def family(cell: Cell) -> str:
     return "segment" if cell.attention == "softmax" else "line"
 
 
+def segment_reach(cell: Cell, sqrt=sympy.sqrt):
+    """Constants of the segment capacity for ``none`` and ``pre_learned`` (module docstring).
+
+    Returns ``(c, kappa, reach)``: the value gap ``X = |h_s - h_a|`` obeys
+    ``X^2 - c B X - sigma <= 0`` and ``X <= kappa B``, and the score gap ``sigma <= reach B^2``.
+    ``sqrt`` chooses the number type (sympy by default; balls for the lower bounds).
+    """
+    if cell.norm == "none":
+        return 1, 2, 2
+    sq = sqrt(cell.d - 1)
+    return 1 + sq, 2 * sq, 2 * sq * (sq + 1)
+
+
 def _dot(u, v):
     return (u.T * v)[0, 0]
 
@@ -100,8 +113,8 @@ def _segment_vectors(cell: Cell) -> dict:
         return {"e_s": e_s, "e_a": e_a, "w": w, "w0": C - _dot(w, e_s) - _dot(w, h_s),
                 "_h_s": h_s, "_h_a": h_a}
     # pre_learned
-    c = 1 + sq
-    X = sympy.Min((c * B + sympy.sqrt(c**2 * B**2 + 4 * sigma)) / 2, 2 * sq * B)
+    c, kappa, _ = segment_reach(cell)
+    X = sympy.Min((c * B + sympy.sqrt(c**2 * B**2 + 4 * sigma)) / 2, kappa * B)
     a = X / B - sq
     beta1 = sigma / X - B * a
     alpha = a / sq
@@ -118,7 +131,7 @@ def _arc_vectors(cell: Cell) -> dict:
     d = cell.d
     sd = sympy.sqrt(d)
     c1, perp, one, e1 = basis.c1(d), basis.perp(d), basis.one(d), basis.e1(d)
-    tau = 1 / sd
+    tau = cell.tau
     v = t * perp - (L / 2) * c1
     vnorm = sympy.sqrt(t**2 + L**2 / 4)
     beta_ = _embedding_scale(cell)
@@ -152,7 +165,7 @@ def _line_vectors(cell: Cell) -> dict:
     d = cell.d
     sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
     c1, e1 = basis.c1(d), basis.e1(d)
-    tau = 1 / sd
+    tau = cell.tau
     if cell.norm == "none":
         e = B * c1
         out = {"e_s": e, "e_a": e, "w": (A / (tau * B**3)) * c1}
@@ -183,12 +196,12 @@ def _capacity(cell: Cell):
     if fam == "line":
         return {"none": B**4 / sd, "pre_bare": d * B,
                 "pre_learned": B**4 * (1 + sq) ** 3 / sd}[cell.norm]
-    if cell.norm == "none":
-        return B * (B + sympy.sqrt(B**2 + 4 * sigma)) / 2
     if cell.norm == "pre_bare":
         return B * sympy.sqrt(2 * sigma)
-    c = 1 + sq
-    return B * sympy.Min((c * B + sympy.sqrt(c**2 * B**2 + 4 * sigma)) / 2, 2 * sq * B)
+    c, kappa, _ = segment_reach(cell)
+    root = (c * B + sympy.sqrt(c**2 * B**2 + 4 * sigma)) / 2
+    # for no norm the root never exceeds 2B inside the domain (sigma <= 2 B^2)
+    return B * (root if cell.norm == "none" else sympy.Min(root, kappa * B))
 
 
 def _relative_slack(lo, top):
@@ -245,9 +258,11 @@ class RegressionDesign:
             return None
         if self.family == "arc":
             return (1e-3, 10.0 * (L_value + 2) ** 1.5 + 10.0)
-        sigma_max = {"none": 2 * B_value**2, "pre_bare": 2 * d,
-                     "pre_learned": 2 * math.sqrt(d - 1) * (math.sqrt(d - 1) + 1) * B_value**2}
-        log_hi = sigma_max[self.cell.norm] / math.sqrt(d)
+        if self.cell.norm == "pre_bare":
+            sigma_max = 2 * d
+        else:
+            sigma_max = float(segment_reach(self.cell, math.sqrt)[2]) * B_value**2
+        log_hi = sigma_max / math.sqrt(d)
         if self.cell.norm == "pre_bare" and d == 2:
             return (math.exp(log_hi), math.exp(log_hi))  # h_s = +-h_a: two scores only
         return (1.0, math.exp(min(log_hi, math.log(1e4 * (L_value + 2) ** 2))))

@@ -38,17 +38,31 @@ import sympy
 
 rho, L, k, D = sympy.symbols("rho L k D", positive=True)
 
-#: lower constraint on ``D`` from the pair ``(L, L-k)``
-D_LO_K = (k - 1) * (rho + L) * (rho + L - k) / (rho * k)
-#: upper constraint on ``D`` from the pair ``(k, 0)``
-D_HI_K = (k + 1) * (rho + k) / k
 
-lo_term = sympy.lambdify((k, rho, L), D_LO_K, "mpmath")
-hi_term = sympy.lambdify((k, rho, L), D_HI_K, "mpmath")
+def lo_term(k, rho, L):
+    """``(k-1)(rho+L)(rho+L-k)/(rho k)``: the lower constraint on ``D`` from the pair ``(L, L-k)``.
+
+    Plain arithmetic, so the one formula serves sympy symbols, mpf, balls, fractions and numpy
+    arrays alike (``rho`` must not be a Python int, or ``/`` would round).
+    """
+    return (k - 1) * (rho + L) * (rho + L - k) / (rho * k)
 
 
-def candidates(centre: float, L: int) -> list[int]:
-    """Integers around ``centre`` clipped to ``[1, L]`` (a superset of the argmax)."""
+def hi_term(k, rho, L):
+    """``(k+1)(rho+k)/k``: the upper constraint on ``D`` from the pair ``(k, 0)`` (as :func:`lo_term`)."""
+    return (k + 1) * (rho + k) / k
+
+
+#: the two constraints as sympy expressions (for derivations)
+D_LO_K = lo_term(k, rho, L)
+D_HI_K = hi_term(k, rho, L)
+
+
+def candidates(centre, L: int) -> list[int]:
+    """Integers around ``centre`` clipped to ``[1, L]`` (a superset of the argmax).
+
+    ``centre`` is a float, or an exact integer floor (beyond 2^53 floats lose integers).
+    """
     c = int(math.floor(centre)) if math.isfinite(centre) else L
     return sorted({min(max(j, 1), L) for j in (c - 1, c, c + 1, c + 2)})
 
@@ -65,15 +79,12 @@ def interval_float(rho_value: np.ndarray, L_value: int):
     """Vectorised float64 version of :func:`interval` (a fast screen)."""
     r = np.asarray(rho_value, dtype=np.float64)
 
-    def extremum(centre, f, pick):
+    def extremum(centre, term, pick):
         base = np.floor(centre)
-        vals = [f(np.clip(base + j, 1, L_value), r) for j in (-1, 0, 1, 2)]
+        vals = [term(np.clip(base + j, 1, L_value), r, L_value) for j in (-1, 0, 1, 2)]
         return pick(np.stack(vals), axis=0)
 
-    lo = extremum(np.sqrt(r + L_value),
-                  lambda kk, rr: (kk - 1) * (rr + L_value) * (rr + L_value - kk) / (rr * kk), np.max)
-    hi = extremum(np.sqrt(r), lambda kk, rr: (kk + 1) * (rr + kk) / kk, np.min)
-    return lo, hi
+    return extremum(np.sqrt(r + L_value), lo_term, np.max), extremum(np.sqrt(r), hi_term, np.min)
 
 
 def centre(rho_value, D_value, L_value: int):

@@ -28,20 +28,7 @@ from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
 if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
     set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), "counting-cost-hypothesis"))
 
-settings.register_profile(
-    "suite",
-    max_examples=20,
-    deadline=None,
-    database=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "explore",
-    max_examples=200,
-    deadline=None,
-    database=None,
-    derandomize=False,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+_COMMON = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("suite", max_examples=20, derandomize=True, **_COMMON)
+settings.register_profile("explore", max_examples=200, derandomize=False, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))

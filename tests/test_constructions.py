@@ -242,11 +242,12 @@ def _lp_slack(phi_values, Lv, D_fixed=None):
     return res.x[2], res.x[1]
 
 
-rhos = st.floats(-2, 4).map(lambda e: 10.0**e)
+#: shapes (rho or lambda) spread over six decades
+shapes = st.floats(-2, 4).map(lambda e: 10.0**e)
 
 
 @FAST
-@given(rho=rhos, Lv=st.integers(1, 30))
+@given(rho=shapes, Lv=st.integers(1, 30))
 def test_segment_interval_matches_brute_force(rho, Lv):
     with mpmath.workdps(40):
         lo, hi = segment.interval(rho, Lv)
@@ -345,16 +346,13 @@ def _arc_counts(lam, b, Lv):
                for n in range(Lv + 1))
 
 
-lams = st.floats(-2, 4).map(lambda e: 10.0**e)
-
-
 @FAST
-@given(lam=lams, Lv=st.integers(1, 30))
+@given(lam=shapes, Lv=st.integers(1, 30))
 def test_arc_interval_matches_brute_force(lam, Lv):
     with mpmath.workdps(40):
         lo, hi = arc.interval(lam, Lv)
         blo, bhi = _arc_brute(mpmath.mpf(lam), Lv)
-        # (the lower end is only float-accurate: see test_arc_interval_full_precision)
+        # (full precision of the lower end is checked in test_arc_interval_full_precision)
         assert abs(lo - blo) <= mpmath.mpf("1e-14") * (1 + blo)
         assert abs(hi - bhi) <= mpmath.mpf("1e-30") * (1 + bhi)
     flo, fhi = arc.interval_float(np.array([lam]), Lv)
@@ -370,7 +368,7 @@ def test_arc_interval_full_precision():
 
 
 @FAST
-@given(lam=lams, Lv=st.integers(1, 30))
+@given(lam=shapes, Lv=st.integers(1, 30))
 def test_arc_interval_is_the_feasible_set(lam, Lv):
     with mpmath.workdps(40):
         lv = mpmath.mpf(lam)

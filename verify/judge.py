@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import flint
 import numpy as np
 
 from constructions.cell import Params
-import flint
-
 from verify.backends import arb_bounds, get_backend
 from verify.forward import reduced
 
