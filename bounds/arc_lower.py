@@ -8,107 +8,212 @@ For ``n = 0..L`` let ``theta_n = atan((n - n0)/lam)`` (``lam > 0``, ``n0`` real)
 the smallest read-out amplitude with which the projective arc counts to ``L``.  The symmetric
 construction (``n0 = L/2``) reaches ``R_sym(L)`` (:func:`constructions.closed_forms.arc_closed_form`);
 :func:`arc_lower` proves ``R*(L) >= (1 - rtol') R_sym(L)`` by branch and bound over the shape
-``(lam, n0)`` of the arc.  The proof is in its docstring.
+``(lam, n0)`` of the arc, evaluating whole batches of boxes at once in outward-rounded interval
+arithmetic (:mod:`bounds.intervals`).  The proof is in its docstring.
 """
 
 from __future__ import annotations
 
-import heapq
-import math
+import itertools
 
 import flint
 import numpy as np
 
+from bounds.intervals import Iv, norm_upper
 from verify.backends import arb_ceil, arb_floor
 
 PREC = 128
 
-
-_SIGNS = [(a, b, c) for a in (-1, 1) for b in (-1, 1) for c in (-1, 1) if not a == b == c]
-_TRIPLES = [(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)]
 _PAIRS = [(i, j) for i in range(4) for j in range(i + 1, 4)]
-_MIX = (0.0625, 0.25, 1.0, 4.0, 16.0)
+_TRIPLES = [(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)]
+_SIGNS = np.array([s for s in itertools.product((-1, 1), repeat=3) if len(set(s)) > 1], dtype=float)
+_MIX = np.array([0.0625, 0.25, 1.0, 4.0, 16.0])
+_PAIR_ALPHAS = np.array([[-1.0 if k == i else 1.0 if k == j else 0.0 for k in range(4)]
+                         for i, j in _PAIRS])
 
 
-def _candidates(ns, thetas):
+def _unit(T: np.ndarray) -> np.ndarray:
+    """``v = (1, T)/sqrt(1 + T^2)``: the point of angle ``atan T`` (last axis of size 2)."""
+    r = 1 / np.sqrt(1 + T * T)
+    return np.stack([r, T * r], axis=-1)
+
+
+def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
     """Multiplier vectors ``alpha`` (``sum alpha = 0``) among which the dual optimum lies.
 
-    On a support of four points the ratio ``N(alpha)/|w(alpha)|`` is, within a sign cone,
-    linear along the null direction ``z`` of ``alpha -> (sum alpha, w(alpha))``: it is maximal
-    on the cone's boundary (three points or fewer), or unbounded (``N(z) > 0``: the four
-    constraints are inconsistent, Farkas).  On three points ``i, j, k`` with fixed signs
+    ``T`` has shape ``(boxes, 4)`` (tangents of the four angles); the result has shape
+    ``(boxes, K, 4)``.  On a support of four points the ratio ``N(alpha)/|w(alpha)|`` is, within
+    a sign cone, linear along the null direction ``z`` of ``alpha -> (sum alpha, w(alpha))``: it
+    is maximal on the cone's boundary (three points or fewer), or unbounded (``N(z) > 0``: the
+    four constraints are inconsistent, Farkas).  On three points ``i, j, k`` with fixed signs
     ``sigma`` write ``alpha = (x1, x2, -x1-x2)``: ``N = a.x`` with
     ``a = (n_i - n_k - (s_i - s_k)/2, n_j - n_k - (s_j - s_k)/2)`` and ``w = B x`` with
     ``B = [v_i - v_k, v_j - v_k]``; ``a.x/|Bx|`` is quasi-concave and maximal at
-    ``x = (B^T B)^{-1} a``.  Returns the six pairs, these stationary points, and ``+-z``; the
-    second value is the index of the best candidate by its point ratio.  Choosing among them
-    never affects validity, only tightness.
+    ``x = (B^T B)^{-1} a``.  Returns the six pairs, these stationary points, ``+-z`` and
+    mixtures of ``+-z`` with the best of the others by its point ratio.  Choosing among them
+    never affects validity, only tightness; degenerate candidates are zero rows (``N = 0``).
     """
-    vs = [(math.cos(t), math.sin(t)) for t in thetas]
-    cands = []
-    for i, j in _PAIRS:
-        alpha = [0.0] * 4
-        alpha[i], alpha[j] = -1.0, 1.0
-        cands.append(alpha)
-    for i, j, k in _TRIPLES:
-        b1 = (vs[i][0] - vs[k][0], vs[i][1] - vs[k][1])
-        b2 = (vs[j][0] - vs[k][0], vs[j][1] - vs[k][1])
-        g11 = b1[0] * b1[0] + b1[1] * b1[1]
-        g12 = b1[0] * b2[0] + b1[1] * b2[1]
-        g22 = b2[0] * b2[0] + b2[1] * b2[1]
-        det = g11 * g22 - g12 * g12
-        if not det > 0:
-            continue
-        for si, sj, sk in _SIGNS:
-            a1 = ns[i] - ns[k] - 0.5 * (si - sk)
-            a2 = ns[j] - ns[k] - 0.5 * (sj - sk)
-            x1 = (g22 * a1 - g12 * a2) / det
-            x2 = (g11 * a2 - g12 * a1) / det
-            scale = max(abs(x1), abs(x2), abs(x1 + x2))
-            if not (scale > 0 and math.isfinite(scale)):
-                continue
-            alpha = [0.0] * 4
-            alpha[i], alpha[j], alpha[k] = x1 / scale, x2 / scale, -(x1 + x2) / scale
-            cands.append(alpha)
-    rows = [(1.0, v[0], v[1]) for v in vs]
-    z = []
-    for i in range(4):
-        (a0, a1, a2), (b0, b1, b2), (c0, c1, c2) = [rows[k] for k in range(4) if k != i]
-        z.append((-1) ** i * (a0 * (b1 * c2 - b2 * c1) - a1 * (b0 * c2 - b2 * c0)
-                              + a2 * (b0 * c1 - b1 * c0)))
-    scale = max(abs(t) for t in z)
-    zs = []
-    if scale > 0 and math.isfinite(scale):
-        zs = [[t / scale for t in z], [-t / scale for t in z]]
-    A = np.array(cands)
-    V = np.array(vs)
-    N = A @ np.asarray(ns, dtype=float) - 0.5 * np.abs(A).sum(axis=1)
-    w = np.hypot(*(A @ V).T)
+    nb = T.shape[0]
+    V = _unit(T)                                        # (nb, 4, 2)
+    parts = [np.broadcast_to(_PAIR_ALPHAS, (nb, 6, 4))]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for i, j, k in _TRIPLES:
+            b1, b2 = V[:, i] - V[:, k], V[:, j] - V[:, k]
+            g11, g12, g22 = (b1 * b1).sum(1), (b1 * b2).sum(1), (b2 * b2).sum(1)
+            det = (g11 * g22 - g12 * g12)[:, None]
+            a1 = ns[i] - ns[k] - 0.5 * (_SIGNS[:, 0] - _SIGNS[:, 2])
+            a2 = ns[j] - ns[k] - 0.5 * (_SIGNS[:, 1] - _SIGNS[:, 2])
+            x1 = (g22[:, None] * a1 - g12[:, None] * a2) / det
+            x2 = (g11[:, None] * a2 - g12[:, None] * a1) / det
+            scale = np.maximum(np.maximum(abs(x1), abs(x2)), abs(x1 + x2))
+            ok = (det > 0) & (scale > 0) & np.isfinite(scale)
+            alpha = np.zeros((nb, len(_SIGNS), 4))
+            alpha[:, :, i] = np.where(ok, x1 / scale, 0.0)
+            alpha[:, :, j] = np.where(ok, x2 / scale, 0.0)
+            alpha[:, :, k] = np.where(ok, -(x1 + x2) / scale, 0.0)
+            parts.append(alpha)
+        rows = np.concatenate([np.ones((nb, 4, 1)), V], axis=2)  # (nb, 4, 3)
+        z = np.stack([(-1) ** i * np.linalg.det(np.delete(rows, i, axis=1)) for i in range(4)], 1)
+        scale = abs(z).max(1, keepdims=True)
+        z = np.where((scale > 0) & np.isfinite(scale), z / scale, 0.0)
+        A = np.concatenate(parts + [z[:, None], -z[:, None]], axis=1)
+        N = A @ ns - 0.5 * abs(A).sum(2)
+        w = np.linalg.norm(A @ V, axis=2)
+        ratio = np.where(N > 0, np.where(w > 0, N / w, np.inf), -np.inf)
+    best = A[np.arange(nb), np.argmax(ratio, 1)]       # (nb, 4)
+    mix = best[:, None, None] + _MIX[None, None, :, None] * np.stack([z, -z], 1)[:, :, None]
+    return np.concatenate([A, mix.reshape(nb, -1, 4)], axis=1)
+
+
+def _exact_alpha(alpha: np.ndarray) -> Iv:
+    """Intervals for ``alpha`` whose largest entry is replaced by minus the sum of the others.
+
+    The duality step needs ``sum alpha_i = 0`` exactly; the replaced entry is an interval that
+    contains the exact value, so every later interval contains the values for that exact vector.
+    """
+    top = np.arange(4) == np.argmax(abs(alpha), axis=1)[:, None]
+    others = _sum4(Iv(np.where(top, 0.0, alpha)))
+    return Iv(np.where(top, -others.hi[:, None], alpha), np.where(top, -others.lo[:, None], alpha))
+
+
+def _sum4(x: Iv) -> Iv:
+    """Sum over the four counts (the last axis)."""
+    return x[:, 0] + x[:, 1] + x[:, 2] + x[:, 3]
+
+
+def _ratio_lower(N: Iv, w_hi: np.ndarray) -> np.ndarray:
+    """``N/|w|`` from below where ``N > 0`` surely; ``0`` elsewhere (never ``nan``)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.where(N > 0, np.where(w > 0, N / w, np.inf), -np.inf)
-    return cands, int(np.argmax(ratios)), zs
+        q = (N / Iv(w_hi)).lo
+    ok = (N.lo > 0) & (w_hi > 0) & (q > 0)
+    return np.where(ok, q, 0.0)
 
 
-def _norm_upper(x: flint.arb, y: flint.arb) -> flint.arb:
-    """An exact float ball ``>= |(x, y)|`` for every point of the balls."""
-    ux, uy = flint.arb(arb_ceil(abs(x))), flint.arb(arb_ceil(abs(y)))
-    return flint.arb(arb_ceil((ux * ux + uy * uy).sqrt()))
+class _Boxes:
+    """The four counts, the offsets ``d_i = n_i - L/2`` and the bounds of step 3 on arrays of boxes."""
+
+    def __init__(self, L: int):
+        m = -(-L // 4)
+        self.ns = np.array([0.0, m, L - m, L])
+        self.ds = self.ns - L / 2  # exact: multiples of 1/2 far below 2^53
+
+    def _N(self, alpha: Iv) -> Iv:
+        """``N(alpha) = sum alpha_i n_i - (1/2) sum |alpha_i|``."""
+        return _sum4(alpha * self.ns - abs(alpha) * 0.5)
+
+    def choose(self, Sa, Sb, ca, cb, Sm, cm):
+        """Per box, the candidates with the best float estimates of the two bounds below."""
+        ds = self.ds
+        T = cm[:, None] + Sm[:, None] * ds                  # (nb, 4)
+        A = _candidates(self.ns, T)                          # (nb, K, 4)
+        s2 = 1 + T * T
+        G = _unit(T)
+        Gp = np.stack([-T, np.ones_like(T)], -1) / (s2 ** 1.5)[..., None]
+        N = A @ self.ns - 0.5 * abs(A).sum(2)
+        wc, a, b = A @ G, A @ Gp, A @ (ds[None, :, None] * Gp)
+        wmax = np.zeros(N.shape)
+        mT = np.zeros(T.shape)
+        for dc in (ca - cm, cb - cm):
+            for dS in (Sa - Sm, Sb - Sm):
+                wmax = np.maximum(wmax, np.linalg.norm(wc + a * dc[:, None, None]
+                                                       + b * dS[:, None, None], axis=2))
+                mT = np.maximum(mT, abs(dc[:, None] + dS[:, None] * ds))
+        rows = np.arange(len(Sa))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score_t = np.where(N > 0, N / (wmax + (abs(A) @ (mT * mT / 2)[..., None])[..., 0]),
+                               -np.inf)
+            lo, hi = self._tangent_range(Sa, Sb, ca, cb, float)
+            tm = (np.arctan(lo) + np.arctan(hi)) / 2
+            rad = (np.arctan(hi) - np.arctan(lo)) / 2
+            wm = A @ np.stack([np.cos(tm), np.sin(tm)], -1)
+            score_i = np.where(N > 0, N / (np.linalg.norm(wm, axis=2)
+                                           + (abs(A) @ rad[..., None])[..., 0]), -np.inf)
+        score_t = np.nan_to_num(score_t, nan=-np.inf)
+        score_i = np.nan_to_num(score_i, nan=-np.inf)
+        return A[rows, np.argmax(score_t, 1)], A[rows, np.argmax(score_i, 1)]
+
+    def _tangent_range(self, Sa, Sb, ca, cb, kind):
+        """Per count, the least and largest ``T_i = c + S d_i`` over the box (floats or intervals)."""
+        up = self.ds >= 0
+        S_lo = np.where(up, Sa[:, None], Sb[:, None])
+        S_hi = np.where(up, Sb[:, None], Sa[:, None])
+        if kind is float:
+            return ca[:, None] + S_lo * self.ds, cb[:, None] + S_hi * self.ds
+        return ((Iv(ca[:, None]) + Iv(S_lo) * self.ds).lo,
+                (Iv(cb[:, None]) + Iv(S_hi) * self.ds).hi)
+
+    def taylor(self, alpha, Sa, Sb, ca, cb, Sm, cm) -> np.ndarray:
+        """Step 3 by a third-order Taylor model in ``T_i`` around the centre."""
+        ds = self.ds
+        dcs = (Iv(ca) - cm, Iv(cb) - cm)
+        dSs = (Iv(Sa) - Sm, Iv(Sb) - Sm)
+        corners = [(dc, dS) for dc in dcs for dS in dSs]
+        mdc = Iv(np.maximum(abs(dcs[0]).hi, abs(dcs[1]).hi))
+        mdS = Iv(np.maximum(abs(dSs[0]).hi, abs(dSs[1]).hi))
+        A = _exact_alpha(alpha)
+        T = Iv(cm[:, None]) + Iv(Sm[:, None]) * ds
+        r = 1 / (1 + T.square()).sqrt()
+        r3 = r ** 3
+        r5 = r3 * r * r
+        # g = (1, T)/sqrt(1+T^2) and its first two derivatives, per component
+        g, g1, g2 = zip((r, -(T * r3), (2 * T.square() - 1) * r5), (T * r, r3, -3 * T * r5))
+        w = [_sum4(A * x) for x in g]
+        a = [_sum4(A * x) for x in g1]
+        b = [_sum4(A * x * ds) for x in g1]
+        qcc = [_sum4(A * x * 0.5) for x in g2]
+        qcS = [_sum4(A * x * ds) for x in g2]
+        qSS = [_sum4(A * x * ds * ds * 0.5) for x in g2]
+        mT = Iv(np.max([abs(dc[:, None] + dS[:, None] * ds).hi for dc, dS in corners], axis=0))
+        # |g'''(t)| = 3 sqrt(4t^4+1)/(1+t^2)^3 decreases in |t|; |t| >= |T| - mT on the box
+        t2 = Iv(np.maximum((abs(T) - mT).lo, 0.0)).square()
+        E = _sum4(abs(A) * mT ** 3 * (4 * t2.square() + 1).sqrt() / (2 * (1 + t2) ** 3))
+        lin = np.max([norm_upper(w[0] + a[0] * dc + b[0] * dS, w[1] + a[1] * dc + b[1] * dS)
+                      for dc, dS in corners], axis=0)
+        quad = (Iv(norm_upper(*qcc)) * mdc.square() + Iv(norm_upper(*qcS)) * mdc * mdS
+                + Iv(norm_upper(*qSS)) * mdS.square())
+        return _ratio_lower(self._N(A), (Iv(lin) + quad + E).hi)
+
+    def interval(self, alpha, Sa, Sb, ca, cb) -> np.ndarray:
+        """Step 3 by the range of each ``v_i`` over the box's range of ``T_i``."""
+        A = _exact_alpha(alpha)
+        lo, hi = self._tangent_range(Sa, Sb, ca, cb, Iv)
+        t_lo, t_hi = Iv(lo), Iv(hi)
+        # sin = T/sqrt(1+T^2) increases with T; cos = 1/sqrt(1+T^2) is a function of T^2
+        sin = Iv((t_lo / (1 + t_lo.square()).sqrt()).lo, (t_hi / (1 + t_hi.square()).sqrt()).hi)
+        cos = 1 / (1 + Iv(lo, hi).square()).sqrt()
+        return _ratio_lower(self._N(A), norm_upper(_sum4(A * cos), _sum4(A * sin)))
+
+    def bound(self, Sa, Sb, ca, cb, half: float, Mp: float) -> np.ndarray:
+        """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it."""
+        Sm, cm = 0.5 * (Sa + Sb), 0.5 * (ca + cb)
+        alpha_t, alpha_i = self.choose(Sa, Sb, ca, cb, Sm, cm)
+        v = np.maximum(self.taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm),
+                       self.interval(alpha_i, Sa, Sb, ca, cb))
+        excluded = (Iv(ca) - Iv(Sb) * half).lo > Mp  # (c): all tangents exceed M'
+        return np.where(excluded, np.inf, v)
 
 
-def _zero_sum(alpha) -> list:
-    """Balls for ``alpha`` whose largest entry is replaced by minus the sum of the others.
-
-    The duality step needs ``sum alpha_i = 0`` exactly; the replaced entry is a ball that
-    contains the exact value, so every later ball contains the values for that exact vector.
-    Entries that are exactly zero stay ``None`` (skipped).
-    """
-    k = max(range(4), key=lambda i: abs(alpha[i]))
-    out = [flint.arb(a) if a != 0 else None for a in alpha]
-    out[k] = -sum((flint.arb(a) for i, a in enumerate(alpha) if i != k), flint.arb(0))
-    return out
-
-
-def arc_lower(L: int, R_target: float, rtol: float = 2e-3, max_boxes: int = 20000) -> float:
+def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_000_000) -> float:
     """A float ``<= R*(L)``; equal to ``min(R_target, bound)`` (``R_target`` = ``R_sym`` is tight).
 
     *Proof.*  Write ``R_t = R_target``.
@@ -126,23 +231,33 @@ def arc_lower(L: int, R_target: float, rtol: float = 2e-3, max_boxes: int = 2000
        ``|u| > N(alpha)/|w|``.
 
     3. **Shape coordinates.**  With ``S = 1/lam > 0`` and ``c = (L/2 - n0)/lam``,
-       ``tan theta_n = T(n) = c + S (n - L/2)``.  ``T(n)`` increases in ``c``, and in ``S`` when
-       ``n >= L/2`` (decreases when ``n < L/2``); ``atan`` increases.  So on a box
-       ``[Sa, Sb] x [ca, cb]`` every ``theta_i`` lies in ``[atan T_lo, atan T_hi]`` with
-       ``T_lo, T_hi`` the values at the matching corners; evaluated in ball arithmetic this
-       interval, then ``cos``, ``sin``, ``|w|`` (an upper end) and ``N(alpha)/|w|`` (a lower
-       end) bound ``|u|`` from below for every shape in the box and every feasible ``C, u``.
-       Second, a Taylor model: ``v_i = g(T_i)`` with ``g(T) = (1, T)/sqrt(1+T^2)``,
-       ``g'(T) = (-T, 1)/(1+T^2)^{3/2}``, ``|g''(T)| = sqrt(4T^2+1)/(1+T^2)^2`` (decreasing in
-       ``|T|``, at most 1), and ``T_i = T_i(centre) + dc + dS d_i`` exactly; so
-       ``w = w_c + a dc + b dS + E`` with ``a = sum alpha_i g'(T_i)``,
-       ``b = sum alpha_i d_i g'(T_i)`` at the centre and ``|E| <= sum |alpha_i| mT_i^2
-       sup|g''|/2`` (``mT_i = max |dc + dS d_i|`` over the corners, ``sup`` at
-       ``|t| >= |T_i| - mT_i``); ``|w_c + a dc + b dS|`` is convex in ``(dc, dS)``, so its
-       maximum over the box is at a corner.  ``alpha`` is chosen in floats among the
-       candidates of :func:`_candidates` (and mixtures with the Farkas vector ``z``) by a float
+       ``tan theta_n = T(n) = c + S (n - L/2)`` and ``v_n = g(T(n))``, ``g(T) = (1, T)/sqrt(1+T^2)``
+       (algebraic: no angle is ever computed).  ``T(n)`` increases in ``c``, and in ``S`` when
+       ``n >= L/2`` (decreases when ``n < L/2``).  So on a box ``[Sa, Sb] x [ca, cb]`` every
+       ``T_i`` lies in ``[T_lo, T_hi]``, the values at the matching corners; there
+       ``sin theta = T/sqrt(1+T^2)`` increases with ``T`` and ``cos theta = 1/sqrt(1+T^2)`` is a
+       function of ``T^2``, which give the range of each ``v_i``, then ``|w|`` (an upper end) and
+       ``N(alpha)/|w|`` (a lower end) bound ``|u|`` from below for every shape in the box and
+       every feasible ``C, u``.  Second, a Taylor model: ``T_i = T_i(centre) + dc + dS d_i``
+       exactly, and with ``r = (1+T^2)^{-1/2}``, ``g' = (-T r^3, r^3)``,
+       ``g'' = ((2T^2 - 1) r^5, -3T r^5)`` and ``|g'''(T)| = 3 sqrt(4T^4+1)/(1+T^2)^3``
+       (decreasing in ``|T|``: with ``x = T^2`` the derivative of its log has the sign of
+       ``-8x^2 + 4x - 3 < 0``), Taylor's theorem gives
+       ``w = w_c + a dc + b dS + q_cc dc^2 + q_cS dc dS + q_SS dS^2 + E`` with, at the centre,
+       ``a = sum alpha_i g'(T_i)``, ``b = sum alpha_i d_i g'(T_i)``,
+       ``q_cc = sum alpha_i g''(T_i)/2``, ``q_cS = sum alpha_i d_i g''(T_i)``,
+       ``q_SS = sum alpha_i d_i^2 g''(T_i)/2``, and ``|E| <= sum |alpha_i| mT_i^3 sup|g'''|/6``
+       (``mT_i = max |dc + dS d_i|`` over the corners, ``sup`` at ``|t| >= |T_i| - mT_i``).
+       ``|w_c + a dc + b dS|`` is convex in ``(dc, dS)``, so its maximum over the box is at a
+       corner; the quadratic terms are bounded by ``|q_cc| max dc^2 + |q_cS| max |dc dS| +
+       |q_SS| max dS^2``.  Keeping the second-order terms exact (they nearly cancel when
+       ``alpha`` is close to the null vector ``z`` of :func:`_candidates`, which certifies
+       most of the domain) is what lets large boxes be discarded.
+       ``alpha`` is chosen in floats among the candidates of :func:`_candidates` by a float
        estimate of either bound; any choice is valid, and ``sum alpha = 0`` is made exact by
-       :func:`_zero_sum`.  A child box inherits its parent's bound (it is a subset).
+       :func:`_exact_alpha`.  Every quantity is evaluated in outward-rounded interval
+       arithmetic (:mod:`bounds.intervals`), so each computed bound is below the exact one.
+       A child box inherits its parent's bound (it is a subset).
 
     4. **Symmetry.**  ``(lam, n0, C, (u1, u2))`` is feasible for ``P`` iff
        ``(lam, L - n0, L - C, (-u1, u2))`` is: the new angles are ``theta'_n = -theta_{L-n}``,
@@ -164,151 +279,67 @@ def arc_lower(L: int, R_target: float, rtol: float = 2e-3, max_boxes: int = 2000
        (c) ``c - S L/2 > M'``, i.e. ``T(0) > M'``: all ``T(n) > M'`` (``T`` increases), so
        as in (b) ``|v_L - v_0| < 1/M'`` and ``|u| > (L-1) M' > R_t``.  Hence with ``c >= 0``
        only ``0 <= c <= M' + S_max L/2`` remains, and a box with ``ca - Sb L/2 > M'`` (a
-       certain ball comparison) is discarded.
+       certain interval comparison) is discarded.
 
-       The endpoints are rounded outward (``S_min`` down, ``S_max`` and the ``c`` range up), so
-       the boxes cover the remaining domain.
+       The endpoints are rounded outward (``S_min`` down, ``S_max``, ``M'`` and the ``c``
+       range up), so the boxes cover the remaining domain.
 
     6. **Branch and bound.**  Boxes whose bound is ``>= R_t`` are discarded (no shape in them
-       does better than ``R_t``); the box with the smallest bound is split (along the side with
-       the larger change of ``T``: ``(Sb - Sa) L/2`` against ``cb - ca``; ``S`` at the geometric
-       mean) until the smallest bound is ``>= R_t/(1 + rtol)`` or ``max_boxes`` boxes were
-       evaluated.  Every shape lies in a remaining box, a discarded box, or an excluded region,
-       so ``R*(L) >= min(smallest remaining bound, R_t)``, which is returned.
+       does better than ``R_t``).  In rounds, every box with a bound below ``R_t/(1 + rtol)``
+       (the smallest first, when the budget runs out) is split
+       (each along the side with the larger change of ``T``: ``(Sb - Sa) L/2`` against
+       ``cb - ca``; ``S`` at the geometric mean) until the smallest bound is
+       ``>= R_t/(1 + rtol)`` or ``max_boxes`` boxes were evaluated.  Every shape lies in a
+       remaining box, a discarded box, or an excluded region, so
+       ``R*(L) >= min(smallest remaining bound, R_t)``, which is returned.
     """
     if L <= 5:
         return max(0.0, (L - 1) / 2)
     old, flint.ctx.prec = flint.ctx.prec, PREC
     try:
         m = -(-L // 4)
-        ns = (0, m, L - m, L)
         g = min(m, L - 2 * m)
-        half = flint.arb(L) / 2
-        ds = [flint.arb(n) - half for n in ns]
-        ds_f = [n - L / 2 for n in ns]
         Rt = flint.arb(R_target)
-        Mp = Rt / (L - 1) + 1
+        Mp = arb_ceil(Rt / (L - 1) + 1)
         S_min = arb_floor(flint.arb(L - 1) / (L * Rt))
         S_max = arb_ceil(2 * (Rt + 1) / g)
-        c_max = arb_ceil(Mp + flint.arb(S_max) * half)
-        stop = R_target / (1 + rtol)
-
-        ns_np = np.array(ns, dtype=float)
-        ds_np = np.array(ds_f)
-
-        def choose(Sa, Sb, ca, cb, Sm, cm):
-            """The candidate with the best float estimate of the Taylor bound below."""
-            T = cm + Sm * ds_np
-            cands, ib, zs = _candidates(ns, np.arctan(T).tolist())
-            mix = [[a + t * b for a, b in zip(cands[ib], z)] for z in zs for t in _MIX]
-            A = np.array(cands + zs + mix)
-            s2 = 1 + T * T
-            G = np.stack([1 / np.sqrt(s2), T / np.sqrt(s2)], 1)
-            Gp = np.stack([-T, np.ones_like(T)], 1) / (s2 ** 1.5)[:, None]
-            N = A @ ns_np - 0.5 * np.abs(A).sum(1)
-            wc, a, b = A @ G, A @ Gp, A @ (ds_np[:, None] * Gp)
-            wmax = np.zeros(len(A))
-            mT = np.zeros(4)
-            for dc in (ca - cm, cb - cm):
-                for dS in (Sa - Sm, Sb - Sm):
-                    wmax = np.maximum(wmax, np.hypot(*(wc + a * dc + b * dS).T))
-                    mT = np.maximum(mT, np.abs(dc + dS * ds_np))
-            score = np.where(N > 0, N / (wmax + np.abs(A) @ (mT * mT / 2)), -np.inf)
-            k = int(np.argmax(score))
-            # the interval model: angles in [atan T_lo, atan T_hi], |w| <= |w(mid)| + sum |a| r
-            t_lo = np.arctan(np.where(ds_np >= 0, ca + Sa * ds_np, ca + Sb * ds_np))
-            t_hi = np.arctan(np.where(ds_np >= 0, cb + Sb * ds_np, cb + Sa * ds_np))
-            tm, rad = (t_lo + t_hi) / 2, (t_hi - t_lo) / 2
-            wm = A @ np.stack([np.cos(tm), np.sin(tm)], 1)
-            score_i = np.where(N > 0, N / (np.hypot(*wm.T) + np.abs(A) @ rad), -np.inf)
-            ki = int(np.argmax(score_i))
-            return [float(t) for t in A[k]], [float(t) for t in A[ki]], score[k], score_i[ki]
-
-        def taylor(alpha, Sa, Sb, ca, cb, Sm, cm) -> float:
-            """Step 3 by a second-order Taylor model in ``T_i`` around the centre."""
-            dcs = (flint.arb(ca) - cm, flint.arb(cb) - cm)
-            dSs = (flint.arb(Sa) - Sm, flint.arb(Sb) - Sm)
-            N = flint.arb(0)
-            wx = wy = ax = ay = bx = by = E = flint.arb(0)
-            for A, n, d in zip(_zero_sum(alpha), ns, ds):
-                if A is None:
-                    continue
-                N += A * n - abs(A) / 2
-                T = flint.arb(cm) + flint.arb(Sm) * d
-                s2 = 1 + T * T
-                r = s2.rsqrt()
-                wx += A * r
-                wy += A * T * r
-                p = r * r * r
-                ax -= A * T * p
-                ay += A * p
-                bx -= A * d * T * p
-                by += A * d * p
-                mT = flint.arb(max(arb_ceil(abs(dc + dS * d)) for dc in dcs for dS in dSs))
-                # |g''(t)| = sqrt(4t^2+1)/(1+t^2)^2 decreases in |t|; |t| >= |T| - mT here
-                t0 = flint.arb(max(arb_floor(abs(T) - mT), 0.0))
-                q = 1 + t0 * t0
-                E += abs(A) * mT * mT * (4 * t0 * t0 + 1).sqrt() / (2 * q * q)
-            if not N > 0:
-                return 0.0
-            wmax = max(arb_ceil(_norm_upper(wx + ax * dc + bx * dS, wy + ay * dc + by * dS))
-                       for dc in dcs for dS in dSs)
-            w_hi = flint.arb(arb_ceil(flint.arb(wmax) + E))
-            return max(arb_floor(N / w_hi), 0.0) if w_hi > 0 else 0.0
-
-        def interval(alpha, Sa, Sb, ca, cb) -> float:
-            """Step 3 by interval evaluation of the angles."""
-            wx = wy = N = flint.arb(0)
-            for A, n, d in zip(_zero_sum(alpha), ns, ds):
-                if A is None:
-                    continue
-                lo_S, hi_S = (Sa, Sb) if d >= 0 else (Sb, Sa)
-                th = (flint.arb(ca) + flint.arb(lo_S) * d).atan().union(
-                    (flint.arb(cb) + flint.arb(hi_S) * d).atan())
-                wx += A * th.cos()
-                wy += A * th.sin()
-                N += A * n - abs(A) / 2
-            w_hi = _norm_upper(wx, wy)
-            if not (N > 0 and w_hi > 0):
-                return 0.0
-            return max(arb_floor(N / w_hi), 0.0)
-
-        def bound(Sa: float, Sb: float, ca: float, cb: float) -> float:
-            if flint.arb(ca) - flint.arb(Sb) * half > Mp:  # (c): all tangents exceed M'
-                return math.inf
-            Sm, cm = 0.5 * (Sa + Sb), 0.5 * (ca + cb)
-            alpha_t, alpha_i, est_t, est_i = choose(Sa, Sb, ca, cb, Sm, cm)
-            if est_t >= est_i:
-                v = taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm)
-                return v if v >= R_target else max(v, interval(alpha_i, Sa, Sb, ca, cb))
-            v = interval(alpha_i, Sa, Sb, ca, cb)
-            return v if v >= R_target else max(v, taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm))
-
-        heap = [(bound(S_min, S_max, 0.0, c_max), S_min, S_max, 0.0, c_max)]
-        boxes = 1
-        while heap and boxes < max_boxes:
-            v, Sa, Sb, ca, cb = heap[0]
-            if v >= stop:
-                break
-            heapq.heappop(heap)
-            if (Sb - Sa) * L / 2 >= cb - ca:
-                Sm = math.sqrt(Sa * Sb) if Sb > 2 * Sa else 0.5 * (Sa + Sb)
-                if not Sa < Sm < Sb:  # cannot split in floats: keep the box as it is
-                    heapq.heappush(heap, (v, Sa, Sb, ca, cb))
-                    break
-                kids = ((Sa, Sm, ca, cb), (Sm, Sb, ca, cb))
-            else:
-                cm = 0.5 * (ca + cb)
-                if not ca < cm < cb:
-                    heapq.heappush(heap, (v, Sa, Sb, ca, cb))
-                    break
-                kids = ((Sa, Sb, ca, cm), (Sa, Sb, cm, cb))
-            for box in kids:
-                boxes += 1
-                w = max(bound(*box), v)
-                if w < R_target:
-                    heapq.heappush(heap, (w,) + box)
-        best = heap[0][0] if heap else R_target
-        return min(best, R_target)
+        c_max = arb_ceil(flint.arb(Mp) + flint.arb(S_max) * L / 2)
     finally:
         flint.ctx.prec = old
+    stop = R_target / (1 + rtol)
+    boxes = _Boxes(L)
+
+    def bound(Sa, Sb, ca, cb):
+        return boxes.bound(Sa, Sb, ca, cb, L / 2, Mp)
+
+    live = [np.array([x]) for x in (S_min, S_max, 0.0, c_max)]
+    v = bound(*live)
+    keep = v < R_target
+    live, v = [x[keep] for x in live], v[keep]
+    evaluated = 1
+    while len(v) and evaluated < max_boxes:
+        open_ = np.flatnonzero(v < stop)
+        if not len(open_):
+            break
+        batch = max(1, min(len(open_), (max_boxes - evaluated + 1) // 2))
+        pick = open_[np.argsort(v[open_], kind="stable")[:batch]]
+        Sa, Sb, ca, cb = (x[pick] for x in live)
+        by_S = (Sb - Sa) * (L / 2) >= cb - ca
+        Sm = np.where(Sb > 2 * Sa, np.sqrt(Sa * Sb), 0.5 * (Sa + Sb))
+        cm = 0.5 * (ca + cb)
+        cut = np.where(by_S, Sm, cm)
+        if not np.all(np.where(by_S, (Sa < Sm) & (Sm < Sb), (ca < cm) & (cm < cb))):
+            break  # a box too small to split in floats: its bound is final
+        kids = [np.concatenate([Sa, np.where(by_S, cut, Sa)]),
+                np.concatenate([np.where(by_S, cut, Sb), Sb]),
+                np.concatenate([ca, np.where(by_S, ca, cut)]),
+                np.concatenate([np.where(by_S, cb, cut), cb])]
+        vk = np.maximum(bound(*kids), np.tile(v[pick], 2))
+        evaluated += len(vk)
+        rest = np.ones(len(v), dtype=bool)
+        rest[pick] = False
+        keep = vk < R_target
+        live = [np.concatenate([x[rest], k[keep]]) for x, k in zip(live, kids)]
+        v = np.concatenate([v[rest], vk[keep]])
+    best = float(v.min()) if len(v) else R_target
+    return min(best, R_target)

@@ -199,8 +199,8 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
         flint.ctx.prec = old
 
 
-#: default branch-and-bound effort for the arc (post-norm) bound: fast, tight for small L
-ARC_BOXES = 250
+#: branch-and-bound budget for the arc (post-norm) bound: a cap, not reached for L <= 65536
+ARC_BOXES = 1_000_000
 
 
 def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
