@@ -50,8 +50,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="fit the rate over L >= this (default 64)")
     p.add_argument("--rtol", type=float, default=1e-6, help="bisection tolerance (default 1e-6)")
     p.add_argument("--lower-boxes", type=int, default=ARC_BOXES, dest="lower_boxes",
-                   help=f"branch-and-bound boxes for the post-norm lower bound (default {ARC_BOXES}; "
-                        "more is tighter and slower, e.g. 20000 for 0.2%% at L = 4096)")
+                   help=f"cap on the branch-and-bound boxes of the post-norm lower bound "
+                        f"(default {ARC_BOXES}; a smaller cap gives a weaker, still valid bound)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="worker processes for the rows (default: the number of CPUs)")
     p.add_argument("--json", action="store_true")
