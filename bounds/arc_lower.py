@@ -213,6 +213,28 @@ class _Boxes:
         return np.where(excluded, np.inf, v)
 
 
+#: a round of the branch and bound evaluates at least this many boxes when it can
+_MIN_ROUND = 64
+
+
+def _split(Sa, Sb, ca, cb, L: int):
+    """Halve every box along the side with the larger change of ``T`` (None if one cannot be).
+
+    ``S`` is cut at the geometric mean while the box spans more than a factor 2, else at the
+    midpoint; ``c`` at the midpoint.
+    """
+    by_S = (Sb - Sa) * (L / 2) >= cb - ca
+    Sm = np.where(Sb > 2 * Sa, np.sqrt(Sa * Sb), 0.5 * (Sa + Sb))
+    cm = 0.5 * (ca + cb)
+    if not np.all(np.where(by_S, (Sa < Sm) & (Sm < Sb), (ca < cm) & (cm < cb))):
+        return None
+    cut = np.where(by_S, Sm, cm)
+    return [np.concatenate([Sa, np.where(by_S, cut, Sa)]),
+            np.concatenate([np.where(by_S, cut, Sb), Sb]),
+            np.concatenate([ca, np.where(by_S, ca, cut)]),
+            np.concatenate([np.where(by_S, cb, cut), cb])]
+
+
 def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_000_000) -> float:
     """A float ``<= R*(L)``; equal to ``min(R_target, bound)`` (``R_target`` = ``R_sym`` is tight).
 
@@ -286,9 +308,8 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
 
     6. **Branch and bound.**  Boxes whose bound is ``>= R_t`` are discarded (no shape in them
        does better than ``R_t``).  In rounds, every box with a bound below ``R_t/(1 + rtol)``
-       (the smallest first, when the budget runs out) is split
-       (each along the side with the larger change of ``T``: ``(Sb - Sa) L/2`` against
-       ``cb - ca``; ``S`` at the geometric mean) until the smallest bound is
+       (the smallest first, when the budget runs out) is split by :func:`_split` (a few times
+       over while the boxes are few) until the smallest bound is
        ``>= R_t/(1 + rtol)`` or ``max_boxes`` boxes were evaluated.  Every shape lies in a
        remaining box, a discarded box, or an excluded region, so
        ``R*(L) >= min(smallest remaining bound, R_t)``, which is returned.
@@ -323,18 +344,18 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
             break
         batch = max(1, min(len(open_), (max_boxes - evaluated + 1) // 2))
         pick = open_[np.argsort(v[open_], kind="stable")[:batch]]
-        Sa, Sb, ca, cb = (x[pick] for x in live)
-        by_S = (Sb - Sa) * (L / 2) >= cb - ca
-        Sm = np.where(Sb > 2 * Sa, np.sqrt(Sa * Sb), 0.5 * (Sa + Sb))
-        cm = 0.5 * (ca + cb)
-        cut = np.where(by_S, Sm, cm)
-        if not np.all(np.where(by_S, (Sa < Sm) & (Sm < Sb), (ca < cm) & (cm < cb))):
-            break  # a box too small to split in floats: its bound is final
-        kids = [np.concatenate([Sa, np.where(by_S, cut, Sa)]),
-                np.concatenate([np.where(by_S, cut, Sb), Sb]),
-                np.concatenate([ca, np.where(by_S, ca, cut)]),
-                np.concatenate([np.where(by_S, cb, cut), cb])]
-        vk = np.maximum(bound(*kids), np.tile(v[pick], 2))
+        kids, vk = [x[pick] for x in live], v[pick]
+        # few boxes: split them several times before evaluating (fewer, larger rounds)
+        for _ in range(4):
+            halves = _split(*kids, L)
+            if halves is None:
+                break
+            kids, vk = halves, np.tile(vk, 2)
+            if len(vk) >= _MIN_ROUND:
+                break
+        if len(vk) == len(pick):
+            break  # boxes too small to split in floats: their bounds are final
+        vk = np.maximum(bound(*kids), vk)
         evaluated += len(vk)
         rest = np.ones(len(v), dtype=bool)
         rest[pick] = False
