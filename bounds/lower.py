@@ -210,8 +210,9 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
     (:mod:`constructions.arc`), ``|u| = sqrt(d) |w projected on the plane| <= sqrt(d) B``
     (bare), and ``|u| = sqrt(d) |(w*g) projected| <= sqrt(d) sqrt((d-1)/d) |w*g|_1
     <= sqrt(d-1) |w| |g| <= sqrt(d-1) B^2`` (learned).  Any counting parameter set thus has
-    ``|u| >= R*(L)``, and :func:`bounds.arc_lower.arc_lower` bounds ``R*(L)`` from below
-    (``boxes`` sets its effort: the bound is valid for any effort, tighter with more).
+    ``|u| >= R*(L)``, and :func:`bounds.arc_lower.arc_lower` bounds ``R*(L)`` from below to
+    within ``1e-4`` of ``R_up`` (``boxes`` caps its branch and bound: a bound stopped by the
+    cap is still valid, only weaker).
     """
     old, flint.ctx.prec = flint.ctx.prec, PREC
     try:
