@@ -19,7 +19,7 @@ import itertools
 import flint
 import numpy as np
 
-from bounds.intervals import Iv, norm_upper
+from bounds.intervals import Iv, check_float_mode, norm_upper
 from verify.backends import arb_ceil, arb_floor
 
 PREC = 128
@@ -315,7 +315,8 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        ``R*(L) >= min(smallest remaining bound, R_t)``, which is returned.
     """
     if L <= 5:
-        return max(0.0, (L - 1) / 2)
+        return min(max(0.0, (L - 1) / 2), R_target)
+    check_float_mode()
     old, flint.ctx.prec = flint.ctx.prec, PREC
     try:
         m = -(-L // 4)

@@ -33,6 +33,7 @@ class Iv:
     """Arrays of intervals ``[lo, hi]`` (broadcasting like numpy)."""
 
     __slots__ = ("lo", "hi")
+    __array_ufunc__ = None  # ``array * Iv`` defers to ``Iv.__rmul__`` (never an object array)
 
     def __init__(self, lo, hi=None):
         self.lo = np.asarray(lo, dtype=np.float64)
@@ -120,3 +121,14 @@ class Iv:
 def norm_upper(x: Iv, y: Iv) -> np.ndarray:
     """An upper bound of ``|(x, y)|`` over the boxes."""
     return (abs(x).square() + abs(y).square()).sqrt().hi
+
+
+def check_float_mode() -> None:
+    """Refuse to run if subnormal results are flushed to zero (the enclosure argument needs them).
+
+    Some native libraries switch the FPU to flush-to-zero when loaded; the rounding argument of
+    this module assumes IEEE gradual underflow, so a proof that uses it checks first.
+    """
+    if not np.float64(1e-308) * np.float64(1e-10) > 0:
+        raise RuntimeError("the floating-point unit flushes subnormals to zero: "
+                           "interval arithmetic would not be rigorous")

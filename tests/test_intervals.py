@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bounds.intervals import Iv, norm_upper
+from bounds.intervals import Iv, check_float_mode, norm_upper
 
 finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
 positive = st.floats(1e-6, 1e6, allow_nan=False, allow_infinity=False)
@@ -92,3 +92,15 @@ def test_rounding_is_outward_even_when_the_float_result_is_exact():
 def test_only_integer_powers():
     with pytest.raises(ValueError):
         Iv(np.array([2.0])) ** 0.5
+
+
+def test_array_on_the_left_defers_to_the_interval():
+    x = Iv(np.array([1.0, -2.0]), np.array([2.0, -1.0]))
+    y = np.array([3.0, 0.5]) * x
+    assert isinstance(y, Iv)
+    assert y.lo[0] < 3.0 and y.hi[0] > 6.0 and y.lo[1] < -1.0 and y.hi[1] > -0.5
+
+
+def test_float_mode_has_gradual_underflow():
+    check_float_mode()  # raises if subnormals were flushed to zero
+    assert np.float64(1e-308) * np.float64(1e-10) > 0
