@@ -96,8 +96,8 @@ def _budget_needed(cell: Cell, D: flint.arb, sigma: flint.arb,
     return main.max((D / cap_coeff).sqrt()).max(floor)
 
 
-def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-5,
-                  max_boxes: int = 2000) -> float:
+def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
+                  max_boxes: int = 20000) -> float:
     """Softmax attention without post-norm: the Mobius segment (:mod:`constructions.segment`).
 
     *Proof.*  Any parameter set gives ``y(n) = C + D n/(rho+n)`` with
@@ -228,8 +228,12 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
         flint.ctx.prec = old
 
 
-def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES) -> float | None:
+def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES,
+            rtol: float = 1e-6) -> float | None:
     """The proven lower bound for a sweep row (None where no proof is implemented).
+
+    Where the reduced problem is solved exactly (segment), the branch and bound runs to the
+    bisection tolerance ``rtol`` of ``B_upper``; the arc stops at ``1e-4``.
 
     The pre_learned and line bounds only use ``max_i |N(e)_i| <= sqrt(d-1)`` and
     ``|N(e)| <= sqrt(d)``, which hold for every ``eps >= 0``; the bare pre-norm and post-norm
@@ -249,4 +253,4 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
         return None
     if B_upper is None:
         return None
-    return segment_lower(cell, L, B_upper)
+    return segment_lower(cell, L, B_upper, rtol)

@@ -115,7 +115,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     b_min = rigorous_bound(params) if res.counts else None
     row.update(
         B_min=b_min,
-        B_lower=b_lower(cell, L, b_min, arc_boxes),
+        B_lower=b_lower(cell, L, b_min, arc_boxes, rtol),
         closed_form=closed_form(cell, L) if cell.eps == 0 else None,
         certified=res.certified,
         worst_error=res.worst_error,

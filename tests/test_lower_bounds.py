@@ -24,7 +24,7 @@ def test_lower_bound_below_certified_and_tight(attention, norm, L):
     assert row["certified"]
     assert row["B_lower"] is not None
     assert row["B_lower"] <= row["B_min"]
-    assert row["B_min"] / row["B_lower"] - 1 < 1e-4  # tight up to the tolerances
+    assert row["B_min"] / row["B_lower"] - 1 < 2.1e-6  # equal up to the bisection tolerance
 
 
 @settings(max_examples=12, deadline=None)
