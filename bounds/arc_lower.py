@@ -122,7 +122,11 @@ class _Boxes:
         return _sum4(alpha * self.ns - abs(alpha) * 0.5)
 
     def choose(self, Sa, Sb, ca, cb, Sm, cm):
-        """Per box, the candidates with the best float estimates of the two bounds below."""
+        """Per box, the candidates with the best float estimates of the two bounds below.
+
+        Third, the float value of the relaxed problem at the centre (the best point ratio):
+        an estimate of what no bound on the box can exceed.
+        """
         ds = self.ds
         T = cm[:, None] + Sm[:, None] * ds                  # (nb, 4)
         A = _candidates(self.ns, T)                          # (nb, K, 4)
@@ -148,9 +152,11 @@ class _Boxes:
             wm = A @ np.stack([np.cos(tm), np.sin(tm)], -1)
             score_i = np.where(N > 0, N / (np.linalg.norm(wm, axis=2)
                                            + (abs(A) @ rad[..., None])[..., 0]), -np.inf)
+            point = np.where(N > 0, N / np.linalg.norm(wc, axis=2), -np.inf)
         score_t = np.nan_to_num(score_t, nan=-np.inf)
         score_i = np.nan_to_num(score_i, nan=-np.inf)
-        return A[rows, np.argmax(score_t, 1)], A[rows, np.argmax(score_i, 1)]
+        point = np.nan_to_num(point, nan=-np.inf).max(1)
+        return A[rows, np.argmax(score_t, 1)], A[rows, np.argmax(score_i, 1)], point
 
     def _tangent_range(self, Sa, Sb, ca, cb, kind):
         """Per count, the least and largest ``T_i = c + S d_i`` over the box (floats or intervals)."""
@@ -203,14 +209,18 @@ class _Boxes:
         cos = 1 / (1 + Iv(lo, hi).square()).sqrt()
         return _ratio_lower(self._N(A), norm_upper(_sum4(A * cos), _sum4(A * sin)))
 
-    def bound(self, Sa, Sb, ca, cb, half: float, Mp: float) -> np.ndarray:
-        """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it."""
+    def bound(self, Sa, Sb, ca, cb, half: float, Mp: float):
+        """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it.
+
+        Also returns the float estimate of the relaxed problem at each centre (a stopping
+        rule only, never part of the bound).
+        """
         Sm, cm = 0.5 * (Sa + Sb), 0.5 * (ca + cb)
-        alpha_t, alpha_i = self.choose(Sa, Sb, ca, cb, Sm, cm)
+        alpha_t, alpha_i, point = self.choose(Sa, Sb, ca, cb, Sm, cm)
         v = np.maximum(self.taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm),
                        self.interval(alpha_i, Sa, Sb, ca, cb))
         excluded = (Iv(ca) - Iv(Sb) * half).lo > Mp  # (c): all tangents exceed M'
-        return np.where(excluded, np.inf, v)
+        return np.where(excluded, np.inf, v), np.where(excluded, np.inf, point)
 
 
 #: a round of the branch and bound evaluates at least this many boxes when it can
@@ -309,8 +319,10 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     6. **Branch and bound.**  Boxes whose bound is ``>= R_t`` are discarded (no shape in them
        does better than ``R_t``).  In rounds, every box with a bound below ``R_t/(1 + rtol)``
        (the smallest first, when the budget runs out) is split by :func:`_split` (a few times
-       over while the boxes are few) until the smallest bound is
-       ``>= R_t/(1 + rtol)`` or ``max_boxes`` boxes were evaluated.  Every shape lies in a
+       over while the boxes are few) until the smallest bound is ``>= R_t/(1 + rtol)`` (or
+       within ``rtol`` of the smallest float value of the relaxed problem met at a box centre,
+       when that is below ``R_t``: no bound can exceed it), or ``max_boxes`` boxes were
+       evaluated.  Every shape lies in a
        remaining box, a discarded box, or an excluded region, so
        ``R*(L) >= min(smallest remaining bound, R_t)``, which is returned.
     """
@@ -328,11 +340,16 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
         c_max = arb_ceil(flint.arb(Mp) + flint.arb(S_max) * L / 2)
     finally:
         flint.ctx.prec = old
-    stop = R_target / (1 + rtol)
     boxes = _Boxes(L)
+    # the relaxed problem's value at any evaluated shape caps what can be proven: once one is
+    # below the target, aim within rtol of the smallest such value instead (a stopping rule)
+    reach = R_target
 
     def bound(Sa, Sb, ca, cb):
-        return boxes.bound(Sa, Sb, ca, cb, L / 2, Mp)
+        nonlocal reach
+        v, point = boxes.bound(Sa, Sb, ca, cb, L / 2, Mp)
+        reach = min(reach, float(point.min()))
+        return v
 
     live = [np.array([x]) for x in (S_min, S_max, 0.0, c_max)]
     v = bound(*live)
@@ -340,7 +357,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     live, v = [x[keep] for x in live], v[keep]
     evaluated = 1
     while len(v) and evaluated < max_boxes:
-        open_ = np.flatnonzero(v < stop)
+        open_ = np.flatnonzero(v < reach / (1 + rtol))
         if not len(open_):
             break
         batch = max(1, min(len(open_), (max_boxes - evaluated + 1) // 2))

@@ -172,3 +172,10 @@ def test_box_bound_on_a_tiny_box_is_the_four_count_optimum(L, S_rel, c):
     b = float(boxes.bound(Sa, Sb, ca, cb, L / 2, 1e9)[0])
     exact = _few_counts_min(boxes.ns, 1 / S, L / 2 - c / S)
     assert exact * (1 - 1e-4) < b <= exact * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("L", [8, 64])
+def test_loose_target_still_gives_the_tight_bound(L):
+    # a target far above the optimum cannot be certified: the search aims at the optimum
+    b = arc_lower(L, 50 * r_sym(L))
+    assert r_sym(L) / (1 + 1.2e-4) <= b <= r_sym(L)
