@@ -151,7 +151,7 @@ def test_box_bound_never_exceeds_the_four_count_optimum(L, S_rel, c, log_width, 
     cb = ca + width * S_star * L / 2
     target = 1e3 * r_sym(L)  # far above the optimum: the cap of (c) does not hide the bound
     boxes = _Boxes(L)
-    b = float(boxes.bound(Sa, Sb, ca, cb, L / 2, target / (L - 1) + 1 + 1e-9)[0])
+    b = float(boxes.bound(Sa, Sb, ca, cb, L / 2, target / (L - 1) + 1 + 1e-9)[0][0])
     S = float(Sa[0] + point[0] * (Sb[0] - Sa[0]))
     cc = float(ca[0] + point[1] * (cb[0] - ca[0]))
     lam = 1 / S
@@ -169,9 +169,11 @@ def test_box_bound_on_a_tiny_box_is_the_four_count_optimum(L, S_rel, c):
     Sa, Sb = np.array([S]), np.array([S * (1 + 1e-7)])
     ca, cb = np.array([c]), np.array([c + 1e-7])
     boxes = _Boxes(L)
-    b = float(boxes.bound(Sa, Sb, ca, cb, L / 2, 1e9)[0])
+    b, point = (float(x[0]) for x in boxes.bound(Sa, Sb, ca, cb, L / 2, 1e9))
     exact = _few_counts_min(boxes.ns, 1 / S, L / 2 - c / S)
     assert exact * (1 - 1e-4) < b <= exact * (1 + 1e-9)
+    # the dual candidates contain the optimum: their best point ratio is the primal value
+    assert point == pytest.approx(exact, rel=1e-6)
 
 
 @pytest.mark.parametrize("L", [8, 64])
