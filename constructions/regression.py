@@ -237,11 +237,26 @@ class RegressionDesign:
         return builder[self.family](self.cell)
 
     def compiled(self):
-        """The construction lambdified for mpmath (built once, with common subexpressions)."""
+        """The construction lambdified for mpmath (built once, with common subexpressions).
+
+        Every vector is a combination of :mod:`constructions.basis` vectors, whose coordinates
+        ``3..d-1`` all agree; so only the first ``min(d, 4)`` coordinates are compiled and
+        :meth:`evaluate` repeats the last of them (the agreement is checked on the sympy
+        expressions).  This keeps large ``d`` cheap.
+        """
         if self._build is None:
             exprs = self.symbolic()
             self._names = list(exprs)
-            self._build = sympy.lambdify(_ARGS, [exprs[k] for k in self._names], "mpmath", cse=True)
+            k = min(self.cell.d, 4)
+            heads = []
+            for name in self._names:
+                e = exprs[name]
+                if isinstance(e, sympy.MatrixBase):
+                    if any(e[i] != e[k - 1] for i in range(k, e.shape[0])):
+                        raise AssertionError(f"{name}: coordinates {k - 1}..d-1 differ")
+                    e = e[:k, :]
+                heads.append(e)
+            self._build = sympy.lambdify(_ARGS, heads, "mpmath", cse=True)
         return self._build
 
     # ----------------------------------------------------------------- the reduced problem
@@ -369,10 +384,11 @@ class RegressionDesign:
         values = self.compiled()(mpmath.mpf(B_value), mpmath.mpf(L_value), mpmath.mpf(t_value),
                                  mpmath.mpf(A_value), mpmath.mpf(C_value))
         out = {}
+        d = self.cell.d
         for name, v in zip(self._names, values):
             if hasattr(v, "tolist"):
-                out[name] = np.array([mpmath.mpf(x) for x in np.array(v.tolist(), dtype=object).ravel()],
-                                     dtype=object)
+                head = [mpmath.mpf(x) for x in np.array(v.tolist(), dtype=object).ravel()]
+                out[name] = np.array(head + head[-1:] * (d - len(head)), dtype=object)
             else:
                 out[name] = mpmath.mpf(v)
         return out
