@@ -35,7 +35,6 @@ Positions per family, at unit budget (``f_t`` as in the regression reduction):
 from __future__ import annotations
 
 import functools
-import math
 
 import mpmath
 import numpy as np

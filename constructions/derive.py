@@ -20,7 +20,7 @@ import sympy
 from constructions import arc, basis, closed_forms, segment
 from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell
 from constructions.classification import MARGIN_EXPONENT
-from constructions.regression import A, B, C, L, design, family, t
+from constructions.regression import A, C, L, design, family, t
 
 n, x, rho, D, b, lam, kk, k, sigma, X = sympy.symbols("n x rho D b lambda k' k sigma X", real=True)
 y = sympy.Function("y")

@@ -5,8 +5,6 @@ import shutil
 import subprocess
 import sys
 
-import mpmath
-import numpy as np
 import pytest
 import sympy
 
