@@ -194,11 +194,10 @@ def test_constant_vector_detected_when_the_mean_rounds(backend, d):
     with pytest.raises(LayerNormUndefined, match="token s"):
         explicit(p, "sa", backend)
     # post-norm: e_s = e_a = 0.1 * 1 gives r = 2 e_s = 0.2 * 1 (exact in floats) at every count
-    if backend != "arb256":  # (on balls the residual is not exact here: see the xfail below)
-        cell = Cell("softmax", "post_bare", "regression", d=d)
-        p = Params(cell, dict(vectors, e_a=[0.1] * d), {"w0": 0.0})
-        with pytest.raises(LayerNormUndefined, match=r"n_a=0, n_b=0"):
-            reduced(p, [0, 1, 2], backend=backend)
+    cell = Cell("softmax", "post_bare", "regression", d=d)
+    p = Params(cell, dict(vectors, e_a=[0.1] * d), {"w0": 0.0})
+    with pytest.raises(LayerNormUndefined, match=r"n_a=0, n_b=0"):
+        reduced(p, [0, 1, 2], backend=backend)
 
 
 @pytest.mark.parametrize("backend", ["float64", "mp50", "arb256"])

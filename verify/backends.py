@@ -44,6 +44,10 @@ class Backend:
         """
         return np.all(v == v[..., :1], axis=-1)
 
+    def zero_variance(self, var) -> np.ndarray:
+        """Entries of ``var`` that are zero (on balls: that contain zero)."""
+        return np.atleast_1d(var == 0)
+
     def full(self, shape, value) -> np.ndarray:
         """An array of the given shape filled with one backend number."""
         return np.full(shape, value, dtype=object)
@@ -212,7 +216,10 @@ class ArbBackend(ObjectBackend):
     def constant_rows(self, v, var):
         """Rows whose variance ball contains 0: constant, or not distinguishable from constant
         at this precision -- either way LayerNorm with eps = 0 cannot be evaluated there."""
-        return np.atleast_1d(self._contains_zero(var[..., 0]))
+        return self.zero_variance(var[..., 0])
+
+    def zero_variance(self, var):
+        return np.atleast_1d(self._contains_zero(var))
 
     def lower(self, x):
         return arb_bounds(np.asarray(x, dtype=object))[0]

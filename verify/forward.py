@@ -19,8 +19,10 @@ depends on the sequence only through the counts ``(n_a, n_b)``: with the three t
              ``w_x = exp(sigma_x - m)``, ``m`` the largest score present;
     linear:  ``A = sigma_s h_s + n_a sigma_a h_a + n_b sigma_b h_b``,
 
-vectorised over all counts at once, O(d) work per count.  Both run unchanged on every backend
-of :mod:`verify.backends`.
+vectorised over all counts at once.  The regression read-out then needs only inner products
+of the four vectors ``e_s, h_s, h_a, h_b`` (:func:`_regression_gram`): ``O(d)`` work once and
+``O(1)`` per count; classification forms the vectors ``z``, ``O(d)`` per count.  Both passes
+run unchanged on every backend of :mod:`verify.backends`.
 """
 
 from __future__ import annotations
@@ -115,6 +117,41 @@ def _readout(params: Params, nums: Numbers, r: np.ndarray, counts=None, readout=
     return z @ nums.u.T + nums.b
 
 
+def _regression_gram(params: Params, nums: Numbers, terms, counts) -> np.ndarray:
+    """Regression ``y`` for residuals ``r = sum_k c_k v_k`` without forming the rows of ``r``.
+
+    ``terms`` pairs coefficient arrays ``c_k`` (one entry per count) with fixed vectors
+    ``v_k``.  Without post-norm ``y = sum_k c_k <w, v_k> + w0``.  With post-norm, mean and
+    population variance are linear and quadratic in the coefficients: with the centred
+    ``v~_k = v_k - mean(v_k)`` (exactly zero for a vector with equal entries),
+    ``var(r) = sum_jk c_j c_k <v~_j, v~_k>/d`` and
+    ``y = sum_k c_k <w * g, v~_k> / sqrt(var + eps) + <w, beta> + w0`` (``g = 1``,
+    ``beta = 0`` when bare).  So the cost is ``O(d)`` once and ``O(1)`` per count.  With
+    ``eps = 0`` a count whose variance is zero (on balls: contains zero) raises
+    :class:`LayerNormUndefined`.
+    """
+    bk = nums.backend
+    cell = params.cell
+    if not cell.post:
+        return sum(c * (v @ nums.w) for c, v in terms) + nums.w0
+    d = cell.d
+    zero = bk.vec(np.zeros(d, dtype=object))
+    cen = [zero if np.all(v == v[0]) else v - v.sum() / d for _, v in terms]
+    wg = nums.w * nums.g if cell.learned else nums.w
+    var = sum(c * cj * (cen[j] @ cen[k]) for j, (cj, _) in enumerate(terms)
+              for k, (c, _) in enumerate(terms)) / d
+    if cell.eps == 0:
+        bad = bk.zero_variance(var)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise LayerNormUndefined(
+                "LayerNorm with eps=0 is undefined on a constant vector (post-norm at count "
+                f"n_a={counts[0][i]}, n_b={counts[1][i]})"
+                + ("; on balls: constant within the working precision" if bk.rigorous else ""))
+    y = sum(c * (wg @ cv) for (c, _), cv in zip(terms, cen)) / bk.sqrt(var + nums.eps) + nums.w0
+    return y + nums.w @ nums.beta if cell.learned else y
+
+
 def _check_tokens(params: Params, tokens) -> str:
     seq = "".join(tokens) if not isinstance(tokens, str) else tokens
     if not seq or seq[0] != "s":
@@ -186,10 +223,14 @@ def reduced(params: Params, n_a, n_b=None, backend="float64", readout=True):
                 # exponent taken as 0 where the token is absent: avoids 0 * inf
                 weight[t] = cnt[t] * bk.exp(np.where(present[t], sigma[t] - m, m - m))
             Z = sum(weight[t] for t in toks)
-            A = sum(np.multiply.outer(weight[t] / Z, h[t]) for t in toks)
+            coef = {t: weight[t] / Z for t in toks}
         else:
-            A = np.multiply.outer(bk.full(n_a.shape, sigma["s"]), h["s"])
-            for t in toks[1:]:
-                A = A + np.multiply.outer(cnt[t] * sigma[t], h[t])
-        r = nums.e["s"] + A
+            coef = {"s": bk.full(n_a.shape, sigma["s"])}
+            coef.update({t: cnt[t] * sigma[t] for t in toks[1:]})
+        # r = e_s + sum_t coef_t h_t
+        terms = [(bk.full(n_a.shape, bk.vec(np.array([1], dtype=object))[0]), nums.e["s"])]
+        terms += [(coef[t], h[t]) for t in toks]
+        if readout and params.cell.readout == "regression":
+            return _regression_gram(params, nums, terms, (n_a, n_b))
+        r = sum(np.multiply.outer(c, v) for c, v in terms)
         return _readout(params, nums, r, counts=(n_a, n_b), readout=readout)
