@@ -146,7 +146,7 @@ class _Boxes:
         with np.errstate(divide="ignore", invalid="ignore"):
             score_t = np.where(N > 0, N / (wmax + (abs(A) @ (mT * mT / 2)[..., None])[..., 0]),
                                -np.inf)
-            lo, hi = self._tangent_range(Sa, Sb, ca, cb, float)
+            lo, hi = self._tangent_range(Sa, Sb, ca, cb)
             tm = (np.arctan(lo) + np.arctan(hi)) / 2
             rad = (np.arctan(hi) - np.arctan(lo)) / 2
             wm = A @ np.stack([np.cos(tm), np.sin(tm)], -1)
@@ -158,13 +158,11 @@ class _Boxes:
         point = np.nan_to_num(point, nan=-np.inf).max(1)
         return A[rows, np.argmax(score_t, 1)], A[rows, np.argmax(score_i, 1)], point
 
-    def _tangent_range(self, Sa, Sb, ca, cb, kind):
-        """Per count, the least and largest ``T_i = c + S d_i`` over the box (floats or intervals)."""
+    def _tangent_range(self, Sa, Sb, ca, cb):
+        """Per count, floats below and above every ``T_i = c + S d_i`` over the box."""
         up = self.ds >= 0
         S_lo = np.where(up, Sa[:, None], Sb[:, None])
         S_hi = np.where(up, Sb[:, None], Sa[:, None])
-        if kind is float:
-            return ca[:, None] + S_lo * self.ds, cb[:, None] + S_hi * self.ds
         return ((Iv(ca[:, None]) + Iv(S_lo) * self.ds).lo,
                 (Iv(cb[:, None]) + Iv(S_hi) * self.ds).hi)
 
@@ -202,7 +200,7 @@ class _Boxes:
     def interval(self, alpha, Sa, Sb, ca, cb) -> np.ndarray:
         """Step 3 by the range of each ``v_i`` over the box's range of ``T_i``."""
         A = _exact_alpha(alpha)
-        lo, hi = self._tangent_range(Sa, Sb, ca, cb, Iv)
+        lo, hi = self._tangent_range(Sa, Sb, ca, cb)
         t_lo, t_hi = Iv(lo), Iv(hi)
         # sin = T/sqrt(1+T^2) increases with T; cos = 1/sqrt(1+T^2) is a function of T^2
         sin = Iv((t_lo / (1 + t_lo.square()).sqrt()).lo, (t_hi / (1 + t_hi.square()).sqrt()).hi)

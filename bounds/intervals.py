@@ -110,10 +110,6 @@ class Iv:
         return Iv(_down(np.sqrt(np.maximum(self.lo, 0.0))),
                   np.where(self.hi >= 0, _up(np.sqrt(np.maximum(self.hi, 0.0))), np.nan))
 
-    def hull(self, other) -> "Iv":
-        o = Iv._of(other)
-        return Iv(np.minimum(self.lo, o.lo), np.maximum(self.hi, o.hi))
-
     def __getitem__(self, key):
         return Iv(self.lo[key], self.hi[key])
 

@@ -23,11 +23,6 @@ from verify.backends import arb_floor
 PREC = 128
 
 
-def _ball(a: float, b: float) -> flint.arb:
-    """A ball containing the float interval ``[a, b]``."""
-    return flint.arb(a).union(flint.arb(b))
-
-
 def line_lower(cell: Cell, L: int) -> float:
     """Linear attention without post-norm: ``y(n) = C + k n``, ``k = tau <h_s,h_a> <w,h_a>``.
 

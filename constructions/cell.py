@@ -31,7 +31,6 @@ import sympy
 ATTENTIONS = ("softmax", "linear")
 NORMS = ("none", "pre_bare", "pre_learned", "post_bare", "post_learned")
 READOUTS = ("regression", "classification")
-TOKENS = ("s", "a", "b")
 
 
 @dataclass(frozen=True)

@@ -99,8 +99,5 @@ def centre(rho_value, D_value, L_value: int):
         return Dv * n / (r + n) - n
 
     peak = float(mpmath.sqrt(Dv * r) - r) if Dv * r > 0 else 0.0
-    cands = {0, L_value} | {min(max(j, 0), L_value) for j in candidates(peak, L_value)} | {
-        min(max(int(math.floor(peak)), 0), L_value)
-    }
-    vals = [g(n) for n in cands]
+    vals = [g(n) for n in {0, L_value, *candidates(peak, L_value)}]
     return -(max(vals) + min(g(0), g(L_value))) / 2

@@ -66,14 +66,17 @@ def _check_classification(cell, L):
     assert res.min_margin > 0
 
 
-@pytest.mark.parametrize("att,norm,readout", ALL_CELLS, ids=CELL_IDS)
-@pytest.mark.parametrize("L_value", SMALL_L)
-def test_every_cell_counts_certified_d8(att, norm, readout, L_value):
-    cell = _cell(att, norm, readout, d=8)
-    if readout == "regression":
+
+def _check(cell: Cell, L_value: int):
+    if cell.readout == "regression":
         _check_regression(cell, L_value)
     else:
         _check_classification(cell, L_value)
+
+@pytest.mark.parametrize("att,norm,readout", ALL_CELLS, ids=CELL_IDS)
+@pytest.mark.parametrize("L_value", SMALL_L)
+def test_every_cell_counts_certified_d8(att, norm, readout, L_value):
+    _check(_cell(att, norm, readout, d=8), L_value)
 
 
 # d = 3: the smallest width post-norm allows; bare pre-norm only up to L*(3) = 12
@@ -87,11 +90,7 @@ D3_CASES = [
 @pytest.mark.parametrize("readout", ["regression", "classification"])
 @pytest.mark.parametrize("att,norm,L_value", D3_CASES, ids=[f"{a}/{n}/L{l}" for a, n, l in D3_CASES])
 def test_cells_count_certified_d3(att, norm, L_value, readout):
-    cell = _cell(att, norm, readout, d=3)
-    if readout == "regression":
-        _check_regression(cell, L_value)
-    else:
-        _check_classification(cell, L_value)
+    _check(_cell(att, norm, readout, d=3), L_value)
 
 
 @pytest.mark.parametrize("att,norm", REG_CELLS, ids=REG_IDS)

@@ -23,6 +23,11 @@ def _points(iv: Iv, t: float):
     return [lo, hi, lo + (hi - lo) * Fraction(t)]
 
 
+def _pairs(x: Iv, y: Iv, s, t):
+    """Exact points of ``x`` and ``y``, every combination."""
+    return [(p, q) for p in _points(x, s) for q in _points(y, t)]
+
+
 def _encloses(iv: Iv, exact: Fraction) -> bool:
     return Fraction(float(iv.lo[0])) <= exact <= Fraction(float(iv.hi[0]))
 
@@ -34,25 +39,23 @@ fractions_ = st.fractions(0, 1)
 @given(a=finite, b=finite, c=finite, d=finite, s=fractions_, t=fractions_)
 def test_add_sub_mul_enclose(a, b, c, d, s, t):
     x, y = _interval(a, b), _interval(c, d)
-    for p in _points(x, s):
-        for q in _points(y, t):
-            assert _encloses(x + y, p + q)
-            assert _encloses(x - y, p - q)
-            assert _encloses(x * y, p * q)
-            assert _encloses(abs(x), abs(p))
-            assert _encloses(x.square(), p * p)
-            assert _encloses(x ** 3, p ** 3)
-            assert _encloses(-x, -p)
+    for p, q in _pairs(x, y, s, t):
+        assert _encloses(x + y, p + q)
+        assert _encloses(x - y, p - q)
+        assert _encloses(x * y, p * q)
+        assert _encloses(abs(x), abs(p))
+        assert _encloses(x.square(), p * p)
+        assert _encloses(x ** 3, p ** 3)
+        assert _encloses(-x, -p)
 
 
 @settings(max_examples=200, deadline=None)
 @given(a=finite, b=finite, c=positive, d=positive, s=fractions_, t=fractions_)
 def test_division_by_positive_intervals_encloses(a, b, c, d, s, t):
     x, y = _interval(a, b), _interval(c, d)
-    for p in _points(x, s):
-        for q in _points(y, t):
-            assert _encloses(x / y, p / q)
-            assert _encloses(y ** -2, 1 / (q * q))
+    for p, q in _pairs(x, y, s, t):
+        assert _encloses(x / y, p / q)
+        assert _encloses(y ** -2, 1 / (q * q))
 
 
 @settings(max_examples=200, deadline=None)

@@ -57,6 +57,17 @@ class Numbers:
     eps: object
 
 
+def _refuse_constant(bk: Backend, bad: np.ndarray, where: str, counts=None) -> None:
+    """Raise :class:`LayerNormUndefined` at the first flagged row (eps = 0, constant input)."""
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        at = where if counts is None else f"{where} at count n_a={counts[0][i]}, n_b={counts[1][i]}"
+        raise LayerNormUndefined(
+            f"LayerNorm with eps=0 is undefined on a constant vector ({at})"
+            + ("; on balls: constant within the working precision" if bk.rigorous else "")
+        )
+
+
 def _layernorm(params: Params, nums, v: np.ndarray, where: str, counts=None) -> np.ndarray:
     """``N(v)`` or ``g * N(v) + beta`` along the last axis of ``v``.
 
@@ -68,14 +79,7 @@ def _layernorm(params: Params, nums, v: np.ndarray, where: str, counts=None) -> 
     centred = v - v.sum(axis=-1, keepdims=True) / d
     var = (centred * centred).sum(axis=-1, keepdims=True) / d
     if params.cell.eps == 0:
-        bad = np.atleast_1d(bk.constant_rows(v, var))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            at = where if counts is None else f"{where} at count n_a={counts[0][i]}, n_b={counts[1][i]}"
-            raise LayerNormUndefined(
-                f"LayerNorm with eps=0 is undefined on a constant vector ({at})"
-                + ("; on balls: constant within the working precision" if bk.rigorous else "")
-            )
+        _refuse_constant(bk, np.atleast_1d(bk.constant_rows(v, var)), where, counts)
     out = centred / bk.sqrt(var + nums.eps)
     if params.cell.learned:
         out = out * nums.g + nums.beta
@@ -141,13 +145,7 @@ def _regression_gram(params: Params, nums: Numbers, terms, counts) -> np.ndarray
     var = sum(c * cj * (cen[j] @ cen[k]) for j, (cj, _) in enumerate(terms)
               for k, (c, _) in enumerate(terms)) / d
     if cell.eps == 0:
-        bad = bk.zero_variance(var)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise LayerNormUndefined(
-                "LayerNorm with eps=0 is undefined on a constant vector (post-norm at count "
-                f"n_a={counts[0][i]}, n_b={counts[1][i]})"
-                + ("; on balls: constant within the working precision" if bk.rigorous else ""))
+        _refuse_constant(bk, bk.zero_variance(var), "post-norm", counts)
     y = sum(c * (wg @ cv) for (c, _), cv in zip(terms, cen)) / bk.sqrt(var + nums.eps) + nums.w0
     return y + nums.w @ nums.beta if cell.learned else y
 
@@ -228,7 +226,7 @@ def reduced(params: Params, n_a, n_b=None, backend="float64", readout=True):
             coef = {"s": bk.full(n_a.shape, sigma["s"])}
             coef.update({t: cnt[t] * sigma[t] for t in toks[1:]})
         # r = e_s + sum_t coef_t h_t
-        terms = [(bk.full(n_a.shape, bk.vec(np.array([1], dtype=object))[0]), nums.e["s"])]
+        terms = [(bk.vec(np.ones(n_a.shape, dtype=object)), nums.e["s"])]
         terms += [(coef[t], h[t]) for t in toks]
         if readout and params.cell.readout == "regression":
             return _regression_gram(params, nums, terms, (n_a, n_b))
