@@ -31,11 +31,14 @@ import sympy
 ATTENTIONS = ("softmax", "linear")
 NORMS = ("none", "pre_bare", "pre_learned", "post_bare", "post_learned")
 READOUTS = ("regression", "classification")
+#: the largest width accepted: parameters are stored as d-long vectors of exact numbers and
+#: every backend converts them, so the cost of a verification grows like d
+MAX_D = 1 << 16
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One architecture cell of SPEC's model.  Validated on construction."""
+    """One architecture cell of the model (README, "The model in brief").  Validated on construction."""
 
     attention: str = "softmax"
     norm: str = "none"
@@ -55,6 +58,8 @@ class Cell:
             raise ValueError(f"d must be an integer, got {self.d!r}")
         if self.d < 2:
             raise ValueError(f"d must be at least 2, got {self.d}")
+        if self.d > MAX_D:
+            raise ValueError(f"d must be at most {MAX_D} (the toolkit's limit on the width), got {self.d}")
         try:
             eps = float(self.eps)
         except (TypeError, ValueError):

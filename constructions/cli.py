@@ -1,0 +1,175 @@
+"""Command-line plumbing shared by every command of the toolkit.
+
+Every command (``bounds.sweep``, ``bounds.benchmark``, ``constructions.derive``) runs its work
+through :func:`run`, which fixes how a run ends:
+
+=================================  ==========================================  ===========
+event                              what the user sees                          exit status
+=================================  ==========================================  ===========
+success                            the output                                  0
+bad input (:class:`UsageError`,    one line ``prog: error: ...`` on stderr     2
+``ValueError`` while parsing)
+Ctrl-C (SIGINT)                    one line ``prog: interrupted``              130
+SIGTERM                            one line ``prog: terminated``               143
+stdout closed (``| head -1``)      nothing (quiet, like a tool killed by       141
+                                   SIGPIPE)
+stdout or a file not writable      one line naming the target and the reason   2
+(``> /dev/full``, disk full)
+=================================  ==========================================  ===========
+
+Never a traceback for any of these.  Output files are written by :func:`write_files`: each
+file goes to a temporary file in the same directory and is renamed over its target only when
+every file of the set is complete, under a lock on the directory and with SIGINT/SIGTERM held
+back during the renames; so a set is whole or absent and never mixed with a concurrent run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import os
+import signal
+import sys
+import tempfile
+
+
+class UsageError(Exception):
+    """Bad input: reported in one line, exit status 2."""
+
+
+class Terminated(BaseException):
+    """Raised in the main process when it receives SIGTERM (so ``finally`` blocks run)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are :class:`UsageError` (one line, exit 2)."""
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+def check_out_dir(folder: str, option: str = "--out") -> str:
+    """Refuse, before any work, an output directory that cannot be written.
+
+    The empty string, an existing file that is not a directory, and a path whose nearest
+    existing ancestor is not a writable directory are :class:`UsageError`.
+    """
+    if not folder or not folder.strip():
+        raise UsageError(f"{option} needs a directory name, got an empty string")
+    if os.path.exists(folder):
+        if not os.path.isdir(folder):
+            raise UsageError(f"{option} {folder} exists and is not a directory")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {folder} is not a writable directory")
+        return folder
+    parent = os.path.dirname(os.path.abspath(folder))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {folder} cannot be created (no writable directory above it)")
+    return folder
+
+
+@contextlib.contextmanager
+def _held_signals():
+    """Hold SIGINT and SIGTERM back (delivered on exit) while the block runs."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def write_files(folder: str, files: dict[str, str]) -> None:
+    """Write ``{name: text}`` into ``folder`` atomically, as a set (module docstring).
+
+    Raises ``OSError`` (and leaves every previous file intact, no temporary file behind) when
+    a file cannot be written completely.
+    """
+    os.makedirs(folder, exist_ok=True)
+    temps: dict[str, str] = {}
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(dir_fd, fcntl.LOCK_EX)  # one writer of the set at a time
+        for name, text in files.items():
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".partial")
+            temps[name] = tmp
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+        with _held_signals():
+            for name, tmp in temps.items():
+                os.replace(tmp, os.path.join(folder, name))
+            temps.clear()
+            os.fsync(dir_fd)
+    finally:
+        for tmp in temps.values():
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        os.close(dir_fd)
+
+
+def emit(text: str) -> None:
+    """Print ``text`` and a newline on stdout and flush (errors surface here, inside :func:`run`)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def say(prog: str, message: str) -> None:
+    """One line on stderr, ``prog: message``."""
+    with contextlib.suppress(OSError):
+        print(f"{prog}: {message}", file=sys.stderr, flush=True)
+
+
+def run(prog: str, parse, execute, argv=None) -> int:
+    """``execute(parse(argv))`` with the exits of the module docstring.
+
+    ``parse`` turns the argument list into whatever ``execute`` needs; a ``UsageError`` or
+    ``ValueError`` it raises is bad input.  ``execute`` returns the exit status; it may raise
+    ``UsageError`` for bad input it detects later (e.g. a cost estimated from the arguments).
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    if hasattr(signal, "SIGXFSZ"):  # a file-size limit is an OSError, not a silent kill
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    try:
+        try:
+            args = parse(argv)
+        except (UsageError, ValueError) as exc:
+            say(prog, f"error: {exc}")
+            return 2
+        return execute(args)
+    except UsageError as exc:
+        say(prog, f"error: {exc}")
+        return 2
+    except KeyboardInterrupt:
+        say(prog, "interrupted")
+        return 130
+    except Terminated:
+        say(prog, "terminated")
+        return 143
+    except BrokenPipeError:
+        _silence_stdout()
+        return 141
+    except OSError as exc:
+        target = exc.filename or "standard output"
+        _silence_stdout()
+        say(prog, f"error: {target}: {exc.strerror or exc}")
+        return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
