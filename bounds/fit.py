@@ -1,9 +1,9 @@
-"""Growth rates: least-squares fit of log(quantity) on log(L), with the theory exponents.
+"""Growth rates: least-squares fits of log(quantity) on log(L), with the theory exponents.
 
-The fit is ordinary least squares of ``log y`` on ``log L`` over the tail ``L >= L_from``; the
-95% interval is ``slope +- t_{0.975, n-2} * stderr`` (Student t, needs at least 3 points).
+The fits are ordinary least squares over the tail ``L >= L_from`` (:func:`fit`); each 95%
+interval is ``slope +- t_{0.975, n-k} * stderr`` (Student t, ``k`` fitted coefficients).
 
-Theory exponents (SPEC and the constructions' docstrings):
+Theory exponents (the README's results and the constructions' docstrings):
 
 * regression ``B_min``: linear attention without post-norm 0 (exact counting is a fixed slope);
   softmax none 1, pre_learned 1 (the segment needs ``rho ~ L^2`` and ``D ~ L^2``); post-norm
@@ -62,20 +62,49 @@ def theory_note(cell: Cell):
             "ratio at unit norm); below it the margin decays like L^-2")
 
 
+def _least_squares(columns, y):
+    """Ordinary least squares of ``y`` on ``[1, *columns]``: the slope of the first column and
+    its 95% half-width (Student t with ``n - k`` degrees of freedom; None if ``n <= k``)."""
+    X = np.column_stack([np.ones_like(y), *columns])
+    n, k = X.shape
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    if n <= k:
+        return float(coef[1]), None
+    resid = y - X @ coef
+    cov = np.linalg.inv(X.T @ X) * float(resid @ resid) / (n - k)
+    return float(coef[1]), t_quantile(n - k, 0.975) * math.sqrt(max(float(cov[1, 1]), 0.0))
+
+
 def fit(Ls, ys, L_from: int) -> dict:
-    """Fit ``y ~ L^p`` over ``L >= L_from`` (rows with a missing or non-positive y are skipped)."""
-    pts = [(L, y) for L, y in zip(Ls, ys) if L >= L_from and y is not None and y > 0]
-    out = {"exponent": None, "ci95": None, "points": len(pts), "L_from": L_from}
+    """Fit ``y ~ L^p`` over ``L >= L_from`` (rows with a missing or non-positive y are skipped).
+
+    Three estimates of the exponent ``p``:
+
+    * ``exponent`` and ``ci95``: least squares of ``log y`` on ``log L``.  The rates are
+      asymptotic, so at finite ``L`` the data carry corrections (``B_min = c L^p (1 + O(1/L))``
+      for the arc, ``O(log L / L^2)`` for the segment) and the interval, which only measures
+      the scatter about a straight line, can exclude the theory exponent;
+    * ``local_exponent``: the slope between the two largest ``L`` (``local_between``), which
+      converges to ``p``;
+    * ``corrected`` (``exponent``, ``ci95``): least squares of ``log y`` on ``log L`` and
+      ``1/L`` (needs three points; the interval four), which absorbs the leading correction.
+    """
+    pts = sorted((L, y) for L, y in zip(Ls, ys) if L >= L_from and y is not None and y > 0)
+    out = {"exponent": None, "ci95": None, "points": len(pts), "L_from": L_from,
+           "local_exponent": None, "local_between": None,
+           "corrected": {"exponent": None, "ci95": None, "model": "log y = c + p log L + a/L"}}
     if len(pts) < 2:
         return out
-    x = np.log([p[0] for p in pts])
-    y = np.log([p[1] for p in pts])
-    xc = x - x.mean()
-    slope = float((xc * (y - y.mean())).sum() / (xc * xc).sum())
+    Lv = np.array([p[0] for p in pts], dtype=float)
+    x, y = np.log(Lv), np.log([p[1] for p in pts])
+    slope, half = _least_squares([x], y)
     out["exponent"] = slope
-    if len(pts) >= 3:
-        resid = y - y.mean() - slope * xc
-        stderr = math.sqrt((resid * resid).sum() / (len(pts) - 2) / (xc * xc).sum())
-        half = t_quantile(len(pts) - 2, 0.975) * stderr
+    if half is not None:
         out["ci95"] = [slope - half, slope + half]
+    out["local_exponent"] = float((y[-1] - y[-2]) / (x[-1] - x[-2]))
+    out["local_between"] = [pts[-2][0], pts[-1][0]]
+    if len(pts) >= 3:
+        p_c, half_c = _least_squares([x, 1 / Lv], y)
+        out["corrected"]["exponent"] = p_c
+        out["corrected"]["ci95"] = None if half_c is None else [p_c - half_c, p_c + half_c]
     return out

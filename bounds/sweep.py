@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
+import io
 import json
 import math
 import multiprocessing as mp
 import os
+import signal
 import sys
 
 from bounds import fit as fitting
@@ -25,27 +27,32 @@ from bounds.lower import ARC_BOXES
 from bounds.lstar import l_star
 from bounds.search import row as sweep_row
 from bounds.search import warm_up
+from constructions import __version__, cli
 from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell
 
 
-class UsageError(Exception):
-    pass
+MEANING = {
+    "B_min": "the norm bound B(theta) of an explicit parameter set certified in ball "
+             "arithmetic to count to L (rounded up): an upper bound on the true minimum",
+    "B_lower": "a proven lower bound: no parameter set with a smaller bound counts to L",
+}
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m bounds.sweep", description=__doc__.split("\n")[0])
-    p.add_argument("--variant", required=True, choices=NORMS, help="LayerNorm placement")
-    p.add_argument("--Lmax", required=True, type=int)
-    p.add_argument("--Lmin", type=int, default=None)
-    p.add_argument("--d", type=int, default=8)
-    p.add_argument("--attention", choices=ATTENTIONS, default="softmax")
-    p.add_argument("--readout", choices=READOUTS, default="regression")
-    p.add_argument("--eps", type=float, default=0.0)
+def _parser() -> cli.Parser:
+    p = cli.Parser(prog="python -m bounds.sweep", description=__doc__.split("\n")[0],
+                   epilog=f"B_min: {MEANING['B_min']}.  B_lower: {MEANING['B_lower']}.")
+    p.add_argument("--variant", required=True, choices=NORMS,
+                   help="LayerNorm placement: none, pre_bare, pre_learned, post_bare, post_learned")
+    p.add_argument("--Lmax", required=True, type=int, help="the largest count of the grid")
+    p.add_argument("--Lmin", type=int, default=None, help="the smallest count of the grid (default 2)")
+    p.add_argument("--d", type=int, default=8, help="the width d of the layer (default 8)")
+    p.add_argument("--attention", choices=ATTENTIONS, default="softmax",
+                   help="softmax (default) or linear attention")
+    p.add_argument("--readout", choices=READOUTS, default="regression",
+                   help="regression (default: y = <w, z> + w0, rounded) or classification "
+                        "(argmax of <u_c, z> + b_c)")
+    p.add_argument("--eps", type=float, default=0.0,
+                   help="the LayerNorm epsilon (default 0; constructions are derived for 0)")
     p.add_argument("--fit-from", type=int, default=64, dest="fit_from",
                    help="fit the rate over L >= this (default 64)")
     p.add_argument("--rtol", type=float, default=1e-6, help="bisection tolerance (default 1e-6)")
@@ -54,23 +61,14 @@ def _parser() -> argparse.ArgumentParser:
                         f"(default {ARC_BOXES}; a smaller cap gives a weaker, still valid bound)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="worker processes for the rows (default: the number of CPUs)")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--out", default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="also write DIR/sweep.json and DIR/sweep.csv (atomically, both or neither)")
     return p
 
 
 #: the largest count the sweep accepts (the classification head alone has (L+1)^2 logits)
 MAX_L = 1 << 16
-
-
-def _writable(folder: str) -> bool:
-    """Whether ``folder`` exists as a writable directory or can be created as one."""
-    if os.path.isdir(folder):
-        return os.access(folder, os.W_OK)
-    parent = os.path.dirname(os.path.abspath(folder))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    return os.path.isdir(parent) and os.access(parent, os.W_OK)
 
 
 def grid(Lmin: int, Lmax: int) -> list[int]:
@@ -84,31 +82,37 @@ def grid(Lmin: int, Lmax: int) -> list[int]:
 
 
 def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
+    """Validate the arguments (every check before any work): ``(args, cell, grid)``."""
     args = _parser().parse_args(argv)
     if args.Lmax < 1:
-        raise UsageError(f"--Lmax must be >= 1, got {args.Lmax}")
+        raise cli.UsageError(f"--Lmax must be >= 1, got {args.Lmax}")
     if args.Lmin is None:
         args.Lmin = min(2, args.Lmax)
     if args.Lmin < 1 or args.Lmin > args.Lmax:
-        raise UsageError(f"--Lmin must be between 1 and --Lmax, got {args.Lmin}")
+        raise cli.UsageError(f"--Lmin must be between 1 and --Lmax, got {args.Lmin}")
     if args.d < 2:
-        raise UsageError(f"--d must be >= 2, got {args.d}")
+        raise cli.UsageError(f"--d must be >= 2, got {args.d}")
     if not math.isfinite(args.eps) or args.eps < 0:
-        raise UsageError(f"--eps must be a finite number >= 0, got {args.eps}")
+        raise cli.UsageError(f"--eps must be a finite number >= 0, got {args.eps}")
     if not (1e-12 <= args.rtol < 0.1):
-        raise UsageError(f"--rtol must be in [1e-12, 0.1), got {args.rtol}")
+        raise cli.UsageError(f"--rtol must be in [1e-12, 0.1), got {args.rtol}")
     if args.Lmax > MAX_L:
-        raise UsageError(f"--Lmax must be at most {MAX_L}, got {args.Lmax}")
-    if args.out is not None and not _writable(args.out):
-        raise UsageError(f"--out {args.out} is not a writable directory")
+        raise cli.UsageError(f"--Lmax must be at most {MAX_L}, got {args.Lmax}")
+    if args.out is not None:
+        cli.check_out_dir(args.out)
     if args.jobs < 1:
-        raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
+        raise cli.UsageError(f"--jobs must be >= 1, got {args.jobs}")
     if args.lower_boxes < 1:
-        raise UsageError(f"--lower-boxes must be >= 1, got {args.lower_boxes}")
+        raise cli.UsageError(f"--lower-boxes must be >= 1, got {args.lower_boxes}")
     if args.fit_from < 1:
-        raise UsageError(f"--fit-from must be >= 1, got {args.fit_from}")
+        raise cli.UsageError(f"--fit-from must be >= 1, got {args.fit_from}")
     cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps)
     return args, cell, grid(args.Lmin, args.Lmax)
+
+
+def _worker_init() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int) -> list[dict]:
@@ -118,7 +122,8 @@ def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int) -> list[dict
         return [task(L) for L in Ls]
     warm_up(cell)  # build the lambdified constructions once; the workers inherit them
     order = sorted(Ls, reverse=True)
-    with mp.get_context("fork").Pool(min(jobs, len(Ls))) as pool:
+    # workers leave Ctrl-C to the parent, whose exit from the block terminates them
+    with mp.get_context("fork").Pool(min(jobs, len(Ls)), initializer=_worker_init) as pool:
         done = dict(zip(order, pool.map(task, order, chunksize=1)))
     return [done[L] for L in Ls]
 
@@ -131,11 +136,13 @@ def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
     fitted.update(quantity=quantity, theory=fitting.theory_exponent(cell))
+    fitted["note"] = FIT_NOTE
     if fitting.theory_note(cell):
         fitted["theory_note"] = fitting.theory_note(cell)
     bare_pre = cell.attention == "softmax" and cell.norm == "pre_bare" and cell.readout == "regression"
     flat_post = cell.post and cell.d < 3 and cell.readout == "regression"
     out = {
+        "version": __version__,
         "attention": cell.attention, "variant": cell.norm, "readout": cell.readout,
         "d": cell.d, "eps": cell.eps, "rows": rows, "fit": fitted,
         "L_star": l_star(cell.d) if bare_pre else (1 if flat_post else None),
@@ -146,6 +153,12 @@ def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
         out["note"] = ("constructions are derived for eps = 0 (scale-invariant LayerNorm); with "
                        "eps > 0 the certified values are upper bounds, not proven minimal")
     return out
+
+
+FIT_NOTE = ("the rates are asymptotic: at finite L the log-log fit carries the corrections of "
+            "the constructions, so its 95% interval can exclude the theory exponent; "
+            "local_exponent (the slope between the two largest L) and the fit with a 1/L "
+            "correction term converge to it")
 
 
 def _fmt(v, spec="{:.7g}"):
@@ -179,7 +192,13 @@ def table(result: dict) -> str:
     else:
         fit_line = (f"fit over L >= {f['L_from']}: too few certified rows; theory "
                     f"{_fmt(f['theory'], '{:g}')}")
-    out = [title, *lines, fit_line]
+    legend = [f"  {k}: {v}" for k, v in MEANING.items()]
+    extra = []
+    if f.get("local_exponent") is not None:
+        c = f["corrected"]["exponent"]
+        extra.append(f"local exponent between L = {f['local_between'][0]} and {f['local_between'][1]}: "
+                     f"{f['local_exponent']:.4f}" + (f"; with a 1/L correction: {c:.4f}" if c is not None else ""))
+    out = [title, *legend, *lines, fit_line, *extra]
     if f.get("theory_note"):
         out.append(f"theory: {f['theory_note']}")
     if cls:
@@ -193,33 +212,40 @@ def table(result: dict) -> str:
     return "\n".join(out)
 
 
-def write_out(result: dict, folder: str) -> None:
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "sweep.json"), "w") as fh:
-        json.dump(result, fh, indent=2)
+#: columns of every CSV row that say what the file is about
+CSV_METADATA = ("attention", "variant", "readout", "d", "eps", "version")
+
+
+def csv_text(result: dict) -> str:
+    """The rows as CSV, each with the cell's metadata (:data:`CSV_METADATA`) in front."""
     keys = sorted({k for r in result["rows"] for k in r}, key=lambda k: (k != "L", k))
-    with open(os.path.join(folder, "sweep.csv"), "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=keys)
-        writer.writeheader()
-        for r in result["rows"]:
-            writer.writerow({k: (json.dumps(v) if isinstance(v, dict) else v) for k, v in r.items()})
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=[*CSV_METADATA, *keys])
+    writer.writeheader()
+    meta = {k: result[k] for k in CSV_METADATA}
+    for r in result["rows"]:
+        writer.writerow({**meta, **{k: (json.dumps(v) if isinstance(v, dict) else v)
+                                    for k, v in r.items()}})
+    return buf.getvalue()
+
+
+def write_out(result: dict, folder: str) -> None:
+    """``sweep.json`` and ``sweep.csv`` in ``folder``: both whole, or neither changed."""
+    cli.write_files(folder, {"sweep.json": json.dumps(result, indent=2) + "\n",
+                             "sweep.csv": csv_text(result)})
+
+
+def execute(parsed) -> int:
+    args, cell, Ls = parsed
+    result = sweep(cell, Ls, args.fit_from, args.rtol, args.lower_boxes, args.jobs)
+    if args.out:
+        write_out(result, args.out)
+    cli.emit(json.dumps(result) if args.json else table(result))
+    return 0
 
 
 def main(argv=None) -> int:
-    try:
-        args, cell, Ls = parse(sys.argv[1:] if argv is None else argv)
-    except (UsageError, ValueError) as exc:
-        print(f"sweep: error: {exc}", file=sys.stderr)
-        return 2
-    result = sweep(cell, Ls, args.fit_from, args.rtol, args.lower_boxes, args.jobs)
-    if args.out:
-        try:
-            write_out(result, args.out)
-        except OSError as exc:
-            print(f"sweep: error: cannot write to {args.out}: {exc.strerror}", file=sys.stderr)
-            return 2
-    print(json.dumps(result) if args.json else table(result))
-    return 0
+    return cli.run("sweep", parse, execute, argv)
 
 
 if __name__ == "__main__":

@@ -99,9 +99,12 @@ def test_cli_table_output():
     assert rc == 0, err
     lines = out.strip().splitlines()
     assert "linear/none/regression" in lines[0]
-    header = lines[1].split()
+    # the header says what the two bounds are
+    assert lines[1].split()[0] == "B_min:" and "certified" in lines[1]
+    assert lines[2].split()[0] == "B_lower:" and "lower bound" in lines[2]
+    header = lines[3].split()
     assert header[:4] == ["L", "B_min", "B_lower", "certified"]
-    body = [ln.split() for ln in lines[2:5]]
+    body = [ln.split() for ln in lines[4:7]]
     assert [int(b[0]) for b in body] == [2, 4, 8]
     for b, L in zip(body, (2, 4, 8)):
         assert float(b[1]) == pytest.approx((math.sqrt(8) * (1 - 1 / L)) ** 0.25, rel=1e-5)
