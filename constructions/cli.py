@@ -7,6 +7,7 @@ through :func:`run`, which fixes how a run ends:
 event                              what the user sees                          exit status
 =================================  ==========================================  ===========
 success                            the output                                  0
+the work fails (:class:`Failure`)  one line ``prog: error: ...``               1
 bad input (:class:`UsageError`,    one line ``prog: error: ...`` on stderr     2
 ``ValueError`` while parsing)
 Ctrl-C (SIGINT)                    one line ``prog: interrupted``              130
@@ -36,6 +37,10 @@ import tempfile
 
 class UsageError(Exception):
     """Bad input: reported in one line, exit status 2."""
+
+
+class Failure(Exception):
+    """The work could not be done (not the user's input): one line, exit status 1."""
 
 
 class Terminated(BaseException):
@@ -157,6 +162,9 @@ def run(prog: str, parse, execute, argv=None) -> int:
     except UsageError as exc:
         say(prog, f"error: {exc}")
         return 2
+    except Failure as exc:
+        say(prog, f"error: {exc}")
+        return 1
     except KeyboardInterrupt:
         say(prog, "interrupted")
         return 130
