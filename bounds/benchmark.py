@@ -57,13 +57,17 @@ def _cell(text: str) -> tuple[str, str, str]:
     return parts
 
 
-def parse(argv):
+def _parser() -> cli.Parser:
     p = cli.Parser(prog="python -m bounds.benchmark", description=__doc__.split("\n")[0])
     p.add_argument("--Lmax", type=int, default=4096, help="the largest count swept (default 4096)")
     p.add_argument("--repeat", type=int, default=1, help="runs per cell; the best is reported (default 1)")
     p.add_argument("--cells", nargs="+", default=None, metavar="A/V/R",
                    help="attention/variant/readout triples (default: all 20 cells)")
-    args = p.parse_args(argv)
+    return p
+
+
+def parse(argv):
+    args = _parser().parse_args(argv)
     if not 1 <= args.Lmax <= MAX_L:
         raise cli.UsageError(f"--Lmax must be between 1 and {MAX_L}, got {args.Lmax}")
     if args.repeat < 1:

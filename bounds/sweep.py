@@ -122,9 +122,20 @@ def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int) -> list[dict
         return [task(L) for L in Ls]
     warm_up(cell)  # build the lambdified constructions once; the workers inherit them
     order = sorted(Ls, reverse=True)
-    # workers leave Ctrl-C to the parent, whose exit from the block terminates them
-    with mp.get_context("fork").Pool(min(jobs, len(Ls)), initializer=_worker_init) as pool:
+    # workers leave Ctrl-C and SIGTERM to the parent, which ends them however it stops
+    pool = None
+    try:
+        pool = mp.get_context("fork").Pool(min(jobs, len(Ls)), initializer=_worker_init)
         done = dict(zip(order, pool.map(task, order, chunksize=1)))
+        pool.close()
+    except BaseException:
+        for proc in mp.active_children():  # SIGKILL: the rows are pure, nothing to clean up
+            proc.kill()
+        raise
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
     return [done[L] for L in Ls]
 
 

@@ -1,0 +1,220 @@
+"""The edges of the commands: closed and full output, signals, files whole or absent, help."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+
+from bounds import benchmark, sweep
+from constructions import __version__, cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SWEEP = [sys.executable, "-m", "bounds.sweep"]
+QUICK = ["--variant", "none", "--attention", "linear", "--Lmax", "16"]
+
+
+def _one_line_error(err: str) -> None:
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def _children(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid`` (from /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+# --------------------------------------------------------------------------- standard output
+
+
+def test_full_stdout_is_one_line_and_exit_2():
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(SWEEP + QUICK, cwd=ROOT, stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    assert proc.returncode == 2
+    _one_line_error(proc.stderr)
+    assert "No space left" in proc.stderr
+
+
+def test_closed_stdout_is_quiet():
+    proc = subprocess.Popen(SWEEP + QUICK + ["--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()  # the reader is gone before the sweep prints
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert proc.returncode == 141
+    assert err == ""
+
+
+# --------------------------------------------------------------------------- signals
+
+
+@pytest.mark.parametrize("sig,status,word", [(signal.SIGINT, 130, "interrupted"),
+                                             (signal.SIGTERM, 143, "terminated")])
+def test_signal_ends_the_sweep_and_its_workers(tmp_path, sig, status, word):
+    out = tmp_path / "res"
+    proc = subprocess.Popen(SWEEP + ["--variant", "post_learned", "--Lmax", "65536", "--jobs", "2",
+                                     "--out", str(out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 60
+    workers = []
+    while time.time() < deadline and len(workers) < 2:
+        time.sleep(0.2)
+        workers = _children(proc.pid)
+    assert len(workers) == 2, "the sweep did not start its worker processes"
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)  # Ctrl-C reaches the whole process group
+    else:
+        proc.send_signal(sig)
+    outs, err = proc.communicate(timeout=60)
+    assert proc.returncode == status
+    assert err.strip() == f"sweep: {word}"
+    assert outs == ""
+    time.sleep(0.5)
+    alive = [w for w in workers if os.path.exists(f"/proc/{w}")
+             and open(f"/proc/{w}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert alive == []
+    assert not out.exists()  # nothing was written: the rows were not finished
+
+
+# --------------------------------------------------------------------------- files
+
+
+def test_out_refused_up_front(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    for target in ("", "   ", str(blocker), str(blocker / "below")):
+        start = time.perf_counter()
+        proc = subprocess.run(SWEEP + ["--variant", "post_learned", "--Lmax", "65536", "--out", target],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, target
+        assert proc.stdout == ""
+        _one_line_error(proc.stderr)
+        assert time.perf_counter() - start < 30  # refused before the (long) sweep
+
+
+def _sweep_to(out, *extra, limit=None):
+    def shrink():
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(SWEEP + QUICK + ["--out", str(out), *extra], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, preexec_fn=shrink)
+
+
+def test_failed_write_keeps_the_previous_pair(tmp_path):
+    out = tmp_path / "res"
+    first = _sweep_to(out)
+    assert first.returncode == 0, first.stderr
+    before = {name: (out / name).read_bytes() for name in ("sweep.json", "sweep.csv")}
+    # a file-size limit below the size of the new JSON: the write fails part-way
+    failed = _sweep_to(out, "--d", "5", limit=200)
+    assert failed.returncode == 2
+    _one_line_error(failed.stderr)
+    assert sorted(os.listdir(out)) == ["sweep.csv", "sweep.json"]  # no partial file left
+    assert {name: (out / name).read_bytes() for name in before} == before
+
+
+def test_csv_and_json_say_what_they_are(tmp_path):
+    out = tmp_path / "res"
+    proc = _sweep_to(out, "--d", "5")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((out / "sweep.json").read_text())
+    assert result["version"] == __version__
+    with open(out / "sweep.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(result["rows"])
+    for row in rows:
+        assert (row["attention"], row["variant"], row["readout"]) == ("linear", "none", "regression")
+        assert int(row["d"]) == 5 and float(row["eps"]) == 0.0 and row["version"] == __version__
+
+
+def _write_pair(args):
+    folder, tag, times = args
+    for _ in range(times):
+        cli.write_files(folder, {"a.json": json.dumps({"run": tag}) + "\n" + "x" * 20000,
+                                 "a.csv": f"run\n{tag}\n" + "y" * 20000})
+    return tag
+
+
+def test_concurrent_writers_never_mix_a_pair(tmp_path):
+    folder = str(tmp_path / "shared")
+    for _ in range(5):
+        with ProcessPoolExecutor(4) as pool:
+            list(pool.map(_write_pair, [(folder, tag, 20) for tag in "abcd"]))
+        run_json = json.loads((tmp_path / "shared" / "a.json").read_text().splitlines()[0])["run"]
+        run_csv = (tmp_path / "shared" / "a.csv").read_text().splitlines()[1]
+        assert run_json == run_csv
+        assert sorted(os.listdir(folder)) == ["a.csv", "a.json"]
+
+
+def test_write_files_leaves_nothing_when_interrupted(tmp_path, monkeypatch):
+    """An exception between the temporary files and the renames leaves the old set alone."""
+    folder = tmp_path / "res"
+    cli.write_files(str(folder), {"one": "old 1", "two": "old 2"})
+    real_replace = os.replace
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cli.write_files(str(folder), {"one": "new 1", "two": "new 2"})
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert sorted(os.listdir(folder)) == ["one", "two"]
+    assert (folder / "one").read_text() == "old 1" and (folder / "two").read_text() == "old 2"
+
+
+# --------------------------------------------------------------------------- help and benchmark
+
+
+@pytest.mark.parametrize("parser", [sweep._parser, benchmark._parser], ids=["sweep", "benchmark"])
+def test_every_option_has_help(parser):
+    for action in parser()._actions:
+        assert action.help and action.help != argparse.SUPPRESS, action.option_strings
+
+
+def test_sweep_help_says_what_the_bounds_mean():
+    text = sweep._parser().format_help()
+    assert "B_min" in text and "B_lower" in text and "lower bound" in text
+
+
+BENCH_BAD = [["--cells", "foo"], ["--cells", "softmax/none"], ["--Lmax", "0"], ["--repeat", "0"],
+             ["--Lmax", "x"], ["--unknown"]]
+
+
+@pytest.mark.parametrize("argv", BENCH_BAD, ids=[" ".join(a) for a in BENCH_BAD])
+def test_benchmark_bad_input(argv, capsys):
+    assert benchmark.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    _one_line_error(captured.err)
+
+
+def test_benchmark_reports_wall_and_cpu(capsys):
+    assert benchmark.main(["--Lmax", "4", "--cells", "linear/none/regression"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "wall" in lines[0] and "cpu" in lines[0]
+    fields = lines[1].split()
+    wall, cpu = float(fields[3]), float(fields[5])
+    assert wall > 0 and cpu > 0
