@@ -1,19 +1,29 @@
 """The model: an architecture cell and its parameters (the single source of truth).
 
-A *cell* fixes the architecture of one single-head attention layer of width ``d``:
+A *cell* fixes the architecture of one single-head attention layer of width ``d``.  It is
+composed of parts, each an object that says what it does:
 
 * ``attention`` -- ``softmax`` or ``linear``;
-* ``norm`` -- LayerNorm placement: ``none``, ``pre_bare``, ``pre_learned``, ``post_bare``,
-  ``post_learned``;
+* ``placement`` (:class:`Placement`) -- where the norm sits: ``none``, ``pre`` (on the token
+  values, ``h = LN(e)``) or ``post`` (on the residual, ``z = LN(r)``);
+* ``kind`` (:class:`NormKind`) -- which norm: LayerNorm ``N(v) = (v - mean v)/sqrt(var v + eps)``
+  (population variance) or RMSNorm ``N(v) = v/sqrt(mean(v^2) + eps)`` (no centring);
+* ``affine`` (:class:`Affine`) -- ``bare`` (``N(v)``), ``gain`` (``g * N(v)``) or ``gain_bias``
+  (``g * N(v) + beta``);
 * ``readout`` -- ``regression`` (``y = <w, z> + w0``) or ``classification``
   (logits ``<u_c, z> + b_c`` for the counts ``c = 0..L``);
-* ``eps`` -- the LayerNorm epsilon, ``N(v) = (v - mean v) / sqrt(var v + eps)``;
+* ``eps`` -- the norm's epsilon;
 * ``distractor`` -- whether the vocabulary has the distractor token ``b``.
 
-*Parameters* are the trainable vectors of a cell (``e_s, e_a[, e_b][, g, beta]`` and ``w`` or
-the rows ``u_0..u_L``) and its free scalars (``w0`` or ``b_0..b_L``).  They are stored exactly,
-as binary floating-point numbers of arbitrary precision (``mpmath.mpf``), so that every backend
-(numpy float64/32/16, mpmath, ball arithmetic) sees the same numbers.
+The five *variant* names of the command line decode into a placement and an affine in one
+place (:data:`VARIANTS`): ``none``, ``pre_bare``, ``post_bare`` and ``pre_learned``,
+``post_learned``, where *learned* is the kind's usual affine (:attr:`NormKind.learned`:
+``gain_bias`` for LayerNorm, ``gain`` for RMSNorm) unless ``affine`` says otherwise.
+
+*Parameters* are the trainable vectors of a cell (``e_s, e_a[, e_b]``, the affine's ``g[, beta]``
+and ``w`` or the rows ``u_0..u_L``) and its free scalars (``w0`` or ``b_0..b_L``).  They are
+stored exactly, as binary floating-point numbers of arbitrary precision (``mpmath.mpf``), so
+that every backend (numpy float64/32/16, mpmath, ball arithmetic) sees the same numbers.
 
 ``B(theta)`` (:meth:`Params.bound`) is the largest Euclidean norm among the trainable vectors;
 the scalars are not bounded.
@@ -21,6 +31,7 @@ the scalars are not bounded.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -29,7 +40,6 @@ import numpy as np
 import sympy
 
 ATTENTIONS = ("softmax", "linear")
-NORMS = ("none", "pre_bare", "pre_learned", "post_bare", "post_learned")
 READOUTS = ("regression", "classification")
 #: the largest width accepted: parameters are stored as d-long vectors of exact numbers and
 #: every backend converts them, so the cost of a verification grows like d
@@ -37,37 +47,170 @@ MAX_D = 1 << 16
 
 
 @dataclass(frozen=True)
+class NormKind:
+    """A normalisation ``N`` of ``R^d`` (``eps`` as in the cell).
+
+    ``centred``: LayerNorm subtracts the mean first, so its image is the centred hyperplane
+    (dimension ``d - 1``) and it is undefined (``eps = 0``) on constant vectors; RMSNorm does
+    not, its image is all of ``R^d`` and it is undefined only at 0.  With ``eps = 0`` both map
+    onto the sphere of radius ``sqrt(d)`` in their image and are invariant under positive scaling.
+    """
+
+    name: str
+    centred: bool
+    learned: str  # the name of the affine a "learned" variant means for this kind
+
+    @property
+    def degenerate(self) -> str:
+        """The inputs on which ``N`` with ``eps = 0`` is undefined, in words."""
+        return "a constant vector" if self.centred else "the zero vector"
+
+    def centre(self, v, d):
+        """``v - mean(v)`` along the last axis (LayerNorm) or ``v`` itself (RMSNorm); any numbers."""
+        return v - v.sum(axis=-1, keepdims=True) / d if self.centred else v
+
+    def image_dim(self, d: int) -> int:
+        """Dimension of the space ``N`` maps onto."""
+        return d - 1 if self.centred else d
+
+    def max_coordinate(self, d, sqrt=sympy.sqrt):
+        """``max |N(v)_i|`` over ``v`` (``eps = 0``): ``sqrt(d-1)`` (LayerNorm, at ``v = e_1``:
+        ``N(e_1) = sqrt(d) c_1``) or ``sqrt(d)`` (RMSNorm, ``N(e_1) = sqrt(d) e_1``).
+
+        *Proof.*  ``|N(v)| = sqrt(d)``; for LayerNorm ``N(v)`` is centred and a centred vector
+        of norm ``sqrt(d)`` has ``x_1 = -(x_2 + ... + x_d)``, so ``x_1^2 <= (d-1)(d - x_1^2)``.
+        """
+        return sqrt(d - 1) if self.centred else sqrt(d)
+
+    def axis_reach(self, d, sqrt=sympy.sqrt):
+        """Norm of the part of a basis vector ``e_i`` inside the image: ``sqrt((d-1)/d)`` or 1."""
+        return sqrt(d - 1) / sqrt(d) if self.centred else 1
+
+
+LAYERNORM = NormKind("layernorm", centred=True, learned="gain_bias")
+RMSNORM = NormKind("rmsnorm", centred=False, learned="gain")
+KINDS = {k.name: k for k in (LAYERNORM, RMSNORM)}
+
+
+@dataclass(frozen=True)
+class Affine:
+    """What follows the norm: ``N(v)``, ``g * N(v)`` or ``g * N(v) + beta``."""
+
+    name: str
+    gain: bool
+    bias: bool
+
+    @property
+    def vectors(self) -> tuple[str, ...]:
+        """The trainable vectors it adds."""
+        return ("g",) * self.gain + ("beta",) * self.bias
+
+
+BARE = Affine("bare", gain=False, bias=False)
+GAIN = Affine("gain", gain=True, bias=False)
+GAIN_BIAS = Affine("gain_bias", gain=True, bias=True)
+AFFINES = {a.name: a for a in (BARE, GAIN, GAIN_BIAS)}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the norm sits: on the token values (``pre``), on the residual (``post``), or nowhere."""
+
+    name: str
+
+    @property
+    def values(self) -> bool:
+        """``h_j = LN(e_{x_j})``."""
+        return self.name == "pre"
+
+    @property
+    def output(self) -> bool:
+        """``z = LN(r)``."""
+        return self.name == "post"
+
+
+NONE, PRE, POST = Placement("none"), Placement("pre"), Placement("post")
+#: the variant names: placement and whether the affine is learned (None: no norm)
+VARIANTS = {"none": (NONE, None), "pre_bare": (PRE, False), "pre_learned": (PRE, True),
+            "post_bare": (POST, False), "post_learned": (POST, True)}
+NORMS = tuple(VARIANTS)  # the variant names, as the command line spells them
+
+
+def _choice(kind: str, value, options) -> None:
+    if value not in options:
+        raise ValueError(f"unknown {kind} {value!r}; choose from {', '.join(options)}")
+
+
+@dataclass(frozen=True, init=False)
 class Cell:
-    """One architecture cell of the model (README, "The model in brief").  Validated on construction."""
+    """One architecture cell of the model (README, "The model in brief").  Validated on construction.
 
-    attention: str = "softmax"
-    norm: str = "none"
-    readout: str = "regression"
-    d: int = 8
-    eps: float = 0.0
-    distractor: bool = False
+    ``Cell(attention, variant, readout, d, eps, distractor, norm="layernorm", affine=None)``:
+    ``variant`` is one of :data:`NORMS`, ``norm`` a :data:`KINDS` name, ``affine`` an
+    :data:`AFFINES` name for a learned variant (default: the kind's usual one).
+    """
 
-    def __post_init__(self):
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"unknown attention {self.attention!r}; choose from {', '.join(ATTENTIONS)}")
-        if self.norm not in NORMS:
-            raise ValueError(f"unknown norm placement {self.norm!r}; choose from {', '.join(NORMS)}")
-        if self.readout not in READOUTS:
-            raise ValueError(f"unknown read-out {self.readout!r}; choose from {', '.join(READOUTS)}")
-        if isinstance(self.d, bool) or not isinstance(self.d, (int, np.integer)):
-            raise ValueError(f"d must be an integer, got {self.d!r}")
-        if self.d < 2:
-            raise ValueError(f"d must be at least 2, got {self.d}")
-        if self.d > MAX_D:
-            raise ValueError(f"d must be at most {MAX_D} (the toolkit's limit on the width), got {self.d}")
+    attention: str
+    placement: Placement
+    kind: NormKind
+    affine: Affine
+    readout: str
+    d: int
+    eps: float
+    distractor: bool
+
+    def __init__(self, attention="softmax", variant="none", readout="regression", d=8, eps=0.0,
+                 distractor=False, norm="layernorm", affine=None):
+        _choice("attention", attention, ATTENTIONS)
+        _choice("norm placement (variant)", variant, NORMS)
+        _choice("read-out", readout, READOUTS)
+        _choice("norm kind", norm, tuple(KINDS))
+        placement, learned = VARIANTS[variant]
+        kind = KINDS[norm]
+        if affine is not None:
+            _choice("affine", affine, tuple(AFFINES))
+            if not learned:
+                raise ValueError(f"the variant {variant} has no learned affine; --affine applies "
+                                 "to pre_learned and post_learned")
+            if affine == "bare":
+                raise ValueError("a learned affine is gain or gain_bias; use the *_bare variant")
+        aff = BARE if not learned else AFFINES[affine or kind.learned]
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise ValueError(f"d must be an integer, got {d!r}")
+        if d < 2:
+            raise ValueError(f"d must be at least 2, got {d}")
+        if d > MAX_D:
+            raise ValueError(f"d must be at most {MAX_D} (the toolkit's limit on the width), got {d}")
         try:
-            eps = float(self.eps)
+            eps_f = float(eps)
         except (TypeError, ValueError):
-            raise ValueError(f"eps must be a finite number >= 0, got {self.eps!r}") from None
-        if not math.isfinite(eps) or eps < 0:
-            raise ValueError(f"eps must be a finite number >= 0, got {self.eps!r}")
-        object.__setattr__(self, "d", int(self.d))
-        object.__setattr__(self, "eps", eps)
+            raise ValueError(f"eps must be a finite number >= 0, got {eps!r}") from None
+        if not math.isfinite(eps_f) or eps_f < 0:
+            raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+        for name, value in (("attention", attention), ("placement", placement), ("kind", kind),
+                            ("affine", aff), ("readout", readout), ("d", int(d)), ("eps", eps_f),
+                            ("distractor", bool(distractor))):
+            object.__setattr__(self, name, value)
+
+    def replace(self, **changes) -> "Cell":
+        """This cell with some parts changed (``readout="regression"``, ``d=3``, ...)."""
+        args = dict(attention=self.attention, variant=self.variant, readout=self.readout, d=self.d,
+                    eps=self.eps, distractor=self.distractor, norm=self.kind.name,
+                    affine=self.affine.name if self.affine.gain else None)
+        args.update(changes)
+        return Cell(**args)
+
+    @property
+    def variant(self) -> str:
+        """The variant name (:data:`NORMS`) of the placement and affine."""
+        if self.placement is NONE or self.placement == NONE:
+            return "none"
+        return f"{self.placement.name}_{'learned' if self.affine.gain else 'bare'}"
+
+    @property
+    def norm(self) -> str:
+        """The variant name (kept for the callers that predate the parts)."""
+        return self.variant
 
     @property
     def tau(self):
@@ -76,21 +219,20 @@ class Cell:
 
     @property
     def pre(self) -> bool:
-        return self.norm.startswith("pre")
+        return self.placement.values
 
     @property
     def post(self) -> bool:
-        return self.norm.startswith("post")
+        return self.placement.output
 
     @property
     def learned(self) -> bool:
-        return self.norm.endswith("learned")
+        return self.affine.gain
 
     def vector_names(self) -> tuple[str, ...]:
         """Names of the trainable vectors (``u`` is the matrix of rows ``u_0..u_L``)."""
         names = ["e_s", "e_a"] + (["e_b"] if self.distractor else [])
-        if self.learned:
-            names += ["g", "beta"]
+        names += list(self.affine.vectors)
         names += ["w"] if self.readout == "regression" else ["u"]
         return tuple(names)
 
@@ -98,8 +240,14 @@ class Cell:
         """Names of the free scalars (``b`` is the vector of biases ``b_0..b_L``)."""
         return ("w0",) if self.readout == "regression" else ("b",)
 
+    def keys(self) -> dict:
+        """The cell as the command line and the JSON output name it."""
+        return {"attention": self.attention, "variant": self.variant, "norm": self.kind.name,
+                "affine": self.affine.name, "readout": self.readout, "d": self.d, "eps": self.eps}
+
     def describe(self) -> str:
-        return f"{self.attention}/{self.norm}/{self.readout} (d={self.d}, eps={self.eps:g})"
+        parts = "" if self.placement == NONE else f", {self.kind.name} {self.affine.name}"
+        return f"{self.attention}/{self.variant}/{self.readout} (d={self.d}, eps={self.eps:g}{parts})"
 
 
 def to_mpf(x) -> mpmath.mpf:

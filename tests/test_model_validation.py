@@ -41,8 +41,13 @@ DIS = Cell("softmax", "none", "regression", d=D, distractor=True)
 @pytest.mark.parametrize("kwargs,match", [
     (dict(attention="relu"), r"unknown attention 'relu'.*softmax, linear"),
     (dict(attention="Softmax"), r"unknown attention"),
-    (dict(norm="mid"), r"unknown norm placement 'mid'.*none, pre_bare"),
-    (dict(norm="post"), r"unknown norm placement"),
+    (dict(variant="mid"), r"unknown norm placement \(variant\) 'mid'.*none, pre_bare"),
+    (dict(variant="post"), r"unknown norm placement"),
+    (dict(norm="batchnorm"), r"unknown norm kind 'batchnorm'.*layernorm, rmsnorm"),
+    (dict(variant="pre_learned", affine="scale"), r"unknown affine 'scale'"),
+    (dict(variant="pre_bare", affine="gain"), r"pre_bare has no learned affine"),
+    (dict(variant="none", affine="gain_bias"), r"none has no learned affine"),
+    (dict(variant="post_learned", affine="bare"), r"use the \*_bare variant"),
     (dict(readout="ranking"), r"unknown read-out 'ranking'.*regression, classification"),
     (dict(d=1), r"d must be at least 2, got 1"),
     (dict(d=0), r"d must be at least 2, got 0"),
@@ -68,6 +73,32 @@ def test_cell_accepts_and_normalises():
     assert c.vector_names() == ("e_s", "e_a", "e_b", "g", "beta", "u")
     assert c.scalar_names() == ("b",)
     assert Cell(d=2).d == 2  # d = 2 is a valid model (post-norm just cannot count well there)
+    assert Cell(d=9).tau == 1 / sympy.Integer(3)
+
+
+@pytest.mark.parametrize("variant,norm,affine,vectors", [
+    ("none", "layernorm", None, ("e_s", "e_a", "w")),
+    ("none", "rmsnorm", None, ("e_s", "e_a", "w")),
+    ("pre_bare", "rmsnorm", None, ("e_s", "e_a", "w")),
+    ("pre_learned", "layernorm", None, ("e_s", "e_a", "g", "beta", "w")),
+    ("pre_learned", "layernorm", "gain", ("e_s", "e_a", "g", "w")),
+    ("post_learned", "rmsnorm", None, ("e_s", "e_a", "g", "w")),
+    ("post_learned", "rmsnorm", "gain_bias", ("e_s", "e_a", "g", "beta", "w")),
+])
+def test_cell_parts(variant, norm, affine, vectors):
+    """The variant names decode once into parts; the parts decide the trainable vectors."""
+    c = Cell("softmax", variant, "regression", d=4, norm=norm, affine=affine)
+    assert c.variant == variant and c.kind.name == norm
+    assert c.vector_names() == vectors
+    assert c.affine.name == (affine or ("bare" if variant.endswith("bare") or variant == "none"
+                                        else {"layernorm": "gain_bias", "rmsnorm": "gain"}[norm]))
+    assert c.pre == variant.startswith("pre") and c.post == variant.startswith("post")
+    assert c.replace() == c and hash(c.replace()) == hash(c)
+    assert c.replace(readout="classification").vector_names()[-1] == "u"
+    assert c.keys()["norm"] == norm and c.keys()["affine"] == c.affine.name
+    if variant != "none":
+        other = "rmsnorm" if norm == "layernorm" else "layernorm"
+        assert c.replace(norm=other) != c
     assert Cell(d=9).tau == 1 / sympy.Integer(3)
 
 
