@@ -76,8 +76,9 @@ def _unavailable(cell: Cell, L: int):
     return None
 
 
-def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES) -> dict:
-    """One sweep row: certified ``B_min(L)`` of a regression cell."""
+def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,
+                   lower: bool = True) -> dict:
+    """One sweep row: certified ``B_min(L)`` of a regression cell (``lower=False``: no ``B_lower``)."""
     start = time.perf_counter()
     row = {"L": L, "B_min": None, "B_lower": None, "certified": False}
     why = _unavailable(cell, L)
@@ -115,7 +116,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     b_min = rigorous_bound(params) if res.counts else None
     row.update(
         B_min=b_min,
-        B_lower=b_lower(cell, L, b_min, arc_boxes, rtol),
+        B_lower=b_lower(cell, L, b_min, arc_boxes, rtol) if lower else None,
         closed_form=closed_form(cell, L) if cell.eps == 0 else None,
         certified=res.certified,
         worst_error=res.worst_error,

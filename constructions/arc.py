@@ -30,7 +30,7 @@ import mpmath
 import numpy as np
 import sympy
 
-lam, L, x = sympy.symbols("lambda L x", positive=True)
+from constructions.symbols import L, lam, x
 
 #: the smallest read-out amplitude allowed by the outermost count
 B_LO = sympy.sqrt(lam**2 + L**2 / 4) * (1 - 1 / L)

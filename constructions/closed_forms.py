@@ -1,214 +1,251 @@
-"""Exact closed forms of the optimal constructions, derived with sympy.
+"""Exact closed forms of ``B_min(L)``: each stated once, as a sympy expression in ``L``, with the
+range of ``L`` where it holds (:func:`formula`); every number is a substitution into it
+(:func:`closed_form`).
+
+In every family ``B_min`` is the *budget* (:func:`budget`) of the extremal shape and amplitude:
+the smallest ``B`` whose capacity (:func:`constructions.regression.capacity_branches`) reaches
+the amplitude, inside the shape's domain.  Only the extremal point is stated here.
 
 **Segment (softmax without post-norm).**  Feasibility of a shape ``rho`` is an up-set
-(:mod:`bounds.lstar`), and the budget a shape needs grows with ``D_lo(rho)``, which near the
-optimum increases much faster than the score gap ``sigma = sqrt(d) log rho`` helps; so the
-optimum sits at the *corner* ``rho*`` where the counting interval closes,
-``D_lo(rho*) = D_hi(rho*)``, whenever the budget grows to the right of the corner.  That is
-checked at one point to the right (local evidence), and the proven lower bound of
-:mod:`bounds.lower` meets the corner's budget to within its tolerance.  There one lower gap ``k`` (the pair ``(L, L-k)``) and one upper
-gap ``k'`` (the pair ``(k', 0)``) are active, and ``lo_k(rho) = hi_k'(rho)`` is the quadratic
-
-    (k-1) k' (rho+L)(rho+L-k) = rho k (k'+1)(rho+k'),
-
-whose positive root is ``rho*``; then ``D* = (k'+1)(rho*+k')/k'`` and ``B_min`` follows from the
-cell's budget formula (none: ``D/sqrt(D + sigma)``; pre_learned:
-``max(D/sqrt(sigma + (1+sqrt(d-1)) D), sqrt(D/(2 sqrt(d-1))))``; pre_bare ``D/sqrt(2 sigma)``).
-For ``L >= 6`` the corner is an integer point: writing ``L = 2m + 1`` (odd) or ``L = 2m``
-(even),
+(:mod:`bounds.lstar`), and near the optimum the budget a shape needs grows with ``D_lo(rho)``
+much faster than the score gap ``sigma = sqrt(d) log rho`` helps; so the optimum sits at the
+*corner* ``rho*`` where the counting interval closes, ``D_lo(rho*) = D_hi(rho*)``.  There one
+lower gap ``k`` (the pair ``(L, L-k)``) and one upper gap ``k'`` (the pair ``(k', 0)``) are
+active, and ``lo_k(rho) = hi_k'(rho)`` is the quadratic :data:`CORNER`.  Writing ``L = 2m + 1``
+(odd) or ``L = 2m`` (even),
 
     odd:  rho* = m^2,      D* = (m+1)^2,   k = m + 1, k' = m,
     even: rho* = m(m-1),   D* = m(m+1),    k = m,     k' = m (tie with m-1),
 
-that is ``rho* = floor((L-1)^2/4)`` and ``D* = floor((L+1)^2/4)``: at these points
-``lo_k = hi_k'`` identically in ``m``, and ``k``, ``k'`` are the integer extremisers (``M = rho*
-+ L`` is ``(m+1)^2``, resp. ``m(m+1)`` with ``f(m) = m^2 > f(m+1)``).  The tests check these
-identities symbolically and the formula against the numeric corner for every ``L <= 200``.
+that is ``rho* = floor((L-1)^2/4)``, ``D* = floor((L+1)^2/4)``, ``k = ceil(L/2)``,
+``k' = floor(L/2)``: at these points ``lo_k = hi_k'`` identically in ``m``, and for ``L >= 5``
+``k``, ``k'`` are the integer extremisers (the tests check both).  The budget of a shape is
+``max(D/sqrt(D + sigma), sqrt(sigma/2))`` (none: the capacity and the score-gap reach
+``sigma <= 2 B^2``), ``max(D/sqrt(sigma + (1+sqrt(d-1)) D), sqrt(D/(2 sqrt(d-1))),
+sqrt(sigma/(2 sqrt(d-1)(sqrt(d-1)+1))))`` (pre_learned) and ``D/sqrt(2 sigma)`` (pre_bare,
+``rho <= exp(2 sqrt(d))``).  The corner is the optimum, and ``B_min(L)`` its budget, for
 
-**Arc (post-norm, symmetric construction).**  ``b_lo`` increases with ``lam``, so the optimum
-is the smallest feasible ``lam``, where ``b_lo(lam) = sqrt(lam^2 + x^2)(1 + 1/(2x))`` for the
-active offset ``x``; squaring,
+* none: ``L >= 6``, every ``d``;
+* pre_learned: ``L >= 5``, every ``d``;
+* pre_bare: ``7 <= L <= L*(d)``, ``d >= 3`` (beyond ``L*`` nothing counts; at ``d = 2`` only
+  two score gaps are realisable and there is no corner).
 
-    lam*^2 = ((L-1)^2/4 - (x+1/2)^2) / ((1 + 1/(2x))^2 - (1 - 1/L)^2),
-    b* = sqrt(lam*^2 + L^2/4) (1 - 1/L),
+Below these ranges the budget still falls to the right of the corner and the optimum is an
+interior shape (for none at ``L = 5`` at most ``d``, for pre_learned at ``L = 4``, for pre_bare
+at ``L = 6``).  The ranges were established against the float64 optimum of the reduced problem
+(:meth:`constructions.regression.RegressionDesign.estimate`) for ``L <= 400`` and ``d`` from 2
+to 65536, and the tests compare the formula with the certified sweep ``B_min`` at every
+``L <= 200`` (``d = 8``) and samples at other ``d``.  For large ``L`` it is a theorem: the
+budget increases to the right of the corner once ``(rho^2 - L(L-k)) log(rho) / ((rho+L)
+(rho+L-k)) > 1/2`` (the logarithmic derivative of ``D_lo`` beats that of the score gap), true
+for every ``rho >= rho*`` as soon as ``L >= 9``, whatever ``d``.
 
-and ``B_min = b*/sqrt(d)`` (bare) or ``sqrt(b*/sqrt(d-1))`` (learned).  The active offset is
-``x* = floor(3L/4) - L/2``; for ``L`` a multiple of 4 (``x* = L/4``) this gives
+**Arc (post-norm, symmetric construction; either attention, any d >= 3).**  ``b_lo`` increases
+with ``lam``, so the optimum is the smallest feasible ``lam``.  Each offset ``x`` allows
+``b_lo(lam) < sqrt(lam^2 + x^2)(1 + 1/(2x))`` exactly beyond its crossing, whose square
+:data:`LAM_SQ_X` solves the squared equation (linear in ``lam^2``); so
+``lam*^2 = max(0, max_x lam_x^2)``.  The maximum is at the offset ``x* = floor(3L/4) - L/2``
+for ``L >= 3`` (the tests check it in exact rational arithmetic for every ``L <= 400``); for
+``L <= 4`` no offset binds (``lam_x^2 <= 0``, and ``lam_{x*}^2 = 0`` at ``L = 3, 4``) and the
+infimum is the degenerate arc ``lam -> 0``.  Then ``b* = b_lo(lam*)`` and ``B_min`` is its budget:
+``b*/sqrt(d)`` (bare), ``sqrt(b*/sqrt(d-1))`` (learned), for every ``L >= 3``; at ``L = 2``
+(where ``x* = 0`` is not an offset) ``b* = b_lo(0) = 1/2``.  For ``L`` a multiple of 4
+(``x* = L/4``)
 
     lam*^2 = L^3 (L-4) / (16 (2L+1)),    b* = (L-1)(L+2) / (4 sqrt(2L+1)),
 
 so ``b* ~ L^{3/2}/(4 sqrt(2))``.
 
-**Line (linear attention without post-norm).**  ``B_min = (sqrt(d)(1 - 1/L))^{1/4}`` (none),
-``(1 - 1/L)/d`` (bare pre-norm), ``(sqrt(d)(1 - 1/L))^{1/4}/(1 + sqrt(d-1))^{3/4}`` (learned).
+**Line (linear attention without post-norm).**  The slope must exceed ``1 - 1/L``
+(:data:`constructions.regression.LINE_INTERVAL`), so ``B_min`` is the budget of that slope:
+``(sqrt(d)(1 - 1/L))^{1/4}`` (none), ``(1 - 1/L)/d`` (bare pre-norm),
+``(sqrt(d)(1 - 1/L))^{1/4}/(1 + sqrt(d-1))^{3/4}`` (learned), for every ``L >= 2`` and ``d``
+(Cauchy-Schwarz, :func:`bounds.lower.line_lower`).
 
-Each function picks the active integers numerically and returns the exact sympy values; the
-tests compare them with the numeric optimum.
+All closed forms are for ``eps = 0`` (:func:`formula` returns None otherwise).
 """
 
 from __future__ import annotations
 
 import functools
-import math
-from fractions import Fraction
+from dataclasses import dataclass, field
 
-import mpmath
-import numpy as np
 import sympy
 
+from bounds.lstar import l_star
 from constructions import arc, segment
 from constructions.cell import Cell
-from constructions.regression import family, segment_reach
+from constructions.regression import LINE_INTERVAL, capacity_branches, family, segment_reach
+from constructions.symbols import A, B, L, k, kk, lam, rho, sigma, x
 
-L, k, kk, x, d = sympy.symbols("L k k' x d", positive=True)
-rho = sympy.Symbol("rho", positive=True)
+#: the corner equation lo_k(rho) = hi_k'(rho), as a polynomial in rho (numerator of the difference)
+CORNER = sympy.expand(sympy.fraction(sympy.together(segment.D_LO_K - segment.D_HI_K))[0])
+#: the corner and the active gaps as functions of L (module docstring)
+RHO_STAR = sympy.floor((L - 1) ** 2 / 4)
+D_STAR = sympy.floor((L + 1) ** 2 / 4)
+K_STAR = sympy.ceiling(L / 2)
+KK_STAR = sympy.floor(L / 2)
+#: the smallest L from which the corner is optimal, per norm placement (module docstring)
+SEGMENT_L_MIN = {"none": 6, "pre_learned": 5, "pre_bare": 7}
 
-#: the corner equation lo_k(rho) = hi_k'(rho), as a polynomial in rho
-CORNER = sympy.expand((k - 1) * kk * (rho + L) * (rho + L - k) - rho * k * (kk + 1) * (rho + kk))
-
-
-@functools.cache
-def rho_star():
-    """The positive root of :data:`CORNER` in ``rho`` (sympy, in ``L, k, k'``).
-
-    ``CORNER = a rho^2 + b rho + c`` with ``a = -(k + k') < 0`` and ``c = (k-1) k' L (L-k) >= 0``,
-    so the roots have product ``c/a <= 0``: exactly one is non-negative,
-    ``(-b - sqrt(b^2 - 4ac)) / (2a)``.
-    """
-    a, b, c = sympy.Poly(CORNER, rho).all_coeffs()
-    return (-b - sympy.sqrt(b**2 - 4 * a * c)) / (2 * a)
-
-
-def d_star():
-    """The read-out gap at the corner, ``(k'+1)(rho* + k')/k'``."""
-    return (kk + 1) * (rho_star() + kk) / kk
-
-
-#: the corner as a function of L (L >= 6, see the module docstring)
-RHO_STAR_OF_L = sympy.floor((L - 1) ** 2 / 4)
-D_STAR_OF_L = sympy.floor((L + 1) ** 2 / 4)
-#: the extremal arc
-LAM_STAR_SQ = ((L - 1) ** 2 / 4 - (x + sympy.Rational(1, 2)) ** 2) / (
-    (1 + 1 / (2 * x)) ** 2 - (1 - 1 / L) ** 2)
-B_ARC_STAR = sympy.sqrt(LAM_STAR_SQ + L**2 / 4) * (1 - 1 / L)
-_lam_sq_np = sympy.lambdify((L, x), LAM_STAR_SQ, "numpy")
-#: the extremal arc for L a multiple of 4 (active offset x = L/4)
+#: the square of the smallest lambda at which the offset x allows b_lo: b_lo^2 = b_hi_x^2
+LAM_SQ_X = sympy.solve(sympy.Eq(arc.B_LO**2, arc.B_HI_X**2), lam**2)[0]
+#: the active offset (L >= 3)
+X_STAR = sympy.floor(3 * L / 4) - L / 2
+#: the extremal arc for L >= 3 (lam*^2 = 0 at L = 3, 4), and the degenerate arc of L = 2
+LAM_STAR_SQ = LAM_SQ_X.subs(x, X_STAR)
+B_ARC_STAR = arc.B_LO.subs(lam, sympy.sqrt(LAM_STAR_SQ))
+B_ARC_DEGENERATE = arc.B_LO.subs(lam, 0)
+#: the largest L at which no offset binds (lam*^2 = 0)
+ARC_DEGENERATE_L_MAX = 4
+#: the extremal arc for L a multiple of 4, L >= 8 (active offset x = L/4): a simplification
 LAM_STAR_SQ_MULT4 = L**3 * (L - 4) / (16 * (2 * L + 1))
 B_ARC_STAR_MULT4 = (L - 1) * (L + 2) / (4 * sympy.sqrt(2 * L + 1))
 
 
-def budget(cell: Cell, D_value, rho_value):
-    """``B`` needed for amplitude ``D`` at shape ``rho`` in a segment cell (sympy or numbers)."""
-    sd = sympy.sqrt(cell.d)
-    sigma = sd * sympy.log(rho_value)
-    if cell.norm == "none":
-        return D_value / sympy.sqrt(D_value + sigma)
-    if cell.norm == "pre_bare":
-        return D_value / sympy.sqrt(2 * sigma)
-    c, kappa, _ = segment_reach(cell)
-    return sympy.Max(D_value / sympy.sqrt(sigma + c * D_value), sympy.sqrt(D_value / kappa))
+@functools.cache
+def _budget_law(cell: Cell):
+    """The smallest ``B`` reaching amplitude ``A`` (sympy, in ``A`` and, for the segment, ``sigma``).
+
+    Each capacity branch increases in ``B``, so the capacity (their minimum) reaches ``A`` iff
+    every branch does: the maximum of the branches' inverses.  For the segment without bare
+    pre-norm the domain adds the score-gap reach ``sigma <= reach B^2``.
+    """
+    inverses = []
+    for branch in capacity_branches(cell):
+        (root,) = sympy.solve(sympy.Eq(branch, A), B)
+        inverses.append(root)
+    if family(cell) == "segment" and cell.norm != "pre_bare":
+        inverses.append(sympy.sqrt(sigma / segment_reach(cell)[2]))
+    return sympy.Max(*inverses)
 
 
-def _corner(L_value: int):
-    """The corner ``rho*`` (mpmath) by bisection on the up-set of feasible shapes."""
-    lo, hi = mpmath.mpf("1e-9"), mpmath.mpf(4) * (L_value + 2) ** 2
-    feasible = lambda r: (lambda iv: iv[0] < iv[1])(segment.interval(r, L_value))
-    if feasible(lo):
-        return None
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
-    return hi
+def budget(cell: Cell, amplitude, shape=None):
+    """``B`` needed for ``amplitude`` at ``shape`` (``rho``; unused off the segment), sympy."""
+    law = _budget_law(cell).subs(A, amplitude)
+    if family(cell) == "segment":
+        law = law.subs(sigma, sympy.sqrt(cell.d) * sympy.log(shape))
+    return law
 
 
-def _exact_interval(r: Fraction, L_value: int):
-    """``(D_lo, D_hi)`` at a rational ``rho`` in exact arithmetic, with the extremal gaps."""
-    lo = {kv: segment.lo_term(kv, r, L_value)
-          for kv in segment.candidates(math.isqrt(math.floor(r) + L_value), L_value)}
-    hi = {kv: segment.hi_term(kv, r, L_value)
-          for kv in segment.candidates(math.isqrt(math.floor(r)), L_value)}
-    k_act, kk_act = max(lo, key=lo.get), min(hi, key=hi.get)
-    return lo[k_act], hi[kk_act], k_act, kk_act
+@dataclass(frozen=True)
+class Piece:
+    """``B_min(L) = B_min`` for ``L_min <= L <= L_max`` (every ``L >= L_min`` if ``L_max`` is None).
+
+    ``extremal`` holds the optimal shape, amplitude and active indices as sympy expressions in
+    ``L`` (named as :func:`closed_form`'s keys).
+    """
+
+    B_min: sympy.Expr
+    L_min: int
+    L_max: int | None
+    extremal: dict = field(default_factory=dict)
+
+    def holds(self, L_value: int) -> bool:
+        return L_value >= self.L_min and (self.L_max is None or L_value <= self.L_max)
+
+    @property
+    def condition(self) -> sympy.Basic:
+        """The range as a sympy relation in ``L``."""
+        if self.L_max == self.L_min:
+            return sympy.Eq(L, self.L_min, evaluate=False)
+        low = sympy.Ge(L, self.L_min, evaluate=False)
+        return low if self.L_max is None else sympy.And(low, sympy.Le(L, self.L_max, evaluate=False))
+
+    @property
+    def valid_for(self) -> str:
+        if self.L_max is None:
+            return f"L >= {self.L_min}"
+        if self.L_max == self.L_min:
+            return f"L = {self.L_min}"
+        return f"{self.L_min} <= L <= {self.L_max}"
 
 
-def segment_closed_form(cell: Cell, L_value: int, dps: int = 40) -> dict | None:
-    """Corner ``rho*``, ``D*`` and ``B*`` with the active gaps; None if the corner is not optimal."""
-    r = Fraction((L_value - 1) ** 2 // 4)
-    D_lo, D_frac, k_act, kk_act = _exact_interval(r, L_value) if L_value >= 6 else (0, 1, 0, 0)
-    if L_value >= 6 and D_lo == D_frac:
-        rho_exact, D_exact = sympy.Rational(r.numerator, r.denominator), sympy.Rational(
-            D_frac.numerator, D_frac.denominator)
-    else:
-        with mpmath.workdps(dps):
-            corner = _corner(L_value)
-            if corner is None:
-                return None
-            lo_k = {kv: segment.lo_term(kv, corner, L_value)
-                    for kv in segment.candidates(float(mpmath.sqrt(corner + L_value)), L_value)}
-            hi_k = {kv: segment.hi_term(kv, corner, L_value)
-                    for kv in segment.candidates(float(mpmath.sqrt(corner)), L_value)}
-        k_act, kk_act = max(lo_k, key=lo_k.get), min(hi_k, key=hi_k.get)
-        subs = {L: L_value, k: k_act, kk: kk_act}
-        rho_exact = sympy.radsimp(rho_star().subs(subs))
-        D_exact = sympy.radsimp(d_star().subs(subs))
-    rho_f = float(rho_exact)
-    if cell.norm == "pre_bare" and cell.d == 2:
-        return None  # N(e) = +-(1,-1): only rho = 1 or exp(2 sqrt 2) are realisable, no corner
-    if cell.norm == "pre_bare" and not 1 < rho_f <= math.exp(2 * math.sqrt(cell.d)):
-        return None  # bare pre-norm realises only 1 <= rho <= exp(2 sqrt(d))
-    if float(D_exact) + 2 * math.sqrt(cell.d) * math.log(rho_f) <= 0:
-        return None  # the budget formula needs D + 2 sigma > 0
-    B_exact = budget(cell, D_exact, rho_exact)
-    # optimal only if the budget grows to the right of the corner
-    with mpmath.workdps(dps):
-        right = mpmath.mpf(rho_f) * (1 + mpmath.mpf("1e-6"))
-        D_right = segment.interval(right, L_value)[0]
-        if float(budget(cell, D_right, right)) < float(B_exact):
-            return None
-    return {"rho": rho_f, "D": float(D_exact), "B": float(B_exact), "k": k_act, "k_prime": kk_act,
-            "rho_exact": str(rho_exact), "B_exact": str(B_exact)}
+@dataclass(frozen=True)
+class ClosedForm:
+    """``B_min(L)`` of a cell: one or more :class:`Piece` s on disjoint ranges of ``L``.
+
+    The last piece is the general one (the largest ``L``); an arc has a first piece for ``L = 2``,
+    where the active-offset formula is undefined.
+    """
+
+    pieces: tuple
+
+    @property
+    def main(self) -> Piece:
+        return self.pieces[-1]
+
+    def piece(self, L_value: int) -> Piece | None:
+        return next((p for p in self.pieces if p.holds(L_value)), None)
+
+    def holds(self, L_value: int) -> bool:
+        return self.piece(L_value) is not None
+
+    @property
+    def L_min(self) -> int:
+        return self.pieces[0].L_min
+
+    @property
+    def L_max(self) -> int | None:
+        return self.main.L_max
 
 
-def arc_closed_form(cell: Cell, L_value: int) -> dict | None:
-    """Extremal arc ``lam*``, amplitude ``b*`` and ``B*`` with the active offset."""
-    if cell.d < 3 or L_value < 2:
-        return None
-    # each offset x binds beyond its own crossing lam_x (one crossing: the squared equation is
-    # linear in lam^2); all bind beyond the largest, so lam* = max_x lam_x
-    xs_f = arc.offsets(L_value)
-    lam_sq_f = _lam_sq_np(float(L_value), xs_f)
-    j = int(np.argmax(lam_sq_f))
-    if lam_sq_f[j] <= 0:  # no offset binds: the infimum is the degenerate arc lam -> 0
-        xs, lam_sq = None, sympy.Integer(0)
-    else:
-        xs = sympy.Rational(int(round(2 * xs_f[j])), 2)  # offsets are multiples of 1/2
-        lam_sq = LAM_STAR_SQ.subs({L: L_value, x: xs})
-    b_exact = sympy.sqrt(lam_sq + sympy.Integer(L_value) ** 2 / 4) * (1 - sympy.Rational(1, L_value))
-    B_exact = (b_exact / sympy.sqrt(cell.d) if cell.norm == "post_bare"
-               else sympy.sqrt(b_exact / sympy.sqrt(cell.d - 1)))
-    return {"lambda": float(sympy.sqrt(lam_sq)), "b": float(b_exact), "B": float(B_exact),
-            "x": None if xs is None else float(xs), "lambda_sq_exact": str(lam_sq),
-            "B_exact": str(B_exact)}
+@functools.cache
+def formula(cell: Cell) -> ClosedForm | None:
+    """The closed form of ``B_min(L)`` of a regression cell and its range (module docstring).
 
-
-def line_closed_form(cell: Cell, L_value: int) -> dict:
-    sd, need = sympy.sqrt(cell.d), 1 - sympy.Rational(1, L_value)
-    if cell.norm == "none":
-        B_exact = (sd * need) ** sympy.Rational(1, 4)
-    elif cell.norm == "pre_bare":
-        B_exact = need / cell.d
-    else:
-        B_exact = (sd * need) ** sympy.Rational(1, 4) / (1 + sympy.sqrt(cell.d - 1)) ** sympy.Rational(3, 4)
-    return {"B": float(B_exact), "B_exact": str(B_exact)}
-
-
-def closed_form(cell: Cell, L_value: int) -> dict | None:
-    """The closed form of ``B_min(L)`` and its extremal shape, where one applies."""
-    if cell.readout != "regression" or L_value < 2:
+    None where none applies: classification, ``eps > 0``, post-norm at ``d = 2``, bare pre-norm
+    at ``d = 2``.
+    """
+    if cell.readout != "regression" or cell.eps != 0:
         return None
     fam = family(cell)
     if fam == "line":
-        return line_closed_form(cell, L_value)
+        return ClosedForm((Piece(budget(cell, LINE_INTERVAL[0]), 2, None, {"K": LINE_INTERVAL[0]}),))
     if fam == "arc":
-        return arc_closed_form(cell, L_value)
-    return segment_closed_form(cell, L_value)
+        if cell.d < 3:
+            return None
+        degenerate = Piece(budget(cell, B_ARC_DEGENERATE), 2, 2, {"lambda_sq": sympy.Integer(0), "b": B_ARC_DEGENERATE})
+        return ClosedForm((degenerate, Piece(budget(cell, B_ARC_STAR), 3, None,
+                                             {"x": X_STAR, "lambda_sq": LAM_STAR_SQ, "b": B_ARC_STAR})))
+    if cell.norm == "pre_bare" and cell.d < 3:
+        return None
+    L_max = l_star(cell.d) if cell.norm == "pre_bare" else None
+    return ClosedForm((Piece(budget(cell, D_STAR, RHO_STAR), SEGMENT_L_MIN[cell.norm], L_max,
+                             {"rho": RHO_STAR, "D": D_STAR, "k": K_STAR, "k_prime": KK_STAR}),))
+
+
+def closed_form(cell: Cell, L_value: int) -> dict | None:
+    """``B_min(L)`` and its extremal point at one ``L``, substituted into :func:`formula`.
+
+    ``B`` (float) and ``B_exact`` (the exact value as a string), the range ``valid_for`` of the
+    piece used, and per family: ``rho, D, k, k_prime`` (segment), ``lambda, b, x`` (arc; ``x``
+    None where no offset binds), ``K`` (line), with the exact ``rho_exact, D_exact`` and
+    ``lambda_sq_exact``.  None where no closed form holds at this ``L``.
+    """
+    form = formula(cell)
+    piece = None if form is None else form.piece(L_value)
+    if piece is None:
+        return None
+    at = {L: sympy.Integer(L_value)}
+    B_exact = piece.B_min.xreplace(at)
+    ext = {name: expr.xreplace(at) for name, expr in piece.extremal.items()}
+    out = {"B": float(B_exact), "B_exact": str(B_exact), "valid_for": piece.valid_for}
+    fam = family(cell)
+    if fam == "segment":
+        out.update(rho=float(ext["rho"]), D=float(ext["D"]), k=int(ext["k"]), k_prime=int(ext["k_prime"]),
+                   rho_exact=str(ext["rho"]), D_exact=str(ext["D"]))
+    elif fam == "arc":
+        out.update(**{"lambda": float(sympy.sqrt(ext["lambda_sq"])), "b": float(ext["b"]),
+                      "x": None if L_value <= ARC_DEGENERATE_L_MAX else float(ext["x"]),
+                      "lambda_sq_exact": str(ext["lambda_sq"])})
+    else:
+        out["K"] = float(ext["K"])
+    return out
+
+
+def arc_closed_form(cell: Cell, L_value: int) -> dict | None:
+    """:func:`closed_form` of a post-norm cell (the extremal arc ``lambda``, ``b``, ``x``)."""
+    if family(cell) != "arc":
+        raise ValueError(f"{cell.describe()} is not a post-norm cell")
+    return closed_form(cell, L_value)

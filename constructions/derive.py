@@ -1,234 +1,562 @@
-"""The derivation of a cell, as sympy objects and as LaTeX or text for papers.
+"""The derivation of a cell: the result first, then how it follows.
 
-    python -m constructions.derive --variant V [--attention A] [--readout R] [--d D]
-        [--format latex|text]
+    python -m constructions.derive --variant V [--attention A] [--readout R] [--d D] [--eps E]
+        [--format text|latex|json]
 
-:func:`derivation` returns the steps as sympy relations, grouped in sections: the reduced form
-of the read-out as a function of the count, the counting conditions, the construction (every
-trainable vector and scalar), the bound (capacity and budget) and the closed forms.  The LaTeX
-output is one ``align*`` environment per section, preceded by a comment naming it; it compiles
-in a standard article with ``amsmath``.
+:func:`derivation` returns the derivation as :class:`Section` s of :class:`Row` s: ``lhs rel
+rhs`` with sympy sides, a plain-words note saying what the left side is, and the range of
+``L`` where the row holds.  The sections are
+
+1. the result: ``B_min(L)`` as a sympy expression in ``L`` and the ``L`` for which it holds
+   (:func:`constructions.closed_forms.formula`);
+2. the orthonormal frame the vectors are written on, by its coordinates (which agree beyond the
+   third, so nothing is ``d`` long);
+3. the model reduced to a read-out of the count, and 4. the counting conditions;
+5. the construction at budget ``B`` as named quantities
+   (:meth:`constructions.regression.RegressionDesign.steps`);
+6. the bound (capacity and budget) and 7. how the closed form follows.
+
+Classification cells get the result, frame, model, conditions, the geometry at budget 1 and
+the head.  Every symbol is defined in the row where it first appears or before.
+
+:func:`render` prints ``latex`` (each section a paragraph title and one ``align*``; compiles
+in a standard article with ``amsmath``), ``text`` (plain: no LaTeX macros) or ``json`` (one
+object: the cell, every row with its LaTeX and ``sympy.srepr``, and ``closed_forms`` whose
+``B_min`` entry is the ``srepr`` of the closed form in ``L`` with its range; ``srepr`` strings
+evaluate back in sympy's namespace).  The constructions are derived for ``eps = 0``; with
+``eps > 0`` the derivation says so and gives no closed form.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
+import json
+from dataclasses import dataclass, field
 
 import sympy
+from sympy.printing.latex import LatexPrinter
+from sympy.printing.str import StrPrinter
 
-from constructions import arc, basis, closed_forms, segment
-from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell
+from constructions import arc, cli, closed_forms, segment
+from constructions.basis import E1_ON_FRAME, PATTERN
+from constructions.cell import ATTENTIONS, MAX_D, NORMS, READOUTS, Cell
 from constructions.classification import MARGIN_EXPONENT
-from constructions.regression import A, C, L, design, family, t
+from constructions.regression import LINE_INTERVAL, SHAPE_FUNCTION, design, family
+from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, LN, ONE, P, U_c, W, A, B, B_min, C,
+                                   D, D_hi, D_lo, D_star, K, K_min, L, L_star, argmax, b, b_c, b_hi,
+                                   b_lo, b_star, budget, c, cap, coord, d, delta, i, infimum, inner,
+                                   k, k_slope, k_star, kk, kk_star, lam, lam_star, lam_star_sq,
+                                   lam_x_sq, lo_k, hi_k, m, maximum, mean, minimum, n, rho, rho_star, storage,
+                                   t, tau, var, x, x_pos, x_star, y, z)
 
-n, x, rho, D, b, lam, kk, k, sigma, X = sympy.symbols("n x rho D b lambda k' k sigma X", real=True)
-y = sympy.Function("y")
-tau = sympy.Symbol("tau", positive=True)
-
-
-def _reduced(cell: Cell):
-    fam = family(cell)
-    dd = sympy.Integer(cell.d)
-    if fam == "segment":
-        return [
-            (y(n), "=", C + D * n / (rho + n)),
-            (rho, "=", sympy.exp(tau * (sympy.Symbol(r"\langle h_s, h_s\rangle")
-                                        - sympy.Symbol(r"\langle h_s, h_a\rangle")))),
-            (D, "=", sympy.Symbol(r"\langle w, h_a - h_s\rangle")),
-            (tau, "=", 1 / sympy.sqrt(dd)),
-        ]
-    if fam == "line":
-        return [
-            (y(n), "=", C + sympy.Symbol("k") * n),
-            (sympy.Symbol("k"), "=", tau * sympy.Symbol(r"\langle h_s, h_a\rangle")
-             * sympy.Symbol(r"\langle w, h_a\rangle")),
-            (tau, "=", 1 / sympy.sqrt(dd)),
-        ]
-    xs = n - L / 2
-    return [
-        (sympy.Symbol("z(n)"), "=", sympy.sqrt(dd) * sympy.Symbol(r"\frac{\lambda p + (n - L/2) q}"
-                                                                     r"{\sqrt{\lambda^2 + (n-L/2)^2}}")),
-        (y(n), "=", L / 2 + b * xs / sympy.sqrt(lam**2 + xs**2)),
-    ]
+PROG = "derive"
+FORMATS = ("text", "latex", "json")
 
 
-def _conditions(cell: Cell):
-    fam = family(cell)
-    cond = [(sympy.Abs(y(n) - n), "<", sympy.Rational(1, 2))]
-    if fam == "segment":
-        return cond + [
-            (sympy.Symbol("D_{lo}"), "=", sympy.Symbol(r"\max_{1\le k\le L}") * segment.D_LO_K.subs(
-                {segment.rho: rho, segment.L: L, segment.k: k})),
-            (sympy.Symbol("D_{hi}"), "=", sympy.Symbol(r"\min_{1\le k'\le L}") * segment.D_HI_K.subs(
-                {segment.rho: rho, segment.L: L, segment.k: kk})),
-            (sympy.Symbol("D_{lo}"), "<", sympy.Symbol(r"D < D_{hi}")),
-        ]
-    if fam == "line":
-        return cond + [(1 - 1 / L, "<", sympy.Symbol(r"k < 1 + 1/L"))]
-    return cond + [
-        (sympy.Symbol("b_{lo}"), "=", arc.B_LO.subs({arc.lam: lam, arc.L: L})),
-        (sympy.Symbol("b_{hi}"), "=", sympy.Symbol(r"\min_{x = n - L/2 > 0}")
-         * arc.B_HI_X.subs({arc.lam: lam, arc.x: x})),
-        (sympy.Symbol("b_{lo}"), "<", sympy.Symbol(r"b < b_{hi}")),
-    ]
+@dataclass(frozen=True)
+class Row:
+    """``lhs rel rhs`` (sympy sides), what ``lhs`` is (plain words), and where the row holds."""
+
+    lhs: sympy.Basic
+    rel: str
+    rhs: sympy.Basic
+    note: str = ""
+    condition: sympy.Basic | None = None
 
 
-def _construction(cell: Cell):
-    """Every vector written on the orthonormal basis ``c_1, p, 1/sqrt(d)`` of
-    :mod:`constructions.basis` (all constructions live in their span: the coefficients are the
-    inner products with the basis vectors), with common subexpressions named ``s_0, s_1, ...``."""
-    dd = cell.d
-    exprs = design(Cell(cell.attention, cell.norm, "regression", cell.d, cell.eps)).symbolic()
-    frame = [(sympy.Symbol("c_1"), basis.c1(dd)), (sympy.Symbol("p"), basis.perp(dd)),
-             (sympy.Symbol(r"\hat{1}"), basis.one(dd))]
-    names, values = [], []
-    for name, expr in exprs.items():
-        if name.startswith("_"):
-            continue
-        if hasattr(expr, "T"):
-            values.append([sympy.expand((expr.T * vec)[0, 0], power_base=False, power_exp=False,
-                                        log=False, multinomial=False) for _, vec in frame])
-        else:
-            values.append([expr])
-        names.append(name)
-    flat = [c for vs in values for c in vs]
-    subs, reduced = sympy.cse(flat, symbols=sympy.numbered_symbols("s_"))
-    rows = [(sym, "=", val) for sym, val in subs]
-    it = iter(reduced)
-    for name, vs in zip(names, values):
-        sym = sympy.Symbol({"e_s": "e_s", "e_a": "e_a", "g": "g", "beta": r"\beta", "w": "w",
-                            "w0": "w_0"}[name])
-        if len(vs) == 1:
-            rows.append((sym, "=", next(it)))
-        else:
-            rows.append((sym, "=", sum(next(it) * b for b, _ in frame)))
-    shape = {"segment": rho, "arc": lam, "line": None}[family(cell)]
-    if shape is not None:
-        rows.append((t, "=", shape))
-    rows.append((A, "=", {"segment": D, "arc": b, "line": sympy.Symbol("k")}[family(cell)]))
+@dataclass(frozen=True)
+class Section:
+    """A titled group of rows, with an optional sentence in plain words before them."""
+
+    title: str
+    rows: list
+    intro: str = ""
+
+
+@dataclass(frozen=True)
+class _Family:
+    """How the construction's generic shape and amplitude read in this family."""
+
+    shape: sympy.Symbol | None
+    amplitude: sympy.Symbol
+    words: str = field(default="")
+
+
+_FAMILIES = {"segment": _Family(rho, D, "the attention ratio rho and the read-out amplitude D"),
+             "arc": _Family(lam, b, "the arc distance lambda and the read-out amplitude b"),
+             "line": _Family(None, K, "the slope K")}
+
+
+def _named(cell: Cell):
+    fam = _FAMILIES[family(cell)]
+    rule = {A: fam.amplitude}
+    if fam.shape is not None:
+        rule[t] = fam.shape
+    return fam, rule
+
+
+# --------------------------------------------------------------------------- sections
+def _result(cell: Cell) -> Section:
+    if cell.readout == "classification":
+        return Section("result", [
+            Row(B_min(L), "=", sympy.Integer(0), "an infimum: free biases make the argmax scale-free, "
+                                                 "so every bound above 0 counts"),
+            Row(m, "~", L ** sympy.nsimplify(MARGIN_EXPONENT[family(cell)]),
+                "the largest smallest logit gap of a head whose vectors have norm at most 1"),
+            Row(storage, "=", _storage(cell), "the trainable scalars: L+1 output vectors and biases, "
+                                              "and the other vectors")],
+            "B_min(L) is the smallest bound on the norms of the trainable vectors at which the cell "
+            "counts 0..L; what grows is the storage and the inverse margin.")
+    form = closed_forms.formula(cell)
+    intro = ("B_min(L) is the smallest bound on the norms of the trainable vectors at which the cell "
+             "counts 0..L.")
+    if form is None:
+        why = ("the constructions are derived for eps = 0: with eps > 0 the toolkit's B_min is an "
+               "upper bound and has no closed form" if cell.eps
+               else "at d = 2 bare pre-norm realises only two score gaps: B_min has no closed form")
+        return Section("result", [], f"{intro} Here {why}.")
+    rows = [Row(B_min(L), "=", piece.B_min, "the closed form" if piece is form.main
+                else "the degenerate arc: no count binds", piece.condition) for piece in form.pieces]
+    if family(cell) == "arc":
+        rows.append(Row(B_min(L), "=", closed_forms.budget(cell, closed_forms.B_ARC_STAR_MULT4),
+                        "the same for L a multiple of 4",
+                        sympy.And(sympy.Ge(L, 8, evaluate=False), sympy.Eq(sympy.Mod(L, 4), 0))))
+    if form.L_max is not None:
+        rows.append(Row(L_star, "=", sympy.Integer(form.L_max),
+                        "the largest count bare pre-norm reaches at this width: beyond it no parameters count"))
+    return Section("result", rows, intro)
+
+
+def _storage(cell: Cell):
+    others = len([v for v in cell.vector_names() if v != "u"])
+    return (L + 1) * (cell.d + 1) + others * cell.d
+
+
+def _frame(cell: Cell) -> Section:
+    rest = sympy.Ge(i, 4, evaluate=False)
+    rows = [Row(d, "=", sympy.Integer(cell.d), "the width of the layer"),
+            Row(coord(C1, 1), "=", PATTERN[C1][0], "c_1: the centred unit vector with the largest first coordinate"),
+            Row(coord(C1, i), "=", PATTERN[C1][1], "every other coordinate of c_1", sympy.Ge(i, 2, evaluate=False))]
+    if cell.d >= 3:
+        rows += [Row(coord(P, 2), "=", PATTERN[P][2], "p: centred, orthogonal to c_1, zero in the first coordinate"),
+                 Row(coord(P, 3), "=", -PATTERN[P][2], "its third coordinate"),
+                 Row(coord(P, i), "=", sympy.Integer(0), "its first and every later coordinate",
+                     sympy.Or(sympy.Eq(i, 1), rest))]
+    rows += [Row(coord(ONE, i), "=", PATTERN[ONE][0], "one: the direction LayerNorm removes, every coordinate"),
+             Row(E1, "=", E1_ON_FRAME, "the first standard basis vector")]
+    intro = ("Every vector of the construction lies in the span of the orthonormal vectors c_1, p and "
+             "one of R^d, given here by their i-th coordinates (coordinates 4 to d agree).")
+    if cell.d == 2:
+        intro += " At d = 2 the centred space is the line of c_1: there is no p."
+    return Section("orthonormal frame", rows, intro)
+
+
+def _values(cell: Cell) -> list:
+    """How the token values h_s, h_a and (post-norm) the output are formed."""
+    v = sympy.Symbol("v")
+    norm = Row(LN(v), "=", (v - mean(v)) / sympy.sqrt(var(v) + sympy.nsimplify(cell.eps)),
+               "LayerNorm of a vector v: subtract the mean of its coordinates, divide by the root "
+               "of their population variance plus eps")
+    if cell.pre:
+        learned = cell.learned
+        rows = [norm] + [Row(h, "=", (G * LN(e) + BETA) if learned else LN(e),
+                             f"the value of the token {e.name[-1]}"
+                             + (", with the gain g multiplying elementwise" if learned else ""))
+                         for h, e in ((H_S, E_S), (H_A, E_A))]
+        return rows
+    rows = [Row(h, "=", e, f"the value of the token {e.name[-1]}: its embedding")
+            for h, e in ((H_S, E_S), (H_A, E_A))]
+    if cell.post:
+        rows.append(norm)
     return rows
 
 
-def _basis(cell: Cell):
-    dd = cell.d
-    return [(sympy.Symbol("c_1"), "=", basis.c1(dd).T), (sympy.Symbol("p"), "=", basis.perp(dd).T),
-            (sympy.Symbol(r"\hat{1}"), "=", basis.one(dd).T)]
-
-
-def _bound(cell: Cell):
-    dz = design(Cell(cell.attention, cell.norm, "regression", cell.d, cell.eps))
-    return [(sympy.Symbol(r"\mathrm{cap}(t, B)"), "=", dz.capacity_expr),
-            (sympy.Symbol("B_{min}"), "=", sympy.Symbol(r"\inf\{B : \exists t,\ "
-                                                         r"\mathrm{lo}(t) < \min(\mathrm{hi}(t), "
-                                                         r"\mathrm{cap}(t, B))\}"))]
-
-
-def _closed(cell: Cell):
+def _model(cell: Cell) -> Section:
     fam = family(cell)
-    if fam == "segment":
-        cf = closed_forms
-        rows = [(sympy.Integer(0), "=", cf.CORNER.subs({cf.rho: rho, cf.L: L, cf.k: k, cf.kk: kk})),
-                (sympy.Symbol(r"\rho^*"), "=", cf.rho_star().subs({cf.L: L, cf.k: k, cf.kk: kk})),
-                (sympy.Symbol("D^*"), "=", sympy.Symbol(r"(k'+1)(\rho^* + k')/k'")),
-                (sympy.Symbol(r"\rho^*_{L \ge 6}"), "=", cf.RHO_STAR_OF_L),
-                (sympy.Symbol(r"D^*_{L \ge 6}"), "=", cf.D_STAR_OF_L),
-                (sympy.Symbol("B_{min}"), "=", cf.budget(cell, sympy.Symbol("D^*"),
-                                                         sympy.Symbol(r"\rho^*", positive=True)))]
-        if cell.norm == "pre_bare":
-            rows.append((sympy.Symbol(r"\rho"), r"\le", sympy.exp(2 * sympy.sqrt(cell.d))))
-            rows.append((sympy.Symbol("L^*"), "=", sympy.Symbol(
-                r"\max\{L : D_{lo}(e^{2\sqrt{d}}) < D_{hi}(e^{2\sqrt{d}})\}")))
-        return rows
-    if fam == "arc":
-        cf = closed_forms
-        B_star = sympy.Symbol("b^*")
-        return [(sympy.Symbol(r"\lambda^{*2}"), "=", cf.LAM_STAR_SQ.subs({cf.L: L, cf.x: x})),
-                (B_star, "=", cf.B_ARC_STAR.subs({cf.L: L, cf.x: x})),
-                (sympy.Symbol(r"\lambda^{*2}_{4 \mid L}"), "=", cf.LAM_STAR_SQ_MULT4),
-                (sympy.Symbol(r"b^*_{4 \mid L}"), "=", cf.B_ARC_STAR_MULT4),
-                (sympy.Symbol("B_{min}"), "=", B_star / sympy.sqrt(cell.d) if cell.norm == "post_bare"
-                 else sympy.sqrt(B_star / sympy.sqrt(cell.d - 1)))]
-    return [(sympy.Symbol("B_{min}"), "=",
-             sympy.sympify(closed_forms.line_closed_form(cell, 2)["B_exact"]).subs(
-                 sympy.Rational(1, 2), 1 - 1 / L))]
-
-
-def _classification(cell: Cell):
-    m = sympy.Symbol("m")
-    xn = sympy.Function("x")
-    return [(m, r"\le", 1 / sympy.Sum(1 / (xn(n + 1) - xn(n)), (n, 0, L - 1))),
-            (sympy.Symbol(r"\mathrm{storage}"), "=", (L + 1) * (cell.d + 1)
-             + len([v for v in cell.vector_names() if v != "u"]) * cell.d),
-            (sympy.Symbol(r"\text{margin exponent}"), "=",
-             sympy.nsimplify(MARGIN_EXPONENT[family(cell)]))]
-
-
-def derivation(cell: Cell) -> list[tuple[str, list]]:
-    """Sections ``(title, [(lhs, relation, rhs), ...])`` with sympy ``lhs``/``rhs``."""
-    out = [("orthonormal basis used by the construction", _basis(cell)),
-           ("reduced read-out as a function of the count", _reduced(cell)),
-           ("counting conditions", _conditions(cell))]
+    rows = [Row(tau, "=", cell.tau, "the score temperature 1/sqrt(d)")] + _values(cell)
+    named, rule = _named(cell)
+    readout = SHAPE_FUNCTION[fam].xreplace(rule)
+    intro = "The values of the tokens s (the read position) and a (counted n times) are h_s and h_a"
     if cell.readout == "classification":
-        out.append(("classification at unit norm: max-min margin and storage", _classification(cell)))
-        geometry = [(lhs, rel, rhs) for lhs, rel, rhs in _construction(cell)
-                    if str(lhs) not in ("w", "w_0", "A")]  # the head replaces the regression read-out
-        used = set().union(*(getattr(rhs, "free_symbols", set()) for _, _, rhs in geometry))
-        for _ in range(len(geometry)):  # drop named subexpressions nothing uses any more
-            geometry = [row for row in geometry if not str(row[0]).startswith("s_") or row[0] in used]
-            used = set().union(*(getattr(rhs, "free_symbols", set()) for _, _, rhs in geometry))
-        geometry.append((sympy.Symbol("u_c"), "=", sympy.Symbol(r"k_c \hat{\delta}")))
-        geometry.append((sympy.Symbol("k_{c+1} - k_c"), "=", sympy.Symbol(r"2m/(x_{c+1} - x_c)")))
-        out.append(("construction of the geometry (at budget B = 1) and of the head", geometry))
-        return out
-    out += [("construction at budget B", _construction(cell)),
-            ("bound", _bound(cell)),
-            ("closed forms", _closed(cell))]
-    return out
+        if fam == "segment":
+            rows.append(Row(rho, "=", sympy.exp(tau * (inner(H_S, H_S) - inner(H_S, H_A))),
+                            "the attention ratio of s over a: s gets weight rho/(rho+n), each a 1/(rho+n)"))
+        elif fam == "arc":
+            rows += [Row(x, "=", n - L / 2, "the offset of the count n from the middle"), _arc_output(cell)]
+        return Section("the model reduced to a read-out of the count", rows, intro + ".")
+    if fam == "segment":
+        rows += [Row(rho, "=", sympy.exp(tau * (inner(H_S, H_S) - inner(H_S, H_A))),
+                     "the attention ratio of s over a: s gets weight rho/(rho+n), each a 1/(rho+n)"),
+                 Row(D, "=", inner(W, H_A - H_S), "the read-out amplitude"),
+                 Row(y(n), "=", C + D * readout, "the read-out after n tokens a; C collects the constants")]
+    elif fam == "line":
+        rows += [Row(K, "=", tau * inner(H_S, H_A) * inner(W, H_A), "the slope of the read-out"),
+                 Row(y(n), "=", C + K * readout, "the read-out after n tokens a; C collects the constants")]
+    else:
+        gain = "w times g elementwise" if cell.learned else "w"
+        rows += [Row(x, "=", n - L / 2, "the offset of the count n from the middle"), _arc_output(cell),
+                 Row(b, "=", sympy.sqrt(cell.d) * inner(W * G if cell.learned else W, C1),
+                     f"the read-out amplitude, {gain} along c_1"),
+                 Row(y(n), "=", L / 2 + b * readout.xreplace({n: x + L / 2}),
+                     "the read-out after n tokens a, with the bias L/2")]
+    return Section("the model reduced to a read-out of the count", rows, intro + "; w and w_0 are the read-out.")
 
 
-def _latex(expr) -> str:
-    return expr if isinstance(expr, str) else sympy.latex(expr)
+def _arc_output(cell: Cell) -> Row:
+    return Row(z(n), "=", sympy.sqrt(cell.d) * (lam * P + x * C1) / sympy.sqrt(lam**2 + x**2),
+               "the normalised residual: the construction puts the centred residual on the line "
+               "lambda p + x c_1, at distance lambda (in counts) from the origin, and LayerNorm "
+               "scales it to norm sqrt(d)")
+
+
+def _conditions(cell: Cell) -> Section:
+    rows = []
+    fam = family(cell)
+    if cell.readout == "classification":
+        rows.append(Row(argmax(inner(U_c, z(n)) + b_c, c, 0, L), "=", n,
+                        "for every n = 0..L the class n has the unique largest logit; z(n) is the output "
+                        "after n tokens a, u_c and b_c the output vector and bias of class c"))
+    else:
+        rows.append(Row(sympy.Abs(y(n) - n), "<", sympy.Rational(1, 2), "for every n = 0..L"))
+    if fam == "segment":
+        rows += [Row(lo_k(rho), "=", segment.D_LO_K, "the lower bound on D from the counts L and L - k, "
+                                                     "for a gap k"),
+                 Row(hi_k(rho), "=", segment.D_HI_K, "the upper bound on D from the counts k' and 0"),
+                 Row(D_lo(rho), "=", maximum(lo_k(rho), k, 1, L), "the smallest counting amplitude"),
+                 Row(D_hi(rho), "=", minimum(hi_k(rho), kk, 1, L), "the largest"),
+                 Row(D_lo(rho), "<", D, "the counting amplitudes"), Row(D, "<", D_hi(rho))]
+    elif fam == "line":
+        rows += [Row(LINE_INTERVAL[0], "<", K, "the counting slopes: n = 0 and n = L"),
+                 Row(K, "<", LINE_INTERVAL[1])]
+    else:
+        rows += [Row(b_lo(lam), "=", arc.B_LO, "the smallest counting amplitude: the count L"),
+                 Row(b_hi(lam), "=", minimum(arc.B_HI_X.xreplace({x: n - L / 2}), n, sympy.floor(L / 2) + 1, L),
+                     "the largest: the counts right of the middle"),
+                 Row(b_lo(lam), "<", b, "the counting amplitudes"), Row(b, "<", b_hi(lam))]
+    if cell.readout == "classification":
+        rows = rows[:1]
+    return Section("counting conditions", rows)
+
+
+def _construction(cell: Cell, keep=None) -> list:
+    """The construction's steps as rows (the shape and amplitude by their family names).
+
+    ``keep``: only the steps these keyed steps need (the classification geometry).
+    """
+    steps = design(Cell(cell.attention, cell.norm, "regression", cell.d, cell.eps)).steps()
+    if keep is not None:
+        needed = set()
+        for step in reversed(steps):
+            if step.key in keep or step.symbol in needed:
+                needed |= step.value.atoms(sympy.Symbol, sympy.Function) | {step.symbol}
+        steps = [s for s in steps if s.symbol in needed]
+    _, rule = _named(cell)
+    return [Row(s.symbol, "=", s.value.xreplace(rule), s.meaning) for s in steps]
+
+
+def _construction_section(cell: Cell) -> Section:
+    named, _ = _named(cell)
+    intro = (f"At budget B (the largest norm a trainable vector may have), for {named.words}, "
+             "every vector on the frame (inner products written <u, v>).")
+    if cell.eps:
+        intro += (f" The construction is derived for eps = 0; at eps = {cell.eps:g} it is the one the "
+                  "toolkit certifies, an upper bound.")
+    return Section("construction at budget B", _construction(cell), intro)
+
+
+def _bound(cell: Cell) -> Section:
+    fam = family(cell)
+    named, rule = _named(cell)
+    des = design(Cell(cell.attention, cell.norm, "regression", cell.d, cell.eps))
+    shape, amp = named.shape, named.amplitude
+    cap_args = (shape, B) if fam == "segment" else (B,)
+    rows = [Row(cap(*cap_args), "=", des.capacity_expr.xreplace(rule),
+                "the largest amplitude a parameter set of norm at most B reaches (the capacity)"),
+            Row(budget(*cap_args[:-1], amp), "=", closed_forms.budget(cell, amp, shape),
+                "the smallest such B for the amplitude"
+                + (", within the score gap that B allows" if fam == "segment" and cell.norm != "pre_bare" else ""))]
+    if fam == "segment":
+        rows.append(Row(B_min(L), "=", infimum(budget(rho, D_lo(rho)), rho, sympy.Lt(D_lo(rho), D_hi(rho))),
+                        "the cheapest shape at which some amplitude counts"))
+    elif fam == "arc":
+        rows += [Row(lam_star, "=", infimum(lam, lam, sympy.Lt(b_lo(lam), b_hi(lam))),
+                     "the closest arc that counts: b_lo increases with lambda"),
+                 Row(B_min(L), "=", budget(b_lo(lam_star)), "")]
+    else:
+        rows.append(Row(B_min(L), "=", budget(LINE_INTERVAL[0]), "the budget of the smallest counting slope"))
+    return Section("bound", rows)
+
+
+def _closed(cell: Cell) -> Section:
+    form = closed_forms.formula(cell)
+    if form is None:
+        return Section("closed form", [], "None applies here (see the result).")
+    fam = family(cell)
+    cf = closed_forms
+    if fam == "segment":
+        rows = [Row(lo_k(rho), "=", hi_k(rho), "the corner, where the counting interval closes, for the "
+                                               "active gaps"),
+                Row(sympy.Integer(0), "=", cf.CORNER, "the same, multiplied out"),
+                Row(k_star, "=", cf.K_STAR, "the active lower gap"),
+                Row(kk_star, "=", cf.KK_STAR, "the active upper gap"),
+                Row(rho_star, "=", cf.RHO_STAR, "the corner: the root of the corner equation at these gaps"),
+                Row(D_star, "=", cf.D_STAR, "the amplitude at the corner"),
+                Row(B_min(L), "=", cf.budget(cell, D_star, rho_star),
+                    "the budget increases to the right of the corner", form.main.condition)]
+        if cell.norm == "pre_bare":
+            rows.insert(0, Row(rho, "<=", sympy.exp(2 * sympy.sqrt(cell.d)),
+                               "bare pre-norm fixes the norm of the values to sqrt(d), so rho is bounded"))
+        return Section("closed form", rows)
+    if fam == "arc":
+        mult4 = sympy.And(sympy.Ge(L, 8, evaluate=False), sympy.Eq(sympy.Mod(L, 4), 0))
+        rows = [Row(lam_x_sq, "=", cf.LAM_SQ_X, "the square of the smallest lambda at which the count "
+                                                "L/2 + x allows the amplitude b_lo(lambda)"),
+                Row(x_star, "=", cf.X_STAR, "the binding offset", form.main.condition),
+                Row(lam_star_sq, "=", cf.LAM_STAR_SQ, "the largest of the crossings (0 at L = 3, 4)",
+                    form.main.condition),
+                Row(b_star, "=", cf.B_ARC_STAR, "b_lo at the extremal arc", form.main.condition),
+                Row(b_star, "=", cf.B_ARC_DEGENERATE, "b_lo(0): at L = 2 no count binds",
+                    form.pieces[0].condition),
+                Row(lam_star_sq, "=", cf.LAM_STAR_SQ_MULT4, "for L a multiple of 4", mult4),
+                Row(b_star, "=", cf.B_ARC_STAR_MULT4, "for L a multiple of 4", mult4),
+                Row(B_min(L), "=", cf.budget(cell, b_star), "the budget of b^*")]
+        return Section("closed form", rows)
+    return Section("closed form", [Row(K_min, "=", LINE_INTERVAL[0], "the smallest counting slope"),
+                                   Row(B_min(L), "=", cf.budget(cell, K_min), "its budget", form.main.condition)])
+
+
+def _head(cell: Cell) -> Section:
+    named, rule = _named(cell)
+    fam = family(cell)
+    position = SHAPE_FUNCTION[fam].xreplace(rule)
+    rows = []
+    if cell.norm == "post_learned":
+        rows += [Row(G, "=", E1, "the LayerNorm gain of the head"), Row(BETA, "=", sympy.Integer(0), "its bias")]
+    if fam == "segment":
+        direction = (H_A - H_S) / sympy.sqrt(inner(H_A - H_S, H_A - H_S))
+    elif fam == "line":
+        direction = H_A / sympy.sqrt(inner(H_A, H_A))
+    else:
+        direction = E1 if cell.learned else C1
+    rows += [Row(delta, "=", direction, "the read-out direction: the outputs vary along it only"
+                 + ("" if fam != "arc" else ", read on the arc")),
+             Row(x_pos(n), "=", position, "the position of the output for the count n along delta "
+                                          "(up to a fixed scale and offset)"),
+             Row(U_c, "=", k_slope(c) * delta, "the output vector of class c, along delta"),
+            Row(k_slope(0), "=", sympy.Integer(-1), "the slopes rise from -1 to 1"),
+            Row(k_slope(c + 1) - k_slope(c), "=", 2 * m / (x_pos(c + 1) - x_pos(c)), ""),
+            Row(m, "=", 1 / sympy.Sum(1 / (x_pos(n + 1) - x_pos(n)), (n, 0, L - 1)),
+                "the margin, the largest smallest logit gap of a unit-norm head for these outputs")]
+    return Section("the head", rows, "The biases b_c put the breakpoints of the upper envelope "
+                                     "at the midpoints of neighbouring positions.")
+
+
+def derivation(cell: Cell) -> list[Section]:
+    """The derivation of a cell (module docstring)."""
+    head = [_result(cell), _frame(cell), _model(cell), _conditions(cell)]
+    if cell.readout == "classification":
+        keep = {"e_s", "e_a", "_h_s", "_h_a"} | (set() if cell.post else {"g", "beta"})
+        geometry = _construction(cell, keep=keep)
+        return head + [Section("the geometry at budget B = 1", [Row(r.lhs, r.rel, r.rhs.subs(B, 1), r.note)
+                                                                for r in geometry],
+                               "The regression construction at budget 1 without its read-out."),
+                       _head(cell)]
+    return head + [_construction_section(cell), _bound(cell), _closed(cell)]
+
+
+# --------------------------------------------------------------------------- printing
+_EXTREMA = {"maximum": ("max", r"\max"), "minimum": ("min", r"\min"), "infimum": ("inf", r"\inf"),
+            "argmax": ("argmax", r"\operatorname{argmax}")}
+
+
+class _Text(StrPrinter):
+    """Plain text: no LaTeX, powers as ``^``, inner products ``<u, v>``, coordinates ``v[i]``."""
+
+    def _print_Function(self, expr):
+        name = expr.func.__name__
+        if name == "inner":
+            return f"<{self._print(expr.args[0])}, {self._print(expr.args[1])}>"
+        if name == "coord":
+            return f"{self._print(expr.args[0])}[{self._print(expr.args[1])}]"
+        if name in _EXTREMA:
+            body, index, *rng = expr.args
+            where = (f"{self._print(rng[0])} <= {self._print(index)} <= {self._print(rng[1])}"
+                     if len(rng) == 2 else f"{self._print(index)} with {self._print(rng[0])}")
+            return f"{_EXTREMA[name][0]} over {where} of ({self._print(body)})"
+        return super()._print_Function(expr)
+
+    def _print_Exp1(self, expr):
+        return "exp(1)"
+
+    def _print_Abs(self, expr):
+        return f"|{self._print(expr.args[0])}|"
+
+    def _print_Mod(self, expr):
+        return f"{self.parenthesize(expr.args[0], 50)} mod {self._print(expr.args[1])}"
+
+    def _print_Equality(self, expr):
+        return f"{self._print(expr.lhs)} = {self._print(expr.rhs)}"
+
+    def _print_And(self, expr):
+        return " and ".join(self._print(a) for a in expr.args)
+
+    def _print_Or(self, expr):
+        return " or ".join(self._print(a) for a in expr.args)
+
+    def _print_Piecewise(self, expr):
+        parts = [f"{self._print(e)} if {self._print(cond)}" if cond is not sympy.true
+                 else f"{self._print(e)} otherwise" for e, cond in expr.args]
+        return "(" + "; ".join(parts) + ")"
+
+    def _print_Sum(self, expr):
+        body, (index, lo, hi) = expr.args[0], expr.args[1]
+        return f"sum over {self._print(lo)} <= {self._print(index)} <= {self._print(hi)} of ({self._print(body)})"
+
+    def doprint(self, expr):
+        return super().doprint(expr).replace("**", "^")
+
+
+class _Latex(LatexPrinter):
+    """LaTeX with ``\\langle u, v\\rangle``, ``(v)_i``, extrema with their ranges and ``\\mathrm{e}``."""
+
+    def __init__(self):
+        super().__init__({"symbol_names": {ONE: r"\hat{\mathbf{1}}"}})
+
+    def _print_Function(self, expr, exp=None):
+        name = expr.func.__name__
+        if name == "inner":
+            out = rf"\left\langle {self._print(expr.args[0])}, {self._print(expr.args[1])} \right\rangle"
+        elif name == "coord":
+            out = rf"\left({self._print(expr.args[0])}\right)_{{{self._print(expr.args[1])}}}"
+        elif name in _EXTREMA:
+            body, index, *rng = expr.args
+            where = (rf"{self._print(rng[0])} \le {self._print(index)} \le {self._print(rng[1])}"
+                     if len(rng) == 2 else rf"{self._print(index)}:\ {self._print(rng[0])}")
+            out = rf"{_EXTREMA[name][1]}_{{{where}}} \left({self._print(body)}\right)"
+        else:
+            return super()._print_Function(expr, exp)
+        return out if exp is None else rf"{out}^{{{exp}}}"
+
+    def _print_Exp1(self, expr, exp=None):
+        return r"\mathrm{e}" if exp is None else rf"\mathrm{{e}}^{{{exp}}}"
+
+
+_TEXT, _LATEX = _Text(), _Latex()
+_REL_TEXT = {"<=": "<=", "~": "~"}
+_REL_LATEX = {"=": "=", "<": "<", "<=": r"\le", "~": r"\sim"}
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                  "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
+
+
+def text(expr) -> str:
+    """Plain text of a sympy object (no LaTeX)."""
+    return _TEXT.doprint(expr)
+
+
+def latex(expr) -> str:
+    """LaTeX of a sympy object."""
+    return _LATEX.doprint(expr)
+
+
+def _escape(words: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in words)
+
+
+def row_text(row: Row) -> str:
+    out = f"{text(row.lhs)} {_REL_TEXT.get(row.rel, row.rel)} {text(row.rhs)}"
+    extra = "; ".join(p for p in ((f"for {text(row.condition)}" if row.condition is not None else ""),
+                                  row.note) if p)
+    return out + (f"\n      ({extra})" if extra else "")
+
+
+def row_latex(row: Row) -> str:
+    out = f"{latex(row.lhs)} &{_REL_LATEX[row.rel]} {latex(row.rhs)}"
+    extra = [] if row.condition is None else [latex(row.condition)]
+    if row.note:
+        extra.append(rf"\text{{{_escape(row.note)}}}")
+    return out + (" && " + r",\ ".join(extra) if extra else "")
+
+
+def _json(cell: Cell, sections: list[Section]) -> str:
+    steps = [{"section": s.title, "name": text(r.lhs), "relation": r.rel, "text": row_text(r),
+              "latex": row_latex(r), "lhs_srepr": sympy.srepr(r.lhs), "srepr": sympy.srepr(r.rhs),
+              "note": r.note, "condition": None if r.condition is None else text(r.condition)}
+             for s in sections for r in s.rows]
+    forms = {}
+    form = closed_forms.formula(cell)
+    if cell.readout == "classification":
+        forms["B_min"] = {"srepr": sympy.srepr(sympy.Integer(0)), "text": "0", "valid_for": "L >= 1",
+                          "L_min": 1, "L_max": None, "infimum": True}
+    elif form is not None:
+        pieces = [{"srepr": sympy.srepr(p.B_min), "text": text(p.B_min), "latex": latex(p.B_min),
+                   "valid_for": p.valid_for, "L_min": p.L_min, "L_max": p.L_max, "infimum": False,
+                   "extremal": {name: {"srepr": sympy.srepr(e), "text": text(e)} for name, e in p.extremal.items()}}
+                  for p in form.pieces]
+        forms["B_min"] = pieces[-1]
+        forms["pieces"] = pieces
+        if form.L_max is not None:
+            forms["L_star"] = form.L_max
+    out = {"cell": {"attention": cell.attention, "variant": cell.norm, "readout": cell.readout,
+                    "d": cell.d, "eps": cell.eps},
+           "symbol": {"L": sympy.srepr(L)}, "steps": steps, "closed_forms": forms}
+    return json.dumps(out, indent=1)
 
 
 def render(cell: Cell, fmt: str) -> str:
+    """The derivation as ``text``, ``latex`` or ``json`` (module docstring)."""
+    sections = derivation(cell)
+    if fmt == "json":
+        return _json(cell, sections)
     parts = []
-    for title, rows in derivation(cell):
+    for sec in sections:
         if fmt == "latex":
-            body = " \\\\\n".join(f"  {_latex(lhs)} &{rel} {_latex(rhs)}" for lhs, rel, rhs in rows)
-            parts.append(f"% {title}\n\\begin{{align*}}\n{body}\n\\end{{align*}}")
+            title = sec.title[0].upper() + sec.title[1:]
+            body = [rf"\paragraph{{{_escape(title)}.}} {_escape(sec.intro)}"]
+            if sec.rows:
+                rows = " \\\\\n".join(f"  {row_latex(r)}" for r in sec.rows)
+                body.append(f"\\begin{{align*}}\n{rows}\n\\end{{align*}}")
+            parts.append("\n".join(body))
         else:
-            body = "\n".join(f"  {sympy.sstr(lhs)} {rel.replace(chr(92) + 'le', '<=')} {sympy.sstr(rhs)}"
-                             for lhs, rel, rhs in rows)
-            parts.append(f"{title}:\n{body}")
-    head = f"{cell.describe()}"
+            body = [f"{sec.title}:"] + ([f"  {sec.intro}"] if sec.intro else [])
+            body += [f"  {row_text(r)}" for r in sec.rows]
+            parts.append("\n".join(body))
+    head = cell.describe()
     return (f"% {head}\n" if fmt == "latex" else f"{head}\n\n") + "\n\n".join(parts)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise ValueError(message)
+# --------------------------------------------------------------------------- command line
+def _parser() -> cli.Parser:
+    p = cli.Parser(prog="python -m constructions.derive", description=__doc__.split("\n")[0])
+    p.add_argument("--variant", required=True, choices=NORMS, help="the LayerNorm placement")
+    p.add_argument("--attention", choices=ATTENTIONS, default="softmax", help="the attention (default softmax)")
+    p.add_argument("--readout", choices=READOUTS, default="regression", help="the read-out (default regression)")
+    p.add_argument("--d", type=int, default=8, help=f"the width d of the layer, 2..{MAX_D} (default 8)")
+    p.add_argument("--eps", type=float, default=0.0,
+                   help="the LayerNorm epsilon (default 0; the constructions are derived for 0)")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text (plain), latex (align* environments) or json (default text)")
+    return p
 
 
-def main(argv=None) -> int:
-    p = _Parser(prog="python -m constructions.derive", description=__doc__.split("\n")[0])
-    p.add_argument("--variant", required=True, choices=NORMS)
-    p.add_argument("--attention", choices=ATTENTIONS, default="softmax")
-    p.add_argument("--readout", choices=READOUTS, default="regression")
-    p.add_argument("--d", type=int, default=8)
-    p.add_argument("--format", choices=("latex", "text"), default="text")
-    try:
-        args = p.parse_args(sys.argv[1:] if argv is None else argv)
-        cell = Cell(args.attention, args.variant, args.readout, args.d)
-        if cell.post and cell.d < 3:
-            raise ValueError("post-norm at d = 2 maps every input to one of two points: "
+def parse(argv) -> tuple[Cell, str]:
+    """The cell and the format (bad input: ValueError or cli.UsageError, one line, exit 2)."""
+    args = _parser().parse_args(argv)
+    cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps)
+    if cell.post and cell.d < 3:
+        raise cli.UsageError("post-norm at d = 2 maps every input to one of two points: "
                              "nothing to derive beyond L = 1")
-    except ValueError as exc:
-        print(f"derive: error: {exc}", file=sys.stderr)
-        return 2
-    print(render(cell, args.format))
+    return cell, args.format
+
+
+def execute(parsed) -> int:
+    cell, fmt = parsed
+    cli.emit(render(cell, fmt))
     return 0
 
 
+def main(argv=None) -> int:
+    return cli.run(PROG, parse, execute, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,8 +1,8 @@
 """Regression constructions for the ten regression cells, at a given budget ``B``.
 
 Every regression cell reduces to a one-parameter family of read-outs of the count
-(``y(n) = C + A * f_t(n)``) with an *amplitude* ``A`` and, except for linear attention without
-post-norm, a *shape* ``t``:
+(``y(n) = C + A * f_t(n)``, :data:`SHAPE_FUNCTION`) with an *amplitude* ``A`` and, except for
+linear attention without post-norm, a *shape* ``t``:
 
 =================  ==========================  ===========  ================================
 family             read-out ``y(n)``           shape ``t``  amplitude ``A``
@@ -10,18 +10,20 @@ family             read-out ``y(n)``           shape ``t``  amplitude ``A``
 segment (softmax,  ``C + D n/(rho+n)``         ``rho``      ``D = <w, h_a - h_s>``
 no/pre-norm)
 arc (post-norm)    ``L/2 + b x/sqrt(lam^2+x^2)`` ``lam``    ``b`` (read-out of the arc)
-line (linear,      ``C + k n``                 --           ``k = tau <h_s,h_a> <w,h_a>``
+line (linear,      ``C + K n``                 --           ``K = tau <h_s,h_a> <w,h_a>``
 no/pre-norm)
 =================  ==========================  ===========  ================================
 
 For each ``t`` the counting amplitudes form an open interval ``(lo(t), hi(t))``
-(:mod:`constructions.segment`, :mod:`constructions.arc`; for the line ``(1 - 1/L, 1 + 1/L)``),
-and at budget ``B`` the cell can reach amplitudes up to a *capacity* ``cap(t, B)``:
+(:mod:`constructions.segment`, :mod:`constructions.arc`; for the line :data:`LINE_INTERVAL`),
+and at budget ``B`` the cell can reach amplitudes up to a *capacity* ``cap(t, B)``
+(:func:`capacity_branches`, the minimum of the branches):
 
 * softmax/none: the values ``e_s, e_a`` in the ball of radius ``B`` with
   ``<e_s, e_s - e_a> = sigma = sqrt(d) log rho`` are at most ``X`` apart, where
   ``X^2 - B X - sigma = 0`` (``X = |e_a - e_s| <= <e_s, u> + |e_a| <= sigma/X + B`` for the unit
   ``u`` along ``e_s - e_a``), attained by ``e_a = B c``, ``e_s = -r c``; so ``cap = B X``.
+  The score gap itself needs ``sigma <= |e_s| X <= 2 B^2`` (:meth:`RegressionDesign.domain`).
 * softmax/pre_learned: ``h = g * N(e) + beta``; ``|g * N(e)| <= |g| max|N(e)_i| <= B sqrt(d-1)``
   and the same argument gives ``X^2 - (1 + sqrt(d-1)) B X - sigma = 0``, capped at
   ``X <= 2 sqrt(d-1) B``; attained with ``g = B e_1`` and ``beta`` along ``e_1``.
@@ -36,25 +38,51 @@ and at budget ``B`` the cell can reach amplitudes up to a *capacity* ``cap(t, B)
 
 The cell counts to ``L`` at budget ``B`` iff some ``t`` has ``lo(t) < min(hi(t), cap(t, B))``.
 :meth:`RegressionDesign.build` picks the ``t`` with the largest relative slack
-(:meth:`RegressionDesign.best_shape`) and the middle amplitude, so the construction counts at every ``B`` above ``B_min`` and ``B_min`` of the
-construction is ``B_min`` of the cell.  The parameter vectors are sympy expressions in the
-symbols ``B, L, t, A, C`` (:meth:`RegressionDesign.symbolic`), evaluated by mpmath.
+(:meth:`RegressionDesign.best_shape`) and the middle amplitude, so the construction counts at
+every ``B`` above ``B_min`` and ``B_min`` of the construction is ``B_min`` of the cell.
+
+**The construction as a derivation.**  :meth:`RegressionDesign.steps` lists the construction
+as named quantities (:class:`Step`), each a sympy expression in the arguments ``B, L, t, A, C``
+(:data:`constructions.symbols.ARGS`) and the earlier quantities; vectors are combinations of the
+frame ``c_1, p, one`` (and ``e_1``) of :mod:`constructions.basis`, inner products
+``inner(u, v)``.  :meth:`RegressionDesign.frame` resolves them into exact
+:class:`~constructions.basis.FrameVector` s (O(1) work in ``d``), :meth:`RegressionDesign.symbolic`
+into full sympy d-vectors (moderate ``d`` only), and :meth:`RegressionDesign.evaluate` evaluates
+the compiled construction in mpmath.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import numbers
+from dataclasses import dataclass
 
 import mpmath
 import numpy as np
 import sympy
 
 from constructions import arc, basis, segment, zoom
-from constructions.cell import Cell, Params
+from constructions.basis import FrameVector
+from constructions.cell import Cell, Params, to_mpf
+from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, H,
+                                   L, N_1, P, S, V, V_norm, X, alpha, beta_1, ell, eta, gamma,
+                                   inner, kappa, mu, n, nu, omega, r, rho, sigma, t, tau, xi)
 
-B, L, t, A, C = sympy.symbols("B L t A C", real=True)
-_ARGS = (B, L, t, A, C)
+#: above this width :meth:`RegressionDesign.symbolic` refuses (it builds d-long sympy vectors);
+#: :meth:`RegressionDesign.frame` and everything numeric work up to ``Cell``'s ``MAX_D``
+SYMBOLIC_MAX_D = 4096
+
+#: ``f_t(n)`` of each family: ``y(n) = C + A f_t(n)`` (the arc has ``C = L/2``)
+SHAPE_FUNCTION = {
+    "segment": n / (t + n),
+    "arc": (n - L / 2) / sympy.sqrt(t**2 + (n - L / 2) ** 2),
+    "line": n,
+}
+#: the counting slopes of the line: ``|C + K n - n| < 1/2`` at ``n = 0`` and ``n = L``
+LINE_INTERVAL = (1 - 1 / L, 1 + 1 / L)
+_line_mp = sympy.lambdify(L, LINE_INTERVAL, "mpmath")
+_line_np = sympy.lambdify(L, LINE_INTERVAL, "numpy")
 
 
 def family(cell: Cell) -> str:
@@ -77,131 +105,242 @@ def segment_reach(cell: Cell, sqrt=sympy.sqrt):
     return 1 + sq, 2 * sq, 2 * sq * (sq + 1)
 
 
-def _dot(u, v):
-    return (u.T * v)[0, 0]
+def segment_distance(cell: Cell) -> list:
+    """The largest ``|h_s - h_a|`` at budget ``B`` and score gap ``sigma``: the minimum of these.
+
+    none: the root of ``X^2 - B X - sigma = 0``; pre_learned: the root of
+    ``X^2 - (1 + sqrt(d-1)) B X - sigma = 0`` and ``2 sqrt(d-1) B``; pre_bare: ``sqrt(2 sigma)``
+    (module docstring).  Sympy expressions in ``B`` and ``sigma``.
+    """
+    if cell.norm == "pre_bare":
+        return [sympy.sqrt(2 * sigma)]
+    c, cap, _ = segment_reach(cell)
+    root = (c * B + sympy.sqrt(c**2 * B**2 + 4 * sigma)) / 2
+    # for no norm the root never exceeds 2B inside the domain (sigma <= 2 B^2)
+    return [root] if cell.norm == "none" else [root, cap * B]
 
 
-def _embedding_scale(cell: Cell):
-    """Norm of the embeddings where LayerNorm makes them scale-free.
+def capacity_branches(cell: Cell) -> list:
+    """``cap(t, B)`` is the minimum of these sympy expressions (in ``B`` and ``sigma`` for the
+    segment, where ``sigma = sqrt(d) log t``; in ``B`` alone otherwise), each increasing in ``B``."""
+    d = cell.d
+    sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
+    fam = family(cell)
+    if fam == "arc":
+        return [sd * B if cell.norm == "post_bare" else sq * B**2]
+    if fam == "line":
+        return [{"none": B**4 / sd, "pre_bare": d * B, "pre_learned": B**4 * (1 + sq) ** 3 / sd}[cell.norm]]
+    return [B * X_ for X_ in segment_distance(cell)]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One named quantity of a construction: ``symbol = value``, with what it is.
+
+    ``value`` is a sympy expression in :data:`~constructions.symbols.ARGS` and the symbols of
+    earlier steps; a vector step (``vector``) is linear in the frame symbols and earlier vector
+    steps.  ``key`` names the result in :meth:`RegressionDesign.frame` and
+    :meth:`RegressionDesign.evaluate` (the parameter names, ``_h_s``/``_h_a`` for the token
+    values); ``meaning`` is plain words.
+    """
+
+    symbol: sympy.Basic
+    value: sympy.Basic
+    meaning: str
+    key: str | None = None
+    vector: bool = False
+
+
+def _vec(symbol, value, meaning, key=None) -> Step:
+    return Step(symbol, sympy.sympify(value), meaning, key, True)
+
+
+def _embedding_scale(cell: Cell) -> Step:
+    """The norm of the embeddings where LayerNorm makes them scale-free.
 
     With ``eps = 0`` any positive norm does: half the budget, at most 1/2.  With ``eps > 0``
     LayerNorm is only approximately scale-free, best for large inputs: half the budget.
     """
-    return sympy.Min(B, 1) / 2 if cell.eps == 0 else B / 2
+    value = sympy.Min(B, 1) / 2 if cell.eps == 0 else B / 2
+    return Step(nu, value, "the norm of the embeddings, free because LayerNorm removes their scale")
 
 
-def _segment_vectors(cell: Cell) -> dict:
+def _score_gap(cell: Cell) -> Step:
+    return Step(sigma, sympy.sqrt(cell.d) * sympy.log(t),
+                "the score gap between the tokens s and a, seen from s, sqrt(d) log rho")
+
+
+def _temperature(cell: Cell) -> Step:
+    return Step(tau, cell.tau, "the score temperature, 1/sqrt(d)")
+
+
+def _segment_steps(cell: Cell) -> list[Step]:
     d = cell.d
     sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
-    c1, perp, e1 = basis.c1(d), basis.perp(d), basis.e1(d)
-    sigma = sd * sympy.log(t)
-    te = _embedding_scale(cell)
+    w0_meaning = "the read-out bias, so that y(0) = C"
     if cell.norm == "none":
-        r = (-B + sympy.sqrt(B**2 + 4 * sigma)) / 2
-        X = B + r
-        e_a, e_s = B * c1, -r * c1
-        w = (A / X) * c1
-        return {"e_s": e_s, "e_a": e_a, "w": w, "w0": C - 2 * _dot(w, e_s),
-                "_h_s": e_s, "_h_a": e_a}
+        return [
+            _score_gap(cell),
+            Step(X, segment_distance(cell)[0], "the distance between h_s and h_a: the largest at budget B"),
+            Step(r, X - B, "the norm of e_s"),
+            _vec(E_A, B * C1, "the embedding of a", "e_a"),
+            _vec(E_S, -r * C1, "the embedding of s, opposite to e_a", "e_s"),
+            _vec(H_S, E_S, "the value of s (no LayerNorm: the embedding)", "_h_s"),
+            _vec(H_A, E_A, "the value of a", "_h_a"),
+            _vec(W, (A / X) * C1, "the read-out, along h_a - h_s", "w"),
+            Step(W0, C - 2 * inner(W, E_S), w0_meaning, "w0"),
+        ]
+    cos_g, sin_g = sympy.cos(gamma), sympy.sin(gamma)
     if cell.norm == "pre_bare":
-        cos_g = 1 - sigma / d
-        sin_g = sympy.sqrt(sympy.Max(0, 1 - cos_g**2))
-        e_s, e_a = te * c1, te * (cos_g * c1 + sin_g * perp)
-        h_s, h_a = sd * c1, sd * (cos_g * c1 + sin_g * perp)
-        delta = h_s - h_a
-        w = -(A / (2 * sigma)) * delta
-        return {"e_s": e_s, "e_a": e_a, "w": w, "w0": C - _dot(w, e_s) - _dot(w, h_s),
-                "_h_s": h_s, "_h_a": h_a}
-    # pre_learned
-    c, kappa, _ = segment_reach(cell)
-    X = sympy.Min((c * B + sympy.sqrt(c**2 * B**2 + 4 * sigma)) / 2, kappa * B)
-    a = X / B - sq
-    beta1 = sigma / X - B * a
-    alpha = a / sq
-    e_s = te * (alpha * c1 + sympy.sqrt(sympy.Max(0, 1 - alpha**2)) * perp)
-    e_a = -te * c1
-    h_s, h_a = (B * a + beta1) * e1, (beta1 - B * sq) * e1
-    w = -(A / X) * e1
-    return {"e_s": e_s, "e_a": e_a, "g": B * e1, "beta": beta1 * e1, "w": w,
-            "w0": C - _dot(w, e_s) - _dot(w, h_s), "_h_s": h_s, "_h_a": h_a}
+        return [
+            _score_gap(cell),
+            _embedding_scale(cell),
+            Step(cos_g, 1 - sigma / d, "the cosine of the angle between h_s and h_a"),
+            Step(sin_g, sympy.sqrt(sympy.Max(0, 1 - cos_g**2)), "its sine"),
+            _vec(E_S, nu * C1, "the embedding of s", "e_s"),
+            _vec(E_A, nu * (cos_g * C1 + sin_g * P), "the embedding of a", "e_a"),
+            _vec(H_S, sd * C1, "the value of s, its LayerNorm", "_h_s"),
+            _vec(H_A, sd * (cos_g * C1 + sin_g * P), "the value of a, its LayerNorm", "_h_a"),
+            _vec(W, -(A / (2 * sigma)) * (H_S - H_A), "the read-out, along h_a - h_s", "w"),
+            Step(W0, C - inner(W, E_S) - inner(W, H_S), w0_meaning, "w0"),
+        ]
+    return [
+        _score_gap(cell),
+        _embedding_scale(cell),
+        Step(X, sympy.Min(*segment_distance(cell)), "the distance between h_s and h_a: the largest at budget B"),
+        Step(N_1, X / B - sq, "the first coordinate of the LayerNorm of e_s"),
+        Step(alpha, N_1 / sq, "the cosine between e_s and c_1"),
+        Step(beta_1, sigma / X - B * N_1, "the LayerNorm bias, along e_1"),
+        _vec(E_S, nu * (alpha * C1 + sympy.sqrt(sympy.Max(0, 1 - alpha**2)) * P), "the embedding of s", "e_s"),
+        _vec(E_A, -nu * C1, "the embedding of a", "e_a"),
+        _vec(G, B * E1, "the LayerNorm gain", "g"),
+        _vec(BETA, beta_1 * E1, "the LayerNorm bias", "beta"),
+        _vec(H_S, (B * N_1 + beta_1) * E1, "the value of s, g N(e_s) + beta", "_h_s"),
+        _vec(H_A, (beta_1 - B * sq) * E1, "the value of a, g N(e_a) + beta", "_h_a"),
+        _vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"),
+        Step(W0, C - inner(W, E_S) - inner(W, H_S), w0_meaning, "w0"),
+    ]
 
 
-def _arc_vectors(cell: Cell) -> dict:
-    """Embeddings with ``centre(r(n))`` a positive multiple of ``lam perp + (n - L/2) c1``."""
+def _arc_steps(cell: Cell) -> list[Step]:
+    """Embeddings with ``centre(r(n))`` a positive multiple of ``lam p + (n - L/2) c_1``."""
     d = cell.d
-    sd = sympy.sqrt(d)
-    c1, perp, one, e1 = basis.c1(d), basis.perp(d), basis.one(d), basis.e1(d)
-    tau = cell.tau
-    v = t * perp - (L / 2) * c1
-    vnorm = sympy.sqrt(t**2 + L**2 / 4)
-    beta_ = _embedding_scale(cell)
+    sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
+    out = [
+        _vec(V, t * P - (L / 2) * C1, "the residual line at n = 0, up to scale"),
+        Step(V_norm, sympy.sqrt(t**2 + L**2 / 4), "its norm"),
+        _embedding_scale(cell),
+        _temperature(cell),
+    ]
     if cell.attention == "softmax":
-        # r(n) ~ 2 rho e_s + n (e_s + e_a): put e_s = P = kappa v/(2 rho), e_s + e_a = Q = kappa c1;
-        # rho = exp(tau <e_s, e_s - e_a>) = exp(ell) fixes kappa; ell keeps both norms <= beta_.
-        ell = sympy.Min(1, beta_**2 / (sd * (1 / sympy.sqrt(2) + sympy.E * sympy.sqrt(2) / vnorm) ** 2))
-        rho_e = sympy.exp(ell)
-        kappa = sympy.sqrt(ell / (tau * (vnorm**2 / (2 * rho_e**2) + L / (4 * rho_e))))
-        P = kappa * v / (2 * rho_e)
-        e_s, e_a = P, kappa * c1 - P
+        # r(n) ~ 2 rho e_s + n (e_s + e_a): put e_s = kappa v/(2 rho), e_s + e_a = kappa c_1;
+        # rho = exp(tau <e_s, e_s - e_a>) = exp(ell) fixes kappa; ell keeps both norms <= nu
+        # (the attention ratio is at most e = exp(1))
+        out += [
+            Step(ell, sympy.Min(1, nu**2 / (sd * (1 / sympy.sqrt(2) + sympy.E * sympy.sqrt(2) / V_norm) ** 2)),
+                 "the log attention ratio, at most 1 and small enough for both embeddings to have "
+                 "norm at most nu (e is exp(1))"),
+            Step(rho, sympy.exp(ell), "the attention ratio of s over a"),
+            Step(kappa, sympy.sqrt(ell / (tau * (V_norm**2 / (2 * rho**2) + L / (4 * rho)))),
+                 "the scale of the residual line, fixed by the attention ratio"),
+            _vec(E_S, (kappa / (2 * rho)) * V, "the embedding of s", "e_s"),
+            _vec(E_A, kappa * C1 - E_S, "the embedding of a", "e_a"),
+        ]
     else:
-        # r(n) = (1 + tau|e_s|^2) e_s + n tau <e_s,e_a> e_a with e_s = eps v + eta one,
-        # e_a = mu c1 + eta one; mu solves tau mu (eta^2 - eps mu L/2) = (1 + tau |e_s|^2) eps.
-        eta = beta_ / 2
-        eps_ = sympy.Min(eta / (2 * vnorm), eta**2 / (4 * sympy.sqrt(L * sd)), eta**3 / (8 * sd))
-        K = (1 + tau * (eps_**2 * vnorm**2 + eta**2)) * eps_
-        mu = 2 * K / (tau * eta**2 + sympy.sqrt(tau**2 * eta**4 - 2 * tau * eps_ * L * K))
-        e_s, e_a = eps_ * v + eta * one, mu * c1 + eta * one
-    out = {"e_s": e_s, "e_a": e_a, "w0": L / 2}
+        # r(n) = (1 + tau|e_s|^2) e_s + n tau <e_s,e_a> e_a with e_s = xi v + eta one,
+        # e_a = mu c_1 + eta one; mu solves tau mu (eta^2 - xi mu L/2) = (1 + tau |e_s|^2) xi
+        out += [
+            Step(eta, nu / 2, "the component of both embeddings along one"),
+            Step(xi, sympy.Min(eta / (2 * V_norm), eta**2 / (4 * sympy.sqrt(L * sd)), eta**3 / (8 * sd)),
+                 "the scale of v in e_s, small enough for the norm bound"),
+            Step(omega, (1 + tau * (xi**2 * V_norm**2 + eta**2)) * xi, "the coefficient of v in the residual"),
+            Step(mu, 2 * omega / (tau * eta**2 + sympy.sqrt(tau**2 * eta**4 - 2 * tau * xi * L * omega)),
+                 "the c_1 component of e_a, the smaller root that puts the residual line in place"),
+            _vec(E_S, xi * V + eta * ONE, "the embedding of s", "e_s"),
+            _vec(E_A, mu * C1 + eta * ONE, "the embedding of a", "e_a"),
+        ]
     if cell.norm == "post_bare":
-        out["w"] = (A / sd) * c1
+        out.append(_vec(W, (A / sd) * C1, "the read-out, along c_1", "w"))
     else:
         # w * g = (A/sqrt(d)) sqrt(d/(d-1)) e_1, split evenly between w and g
-        side = sympy.sqrt(A / sympy.sqrt(d - 1))
-        out.update(w=side * e1, g=side * e1, beta=sympy.zeros(d, 1))
+        out += [Step(S, sympy.sqrt(A / sq), "the norm of w and of g, which share the amplitude"),
+                _vec(W, S * E1, "the read-out", "w"),
+                _vec(G, S * E1, "the LayerNorm gain", "g"),
+                _vec(BETA, sympy.Integer(0), "the LayerNorm bias", "beta")]
+    out.append(Step(W0, L / 2, "the read-out bias, the middle count", "w0"))
     return out
 
 
-def _line_vectors(cell: Cell) -> dict:
+def _line_steps(cell: Cell) -> list[Step]:
     d = cell.d
     sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
-    c1, e1 = basis.c1(d), basis.e1(d)
-    tau = cell.tau
+    out = [_temperature(cell)]
     if cell.norm == "none":
-        e = B * c1
-        out = {"e_s": e, "e_a": e, "w": (A / (tau * B**3)) * c1}
-        h = e
+        out += [_vec(E_S, B * C1, "the embedding of s", "e_s"),
+                _vec(H_S, E_S, "the value of s (no LayerNorm: the embedding)", "_h_s"),
+                _vec(W, (A / (tau * B**3)) * C1, "the read-out", "w")]
     elif cell.norm == "pre_bare":
-        e = _embedding_scale(cell) * c1
-        h = sd * c1
-        out = {"e_s": e, "e_a": e, "w": (A / d) * c1}
+        out += [_embedding_scale(cell),
+                _vec(E_S, nu * C1, "the embedding of s", "e_s"),
+                _vec(H_S, sd * C1, "the value of s, its LayerNorm", "_h_s"),
+                _vec(W, (A / d) * C1, "the read-out", "w")]
     else:
-        e = _embedding_scale(cell) * c1
-        H = B * (sq + 1)
-        h = H * e1
-        out = {"e_s": e, "e_a": e, "g": B * e1, "beta": B * e1, "w": (A / (tau * H**3)) * e1}
-    # y(0) = <w, e_s> + tau <h_s, h_s> <w, h_s> + w0
-    out["w0"] = C - _dot(out["w"], e) - tau * _dot(h, h) * _dot(out["w"], h)
-    out["_h_s"] = out["_h_a"] = h
+        out += [_embedding_scale(cell),
+                Step(H, B * (sq + 1), "the norm of the token values"),
+                _vec(E_S, nu * C1, "the embedding of s", "e_s"),
+                _vec(G, B * E1, "the LayerNorm gain", "g"),
+                _vec(BETA, B * E1, "the LayerNorm bias", "beta"),
+                _vec(H_S, H * E1, "the value of s, g N(e_s) + beta", "_h_s"),
+                _vec(W, (A / (tau * H**3)) * E1, "the read-out", "w")]
+    out += [_vec(E_A, E_S, "the embedding of a, equal to e_s", "e_a"),
+            _vec(H_A, H_S, "the value of a, equal to h_s", "_h_a"),
+            # y(0) = <w, e_s> + tau <h_s, h_s> <w, h_s> + w0
+            Step(W0, C - inner(W, E_S) - tau * inner(H_S, H_S) * inner(W, H_S),
+                 "the read-out bias, so that y(0) = C", "w0")]
+    return out
+
+
+def resolve(steps: list[Step], width: int) -> dict:
+    """The keyed steps with every named quantity substituted: expressions in the arguments only.
+
+    Vectors become :class:`~constructions.basis.FrameVector` s, scalars sympy expressions.
+    """
+    scalars, vectors, out = {}, {}, {}
+    for step in steps:
+        expr = basis.inner_products(step.value, width, vectors).xreplace(scalars)
+        if step.vector:
+            value = vectors[step.symbol] = FrameVector.of(expr, width, vectors)
+        else:
+            value = scalars[step.symbol] = expr
+        if step.key is not None:
+            out[step.key] = value
     return out
 
 
 def _capacity(cell: Cell):
-    """``cap(t, B)`` as a sympy expression (see the module docstring)."""
-    d = cell.d
-    sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
-    sigma = sd * sympy.log(t)
-    fam = family(cell)
-    if fam == "arc":
-        return sd * B if cell.norm == "post_bare" else sq * B**2
-    if fam == "line":
-        return {"none": B**4 / sd, "pre_bare": d * B,
-                "pre_learned": B**4 * (1 + sq) ** 3 / sd}[cell.norm]
-    if cell.norm == "pre_bare":
-        return B * sympy.sqrt(2 * sigma)
-    c, kappa, _ = segment_reach(cell)
-    root = (c * B + sympy.sqrt(c**2 * B**2 + 4 * sigma)) / 2
-    # for no norm the root never exceeds 2B inside the domain (sigma <= 2 B^2)
-    return B * (root if cell.norm == "none" else sympy.Min(root, kappa * B))
+    """``cap(t, B)`` as a sympy expression in ``t, B``."""
+    return sympy.Min(*capacity_branches(cell)).subs(sigma, sympy.sqrt(cell.d) * sympy.log(t))
+
+
+def _check_count(L_value) -> int:
+    if isinstance(L_value, (bool, np.bool_)) or not isinstance(L_value, numbers.Integral):
+        raise ValueError(f"L must be an integer >= 1, got {L_value!r}")
+    if L_value < 1:
+        raise ValueError(f"L must be an integer >= 1, got {L_value}")
+    return int(L_value)
+
+
+def _check_budget(B_value) -> mpmath.mpf:
+    """``B`` as an mpf (current precision); a ValueError unless a finite real number > 0."""
+    if isinstance(B_value, (bool, np.bool_)) or not isinstance(B_value, numbers.Real):
+        raise ValueError(f"B must be a finite real number > 0, got {B_value!r}")
+    try:
+        value = to_mpf(B_value)  # int, float, numpy, mpf, sympy numbers
+    except ValueError:
+        value = mpmath.mpf(float(B_value))  # other reals (fractions.Fraction)
+    if not mpmath.isfinite(value) or value <= 0:
+        raise ValueError(f"B must be a finite real number > 0, got {B_value!r}")
+    return value
 
 
 def _relative_slack(lo, top):
@@ -223,40 +362,53 @@ class RegressionDesign:
         self.capacity_expr = _capacity(cell)
         self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
         self.capacity_mp = sympy.lambdify((t, B), self.capacity_expr, "mpmath")
+        self._frame = None
         self._build = None
         self._scans = {}
 
     # ----------------------------------------------------------------- symbolic side
-    def symbolic(self) -> dict:
-        """Every trainable vector and free scalar as a sympy expression in ``B, L, t, A, C``.
-
-        Keys starting with ``_`` are derived quantities, not parameters: the token values
-        ``_h_s, _h_a`` (after pre-norm) of the segment and line families.
-        """
-        builder = {"segment": _segment_vectors, "arc": _arc_vectors, "line": _line_vectors}
+    def steps(self) -> list[Step]:
+        """The construction as named quantities, in order (module docstring; O(1) in ``d``)."""
+        builder = {"segment": _segment_steps, "arc": _arc_steps, "line": _line_steps}
         return builder[self.family](self.cell)
+
+    def frame(self) -> dict:
+        """Every trainable vector and free scalar, exactly, with O(1) symbolic work in ``d``.
+
+        Vectors are :class:`~constructions.basis.FrameVector` s: their exact first coordinate
+        ``f``, common coordinate ``r`` beyond the third and half-difference ``s`` of the second
+        and third (``FrameVector.pattern``), and their coefficients on the orthonormal frame
+        ``c_1, p, one`` (``FrameVector.frame_coefficients()``), all sympy expressions in
+        ``B, L, t, A, C``; the scalar ``w0`` is a sympy expression.  Keys starting with ``_``
+        are derived quantities, not parameters: the token values ``_h_s, _h_a`` (after
+        pre-norm) of the segment and line families.
+        """
+        if self._frame is None:
+            self._frame = resolve(self.steps(), self.cell.d)
+        return self._frame
+
+    def symbolic(self) -> dict:
+        """:meth:`frame` with every vector as a full ``d x 1`` sympy matrix.
+
+        Builds ``d``-long vectors, so it is refused above ``SYMBOLIC_MAX_D`` (use :meth:`frame`).
+        """
+        if self.cell.d > SYMBOLIC_MAX_D:
+            raise ValueError(f"symbolic() builds d-long sympy vectors and is limited to "
+                             f"d <= {SYMBOLIC_MAX_D} (got d = {self.cell.d}); frame() gives the "
+                             "same construction as exact coefficients on the frame at any d")
+        return {name: v.matrix() if isinstance(v, FrameVector) else v for name, v in self.frame().items()}
 
     def compiled(self):
         """The construction lambdified for mpmath (built once, with common subexpressions).
 
-        Every vector is a combination of :mod:`constructions.basis` vectors, whose coordinates
-        ``3..d-1`` all agree; so only the first ``min(d, 4)`` coordinates are compiled and
-        :meth:`evaluate` repeats the last of them (the agreement is checked on the sympy
-        expressions).  This keeps large ``d`` cheap.
+        Only the distinct coordinates of every vector (``FrameVector.coordinates``, at most
+        four) are compiled; :meth:`evaluate` repeats the last of them up to ``d``.
         """
         if self._build is None:
-            exprs = self.symbolic()
+            exprs = self.frame()
             self._names = list(exprs)
-            k = min(self.cell.d, 4)
-            heads = []
-            for name in self._names:
-                e = exprs[name]
-                if isinstance(e, sympy.MatrixBase):
-                    if any(e[i] != e[k - 1] for i in range(k, e.shape[0])):
-                        raise AssertionError(f"{name}: coordinates {k - 1}..d-1 differ")
-                    e = e[:k, :]
-                heads.append(e)
-            self._build = sympy.lambdify(_ARGS, heads, "mpmath", cse=True)
+            heads = [v.coordinates() if isinstance(v, FrameVector) else v for v in exprs.values()]
+            self._build = sympy.lambdify(ARGS, heads, "mpmath", cse=True)
         return self._build
 
     # ----------------------------------------------------------------- the reduced problem
@@ -294,13 +446,13 @@ class RegressionDesign:
     def interval(self, t_value, L_value: int):
         """``(lo, hi)``: the counting amplitudes at shape ``t`` (mpmath)."""
         if self.family == "line":
-            return mpmath.mpf(1) - mpmath.mpf(1) / L_value, mpmath.mpf(1) + mpmath.mpf(1) / L_value
+            return tuple(_line_mp(mpmath.mpf(L_value)))
         mod = segment if self.family == "segment" else arc
         return mod.interval(t_value, L_value)
 
     def interval_float(self, t_value, L_value: int):
         if self.family == "line":
-            return np.full(np.shape(t_value), 1 - 1 / L_value), np.full(np.shape(t_value), 1 + 1 / L_value)
+            return tuple(np.full(np.shape(t_value), v) for v in _line_np(float(L_value)))
         mod = segment if self.family == "segment" else arc
         return mod.interval_float(t_value, L_value)
 
@@ -361,10 +513,14 @@ class RegressionDesign:
         return up_B
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
-        """The construction at budget ``B`` for counting to ``L``: best shape, middle amplitude."""
-        t_value, _ = self.best_shape(L_value, float(B_value))
+        """The construction at budget ``B`` for counting to ``L``: best shape, middle amplitude.
+
+        ``L`` must be an integer >= 1 and ``B`` a finite real number > 0 (else ValueError).
+        """
+        L_value = _check_count(L_value)
         with mpmath.workdps(dps):
-            Bv = mpmath.mpf(B_value)
+            Bv = _check_budget(B_value)
+            t_value, _ = self.best_shape(L_value, float(Bv))
             tv = mpmath.mpf(t_value) if t_value is not None else mpmath.mpf(1)
             lo, hi = self.interval(tv, L_value)
             cap = self.capacity_mp(tv, Bv)
@@ -380,14 +536,14 @@ class RegressionDesign:
             return Params(self.cell, vectors, {"w0": out["w0"]})
 
     def evaluate(self, L_value, B_value, t_value, A_value, C_value) -> dict:
-        """The symbolic construction evaluated in mpmath: name -> mpf or object array of mpf."""
+        """The construction evaluated in mpmath: name -> mpf or length-d object array of mpf."""
         values = self.compiled()(mpmath.mpf(B_value), mpmath.mpf(L_value), mpmath.mpf(t_value),
                                  mpmath.mpf(A_value), mpmath.mpf(C_value))
         out = {}
         d = self.cell.d
         for name, v in zip(self._names, values):
-            if hasattr(v, "tolist"):
-                head = [mpmath.mpf(x) for x in np.array(v.tolist(), dtype=object).ravel()]
+            if isinstance(v, (list, tuple)):
+                head = [mpmath.mpf(x) for x in v]
                 out[name] = np.array(head + head[-1:] * (d - len(head)), dtype=object)
             else:
                 out[name] = mpmath.mpf(v)

@@ -34,9 +34,8 @@ import math
 
 import mpmath
 import numpy as np
-import sympy
 
-rho, L, k, D = sympy.symbols("rho L k D", positive=True)
+from constructions.symbols import L, k, kk, rho
 
 
 def lo_term(k, rho, L):
@@ -53,9 +52,9 @@ def hi_term(k, rho, L):
     return (k + 1) * (rho + k) / k
 
 
-#: the two constraints as sympy expressions (for derivations)
+#: the two constraints as sympy expressions, for the gaps k and k' (for derivations)
 D_LO_K = lo_term(k, rho, L)
-D_HI_K = hi_term(k, rho, L)
+D_HI_K = hi_term(kk, rho, L)
 
 
 def candidates(centre, L: int) -> list[int]:
