@@ -73,9 +73,9 @@ from dataclasses import dataclass, field
 import sympy
 
 from bounds.lstar import l_star
-from constructions import arc, segment
+from constructions import arc, laws, segment
 from constructions.cell import Cell
-from constructions.regression import LINE_INTERVAL, capacity_branches, family, segment_reach
+from constructions.regression import LINE_INTERVAL, capacity_branches, family
 from constructions.symbols import A, B, L, k, kk, lam, rho, sigma, x
 
 #: the corner equation lo_k(rho) = hi_k'(rho), as a polynomial in rho (numerator of the difference)
@@ -109,14 +109,16 @@ def _budget_law(cell: Cell):
 
     Each capacity branch increases in ``B``, so the capacity (their minimum) reaches ``A`` iff
     every branch does: the maximum of the branches' inverses.  For the segment without bare
-    pre-norm the domain adds the score-gap reach ``sigma <= reach B^2``.
+    pre-norm the domain adds the score-gap reach ``sigma <= score_gap_max(B)``
+    (:func:`constructions.laws.score_gap_max`).
     """
     inverses = []
     for branch in capacity_branches(cell):
         (root,) = sympy.solve(sympy.Eq(branch, A), B)
         inverses.append(root)
-    if family(cell) == "segment" and cell.norm != "pre_bare":
-        inverses.append(sympy.sqrt(sigma / segment_reach(cell)[2]))
+    if family(cell) == "segment" and not laws.rigid(cell):
+        (floor,) = sympy.solve(sympy.Eq(laws.score_gap_max(cell, B), sigma), B)
+        inverses.append(floor)
     return sympy.Max(*inverses)
 
 

@@ -16,25 +16,20 @@ no/pre-norm)
 
 For each ``t`` the counting amplitudes form an open interval ``(lo(t), hi(t))``
 (:mod:`constructions.segment`, :mod:`constructions.arc`; for the line :data:`LINE_INTERVAL`),
-and at budget ``B`` the cell can reach amplitudes up to a *capacity* ``cap(t, B)``
-(:func:`capacity_branches`, the minimum of the branches):
+and at budget ``B`` the cell can reach amplitudes up to a *capacity* ``cap(t, B)``, derived in
+:mod:`constructions.laws` (:func:`capacity_branches` writes it as a minimum of increasing
+branches).  The constructions below attain it:
 
-* softmax/none: the values ``e_s, e_a`` in the ball of radius ``B`` with
-  ``<e_s, e_s - e_a> = sigma = sqrt(d) log rho`` are at most ``X`` apart, where
-  ``X^2 - B X - sigma = 0`` (``X = |e_a - e_s| <= <e_s, u> + |e_a| <= sigma/X + B`` for the unit
-  ``u`` along ``e_s - e_a``), attained by ``e_a = B c``, ``e_s = -r c``; so ``cap = B X``.
-  The score gap itself needs ``sigma <= |e_s| X <= 2 B^2`` (:meth:`RegressionDesign.domain`).
-* softmax/pre_learned: ``h = g * N(e) + beta``; ``|g * N(e)| <= |g| max|N(e)_i| <= B sqrt(d-1)``
-  and the same argument gives ``X^2 - (1 + sqrt(d-1)) B X - sigma = 0``, capped at
-  ``X <= 2 sqrt(d-1) B``; attained with ``g = B e_1`` and ``beta`` along ``e_1``.
-* softmax/pre_bare: ``|h| = sqrt(d)`` so ``|h_s - h_a|^2 = 2 sigma`` and ``rho <= exp(2 sqrt(d))``;
-  ``cap = B sqrt(2 sigma)`` (only ``w`` costs; embeddings are scale-free).
-* post_bare: ``cap = sqrt(d) B`` (``z`` has norm ``sqrt(d)``); post_learned: the read-out sees
-  ``v = w * g`` only and ``|w| |g| >= |v|_1 >= sqrt(d/(d-1)) |v projected|``, so
-  ``cap = sqrt(d-1) B^2``, attained by ``w = g`` on one coordinate.  The embeddings can realise
-  any arc with arbitrarily small norm (scale invariance), so they cost nothing.
-* linear: ``cap = tau B^4`` (none), ``d B`` (pre_bare), ``tau B^4 (1 + sqrt(d-1))^3``
-  (pre_learned) by Cauchy-Schwarz, attained by aligned vectors.
+* softmax/none: ``e_a = B c_1``, ``e_s = -r c_1`` with ``|e_a - e_s| = X`` the root of
+  ``X^2 - B X - sigma = 0``, ``sigma = sqrt(d) log rho``; the score gap needs ``sigma <= 2 B^2``
+  (:meth:`RegressionDesign.domain`).
+* softmax/pre_learned: ``g = B e_1`` and ``beta`` along ``e_1``, so both values lie on ``e_1``;
+  ``e_s`` sets the first coordinate of ``N(e_s)``.
+* softmax/pre_bare: ``|h| = sqrt(d)``, the angle between ``h_s`` and ``h_a`` fixes ``sigma``;
+  only ``w`` costs (the embeddings are scale-free).
+* post-norm: ``w`` along ``c_1`` (bare), ``w = g`` along ``e_1`` (learned); the embeddings can
+  realise any arc with arbitrarily small norm (scale invariance), so they cost nothing.
+* linear: aligned vectors (Cauchy-Schwarz is tight).
 
 The cell counts to ``L`` at budget ``B`` iff some ``t`` has ``lo(t) < min(hi(t), cap(t, B))``.
 :meth:`RegressionDesign.build` picks the ``t`` with the largest relative slack
@@ -62,7 +57,7 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions import arc, basis, segment, zoom
+from constructions import arc, basis, laws, segment, zoom
 from constructions.basis import FrameVector
 from constructions.cell import Cell, Params, to_mpf
 from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, H,
@@ -85,52 +80,41 @@ _line_mp = sympy.lambdify(L, LINE_INTERVAL, "mpmath")
 _line_np = sympy.lambdify(L, LINE_INTERVAL, "numpy")
 
 
-def family(cell: Cell) -> str:
-    """``segment``, ``arc`` or ``line`` (see the module docstring)."""
-    if cell.post:
-        return "arc"
-    return "segment" if cell.attention == "softmax" else "line"
+#: the family of a cell (segment, arc or line)
+family = laws.family
 
 
 def segment_reach(cell: Cell, sqrt=sympy.sqrt):
-    """Constants of the segment capacity for ``none`` and ``pre_learned`` (module docstring).
+    """Constants of the segment capacity for ``none`` and ``pre_learned`` (:mod:`constructions.laws`).
 
     Returns ``(c, kappa, reach)``: the value gap ``X = |h_s - h_a|`` obeys
-    ``X^2 - c B X - sigma <= 0`` and ``X <= kappa B``, and the score gap ``sigma <= reach B^2``.
+    ``X^2 - c B X - sigma <= 0`` and ``X <= kappa B``, and the score gap ``sigma <= reach B^2``
+    (``c = H``, ``kappa = 2 V``, ``reach = 2 H V`` of :func:`constructions.laws.value_reach`).
     ``sqrt`` chooses the number type (sympy by default; balls for the lower bounds).
     """
-    if cell.norm == "none":
-        return 1, 2, 2
-    sq = sqrt(cell.d - 1)
-    return 1 + sq, 2 * sq, 2 * sq * (sq + 1)
+    H, V = laws.value_reach(cell, laws.Ops(sqrt, None, None))
+    return H, 2 * V, 2 * H * V
 
 
-def segment_distance(cell: Cell) -> list:
-    """The largest ``|h_s - h_a|`` at budget ``B`` and score gap ``sigma``: the minimum of these.
-
-    none: the root of ``X^2 - B X - sigma = 0``; pre_learned: the root of
-    ``X^2 - (1 + sqrt(d-1)) B X - sigma = 0`` and ``2 sqrt(d-1) B``; pre_bare: ``sqrt(2 sigma)``
-    (module docstring).  Sympy expressions in ``B`` and ``sigma``.
-    """
-    if cell.norm == "pre_bare":
-        return [sympy.sqrt(2 * sigma)]
-    c, cap, _ = segment_reach(cell)
-    root = (c * B + sympy.sqrt(c**2 * B**2 + 4 * sigma)) / 2
-    # for no norm the root never exceeds 2B inside the domain (sigma <= 2 B^2)
-    return [root] if cell.norm == "none" else [root, cap * B]
+def _branches(expr) -> list:
+    """``expr`` as the list whose minimum it is (a positive factor distributes over ``Min``)."""
+    if isinstance(expr, sympy.Min):
+        return list(expr.args)
+    if isinstance(expr, sympy.Mul):
+        mins = [f for f in expr.args if isinstance(f, sympy.Min)]
+        if len(mins) == 1:
+            rest = expr / mins[0]
+            return [rest * arg for arg in mins[0].args]
+    return [expr]
 
 
 def capacity_branches(cell: Cell) -> list:
-    """``cap(t, B)`` is the minimum of these sympy expressions (in ``B`` and ``sigma`` for the
-    segment, where ``sigma = sqrt(d) log t``; in ``B`` alone otherwise), each increasing in ``B``."""
-    d = cell.d
-    sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
-    fam = family(cell)
-    if fam == "arc":
-        return [sd * B if cell.norm == "post_bare" else sq * B**2]
-    if fam == "line":
-        return [{"none": B**4 / sd, "pre_bare": d * B, "pre_learned": B**4 * (1 + sq) ** 3 / sd}[cell.norm]]
-    return [B * X_ for X_ in segment_distance(cell)]
+    """``cap(t, B)`` (:func:`constructions.laws.capacity`) as the minimum of these sympy
+    expressions, each increasing in ``B``: in ``B`` and the score gap ``sigma = sqrt(d) log t``
+    for the segment, in ``B`` alone otherwise."""
+    if family(cell) == "segment":
+        return [B * gap for gap in _branches(laws.value_gap(cell, B, sigma))]
+    return _branches(laws.capacity(cell, t, B))
 
 
 @dataclass(frozen=True)
@@ -181,7 +165,7 @@ def _segment_steps(cell: Cell) -> list[Step]:
     if cell.norm == "none":
         return [
             _score_gap(cell),
-            Step(X, segment_distance(cell)[0], "the distance between h_s and h_a: the largest at budget B"),
+            Step(X, laws.value_gap(cell, B, sigma), "the distance between h_s and h_a: the largest at budget B"),
             Step(r, X - B, "the norm of e_s"),
             _vec(E_A, B * C1, "the embedding of a", "e_a"),
             _vec(E_S, -r * C1, "the embedding of s, opposite to e_a", "e_s"),
@@ -207,7 +191,7 @@ def _segment_steps(cell: Cell) -> list[Step]:
     return [
         _score_gap(cell),
         _embedding_scale(cell),
-        Step(X, sympy.Min(*segment_distance(cell)), "the distance between h_s and h_a: the largest at budget B"),
+        Step(X, laws.value_gap(cell, B, sigma), "the distance between h_s and h_a: the largest at budget B"),
         Step(N_1, X / B - sq, "the first coordinate of the LayerNorm of e_s"),
         Step(alpha, N_1 / sq, "the cosine between e_s and c_1"),
         Step(beta_1, sigma / X - B * N_1, "the LayerNorm bias, along e_1"),
@@ -317,11 +301,6 @@ def resolve(steps: list[Step], width: int) -> dict:
     return out
 
 
-def _capacity(cell: Cell):
-    """``cap(t, B)`` as a sympy expression in ``t, B``."""
-    return sympy.Min(*capacity_branches(cell)).subs(sigma, sympy.sqrt(cell.d) * sympy.log(t))
-
-
 def _check_count(L_value) -> int:
     if isinstance(L_value, (bool, np.bool_)) or not isinstance(L_value, numbers.Integral):
         raise ValueError(f"L must be an integer >= 1, got {L_value!r}")
@@ -357,9 +336,12 @@ class RegressionDesign:
     def __init__(self, cell: Cell):
         if cell.readout != "regression":
             raise ValueError("RegressionDesign is for regression cells")
+        if cell.norm != "none" and (cell.kind.name != "layernorm" or cell.affine.name not in ("bare", "gain_bias")):
+            raise ValueError(f"{cell.describe()}: the constructions are derived for LayerNorm, bare or "
+                             "with gain and bias")
         self.cell = cell
         self.family = family(cell)
-        self.capacity_expr = _capacity(cell)
+        self.capacity_expr = laws.capacity(cell, t, B)
         self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
         self.capacity_mp = sympy.lambdify((t, B), self.capacity_expr, "mpmath")
         self._frame = None
@@ -425,10 +407,7 @@ class RegressionDesign:
             return None
         if self.family == "arc":
             return (1e-3, 10.0 * (L_value + 2) ** 1.5 + 10.0)
-        if self.cell.norm == "pre_bare":
-            sigma_max = 2 * d
-        else:
-            sigma_max = float(segment_reach(self.cell, math.sqrt)[2]) * B_value**2
+        sigma_max = laws.score_gap_max(self.cell, B_value, laws.FLOAT)
         log_hi = sigma_max / math.sqrt(d)
         if self.cell.norm == "pre_bare" and d == 2:
             return (math.exp(log_hi), math.exp(log_hi))  # h_s = +-h_a: two scores only

@@ -16,7 +16,7 @@ import sympy
 
 from bounds.lower import line_lower
 from bounds.lstar import l_star
-from constructions import arc, closed_forms as cf, segment
+from constructions import arc, closed_forms as cf, laws, segment
 from constructions.cell import ATTENTIONS, NORMS, Cell
 from constructions.regression import capacity_branches, design, family
 from constructions.symbols import A, B, L, k, kk, lam, rho, sigma, x
@@ -124,7 +124,7 @@ def test_budget_inverts_the_capacity(att, norm, d):
             assert reach >= amp * (1 - mpmath.mpf("1e-30"))
             if family(cell) == "segment" and norm != "pre_bare":
                 # the score-gap reach sigma <= reach B^2 may bind instead of the capacity
-                floor = sympy.sqrt(sympy.sqrt(d) * sympy.log(shape) / cf.segment_reach(cell)[2])
+                floor = sympy.sqrt(sympy.sqrt(d) * sympy.log(shape) / laws.score_gap_max(cell, 1))
                 if abs(mpmath.mpf(sympy.N(floor, 50)) - B_value) < mpmath.mpf("1e-30") * B_value:
                     continue
             assert abs(reach - amp) < mpmath.mpf("1e-30") * (1 + amp)
