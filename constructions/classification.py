@@ -30,6 +30,11 @@ Positions per family, at unit budget (``f_t`` as in the regression reduction):
 * line: ``x_n = kappa n``, ``kappa`` the capacity at budget 1: ``m = kappa / L``;
 * arc: ``x_n = S x/sqrt(lam^2 + x^2)``, ``x = n - L/2``, ``S = sqrt(d)`` (bare) or
   ``sqrt(d-1)`` (learned, ``g = e_1``): ``m ~ L^-2``.
+
+Cost of a row: the head has ``(L+1) d`` exact numbers (``O(L d)`` work and memory to build,
+store and bound), and certifying it compares every count with every class, ``(L+1)^2 d``
+multiply-adds (:func:`verify.judge.check_cost`).  :func:`check_size` refuses either beyond its
+limit before anything is built.
 """
 
 from __future__ import annotations
@@ -44,9 +49,27 @@ from constructions import basis, zoom
 from constructions.cell import Cell, Params
 from constructions.regression import design as regression_design
 from constructions.regression import family
+from verify.judge import check_cost
 
 #: theory exponent of the max-min margin in L, per family
 MARGIN_EXPONENT = {"segment": -3.0, "line": -1.0, "arc": -2.0}
+#: The most entries ``(L+1) d`` of a head: each is an exact number, held as mpf, as a float and
+#: (while its norm is bounded) as a ball, about 650 bytes of peak memory per entry in a certified
+#: row; so a head at the limit peaks near 1.4 GB (``L = 65536`` at ``d = 8``: 0.5 GB).
+MAX_HEAD_ENTRIES = 1 << 21
+
+
+def check_size(cell: Cell, L: int) -> None:
+    """Refuse, with a ``ValueError`` naming the limit, a classification row too large to run:
+    a head of ``(L+1) d > MAX_HEAD_ENTRIES`` entries, or a certification beyond the judge's
+    limits (:func:`verify.judge.check_cost` on the ball backend)."""
+    entries = (L + 1) * cell.d
+    if entries > MAX_HEAD_ENTRIES:
+        raise ValueError(
+            f"a classification head at L = {L}, d = {cell.d} has (L+1) d = {entries} entries, "
+            f"beyond the limit MAX_HEAD_ENTRIES = {MAX_HEAD_ENTRIES} "
+            "(constructions.classification.MAX_HEAD_ENTRIES)")
+    check_cost(cell, L, "arb256")
 
 
 def positions(cell: Cell, t_value, L_value: int, ctx=np):
@@ -103,7 +126,11 @@ class ClassificationDesign:
         return zoom.maximize(lambda tt: self.margin(tt, L_value), dom[0], dom[1], points=33)[0]
 
     def build(self, L_value: int, dps: int = 50) -> Params:
-        """Unit-norm head maximising the margin: geometry at budget 1 plus 1-D slopes."""
+        """Unit-norm head maximising the margin: geometry at budget 1 plus 1-D slopes.
+
+        Refused up front (``ValueError``) beyond the limits of :func:`check_size`.
+        """
+        check_size(self.cell, L_value)
         t_value = self.best_shape(L_value)
         with mpmath.workdps(dps):
             tv = mpmath.mpf(t_value) if t_value is not None else mpmath.mpf(1)

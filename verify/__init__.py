@@ -2,6 +2,7 @@
 
 from verify.backends import get_backend
 from verify.forward import LayerNormUndefined, explicit, reduced
-from verify.judge import CountResult, counts_to
+from verify.judge import MAX_COUNTS, CountResult, check_cost, counts_to
 
-__all__ = ["get_backend", "explicit", "reduced", "counts_to", "CountResult", "LayerNormUndefined"]
+__all__ = ["get_backend", "explicit", "reduced", "counts_to", "check_cost", "MAX_COUNTS", "CountResult",
+           "LayerNormUndefined"]

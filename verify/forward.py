@@ -1,4 +1,6 @@
-"""The forward pass of SPEC's attention layer at the read position, for every backend.
+"""The forward pass of the attention layer at the read position, for every backend.
+
+The model is the README's (section "The model in brief").
 
 For an input ``(s, x_1, ..., x_n)`` with ``x_i`` in ``{a, b}``:
 
@@ -9,7 +11,8 @@ For an input ``(s, x_1, ..., x_n)`` with ``x_i`` in ``{a, b}``:
 * softmax: ``A = sum_j softmax(score)_j h_j`` (computed with the maximum score subtracted);
   linear: ``A = sum_j score_j h_j``;
 * ``r = e_s + A``; ``z = LN(r)`` under post-norm, else ``z = r``;
-* regression ``y = <w, z> + w0``; classification logits ``<u_c, z> + b_c``.
+* regression ``y = <w, z> + w0``; classification logits ``<u_c, z> + b_c``, always summed in
+  one fixed order (:func:`logits`).
 
 :func:`explicit` follows these formulas token by token.  :func:`reduced` uses that the output
 depends on the sequence only through the counts ``(n_a, n_b)``: with the three token values
@@ -19,10 +22,12 @@ depends on the sequence only through the counts ``(n_a, n_b)``: with the three t
              ``w_x = exp(sigma_x - m)``, ``m`` the largest score present;
     linear:  ``A = sigma_s h_s + n_a sigma_a h_a + n_b sigma_b h_b``,
 
-vectorised over all counts at once.  The regression read-out then needs only inner products
+vectorised over all the counts given.  The regression read-out then needs only inner products
 of the four vectors ``e_s, h_s, h_a, h_b`` (:func:`_regression_gram`): ``O(d)`` work once and
 ``O(1)`` per count; classification forms the vectors ``z``, ``O(d)`` per count.  Both passes
-run unchanged on every backend of :mod:`verify.backends`.
+run unchanged on every backend of :mod:`verify.backends`.  Every count is computed by the same
+operations whichever other counts share the call, so a range of counts may be evaluated in
+chunks (:func:`outputs`, as :mod:`verify.judge` does) with results identical to one call.
 """
 
 from __future__ import annotations
@@ -111,6 +116,26 @@ def numbers(params: Params, backend, readout: bool = True) -> Numbers:
     return nums
 
 
+def logits(z_cols, u_cols, b):
+    """Classification logits ``<u, z> + b``, summed in one fixed order:
+    ``((z_0 u_0 + z_1 u_1) + ... + z_{d-1} u_{d-1}) + b``.
+
+    ``z_cols`` and ``u_cols`` yield the ``d`` coordinates as arrays that broadcast against each
+    other and against ``b`` (e.g. ``z.T[:, :, None]`` and ``u.T[:, None, :]`` for every pair of
+    rows).  Every product and sum is one elementwise operation rounded in the numbers' own type,
+    so an entry's value does not depend on which or how many other entries are computed with it
+    (a matrix product may round differently with the shape of its operands).
+    """
+    acc = None
+    for zk, uk in zip(z_cols, u_cols):
+        if acc is None:
+            acc = zk * uk
+        else:
+            acc += zk * uk
+    acc += b
+    return acc
+
+
 def _readout(params: Params, nums: Numbers, r: np.ndarray, counts=None, readout=True):
     """``z`` from the residual ``r`` (rows), then ``y`` (regression) or the logits."""
     z = _layernorm(params, nums, r, "post-norm", counts) if params.cell.post else r
@@ -118,7 +143,7 @@ def _readout(params: Params, nums: Numbers, r: np.ndarray, counts=None, readout=
         return z
     if params.cell.readout == "regression":
         return z @ nums.w + nums.w0
-    return z @ nums.u.T + nums.b
+    return logits(z.T[:, :, None], nums.u.T[:, None, :], nums.b)
 
 
 def _regression_gram(params: Params, nums: Numbers, terms, counts) -> np.ndarray:
@@ -187,14 +212,8 @@ def explicit(params: Params, tokens, backend="float64"):
         return _readout(params, nums, r[None, :])[0]
 
 
-def reduced(params: Params, n_a, n_b=None, backend="float64", readout=True):
-    """Outputs for many inputs at once, each given by its counts ``(n_a, n_b)``.
-
-    By permutation invariance of attention the output depends only on the counts.  Returns an
-    array of ``y`` (regression, shape ``(K,)``) or of logits (classification, ``(K, L+1)``);
-    with ``readout=False`` the vectors ``z`` fed to the read-out (shape ``(K, d)``).
-    """
-    bk = get_backend(backend)
+def _check_counts(params: Params, n_a, n_b):
+    """The counts as equal-length 1-D int64 arrays (``n_b = 0`` when omitted), validated."""
     n_a = np.atleast_1d(np.asarray(n_a, dtype=np.int64))
     n_b = np.zeros_like(n_a) if n_b is None else np.atleast_1d(np.asarray(n_b, dtype=np.int64))
     if n_a.shape != n_b.shape or n_a.ndim != 1:
@@ -203,32 +222,53 @@ def reduced(params: Params, n_a, n_b=None, backend="float64", readout=True):
         raise ValueError("counts must be non-negative")
     if (n_b > 0).any() and not params.cell.distractor:
         raise ValueError("this cell has no distractor token b, so n_b must be 0")
+    return n_a, n_b
+
+
+def reduced(params: Params, n_a, n_b=None, backend="float64", readout=True):
+    """Outputs for many inputs at once, each given by its counts ``(n_a, n_b)``.
+
+    By permutation invariance of attention the output depends only on the counts.  Returns an
+    array of ``y`` (regression, shape ``(K,)``) or of logits (classification, ``(K, L+1)``);
+    with ``readout=False`` the vectors ``z`` fed to the read-out (shape ``(K, d)``).
+    """
+    bk = get_backend(backend)
+    n_a, n_b = _check_counts(params, n_a, n_b)
     with bk.context():
-        nums = numbers(params, bk, readout=readout)
-        h = nums.h
-        toks = ["s", "a"] + (["b"] if params.cell.distractor else [])
-        sigma = {t: (h["s"] @ h[t]) * nums.tau for t in toks}
-        na = bk.vec(n_a.astype(object))
-        nb = bk.vec(n_b.astype(object))
-        cnt = {"s": None, "a": na, "b": nb}
-        present = {"a": n_a > 0, "b": n_b > 0}
-        if params.cell.attention == "softmax":
-            m = bk.full(n_a.shape, sigma["s"])
-            for t in toks[1:]:
-                m = bk.maximum(m, np.where(present[t], sigma[t], sigma["s"]))
-            weight = {"s": bk.exp(sigma["s"] - m)}
-            for t in toks[1:]:
-                # exponent taken as 0 where the token is absent: avoids 0 * inf
-                weight[t] = cnt[t] * bk.exp(np.where(present[t], sigma[t] - m, m - m))
-            Z = sum(weight[t] for t in toks)
-            coef = {t: weight[t] / Z for t in toks}
-        else:
-            coef = {"s": bk.full(n_a.shape, sigma["s"])}
-            coef.update({t: cnt[t] * sigma[t] for t in toks[1:]})
-        # r = e_s + sum_t coef_t h_t
-        terms = [(bk.vec(np.ones(n_a.shape, dtype=object)), nums.e["s"])]
-        terms += [(coef[t], h[t]) for t in toks]
-        if readout and params.cell.readout == "regression":
-            return _regression_gram(params, nums, terms, (n_a, n_b))
-        r = sum(np.multiply.outer(c, v) for c, v in terms)
-        return _readout(params, nums, r, counts=(n_a, n_b), readout=readout)
+        return outputs(params, numbers(params, bk, readout=readout), n_a, n_b, readout)
+
+
+def outputs(params: Params, nums: Numbers, n_a: np.ndarray, n_b: np.ndarray, readout=True):
+    """:func:`reduced` on parameters already converted by :func:`numbers` (with the same
+    ``readout``), for valid int64 count arrays; call inside ``nums.backend.context()``.
+
+    Converting once and calling this per chunk of counts gives the same numbers as one call.
+    """
+    bk = nums.backend
+    h = nums.h
+    toks = ["s", "a"] + (["b"] if params.cell.distractor else [])
+    sigma = {t: (h["s"] @ h[t]) * nums.tau for t in toks}
+    na = bk.vec(n_a.astype(object))
+    nb = bk.vec(n_b.astype(object))
+    cnt = {"s": None, "a": na, "b": nb}
+    present = {"a": n_a > 0, "b": n_b > 0}
+    if params.cell.attention == "softmax":
+        m = bk.full(n_a.shape, sigma["s"])
+        for t in toks[1:]:
+            m = bk.maximum(m, np.where(present[t], sigma[t], sigma["s"]))
+        weight = {"s": bk.exp(sigma["s"] - m)}
+        for t in toks[1:]:
+            # exponent taken as 0 where the token is absent: avoids 0 * inf
+            weight[t] = cnt[t] * bk.exp(np.where(present[t], sigma[t] - m, m - m))
+        Z = sum(weight[t] for t in toks)
+        coef = {t: weight[t] / Z for t in toks}
+    else:
+        coef = {"s": bk.full(n_a.shape, sigma["s"])}
+        coef.update({t: cnt[t] * sigma[t] for t in toks[1:]})
+    # r = e_s + sum_t coef_t h_t
+    terms = [(bk.vec(np.ones(n_a.shape, dtype=object)), nums.e["s"])]
+    terms += [(coef[t], h[t]) for t in toks]
+    if readout and params.cell.readout == "regression":
+        return _regression_gram(params, nums, terms, (n_a, n_b))
+    r = sum(np.multiply.outer(c, v) for c, v in terms)
+    return _readout(params, nums, r, counts=(n_a, n_b), readout=readout)

@@ -1,6 +1,7 @@
 """The counting judge: do parameters count to ``L``?
 
-SPEC's rules, for the inputs ``(s, a^n)``, ``n = 0..L``:
+The rules of the README's model (section "The model in brief"), for the inputs ``(s, a^n)``,
+``n = 0..L``:
 
 * regression: correct for ``n`` iff ``|y(n) - n| < 1/2`` (strict);
 * classification: correct iff ``n`` is the unique argmax of the logits, i.e. the margin
@@ -10,6 +11,14 @@ On the ball backend the verdict is rigorous: a count is *correct* only if the wh
 satisfies the rule, *wrong* only if no point of it does, and otherwise *undecided*; then the
 parameters are not certified ("cannot certify").  On every other backend the verdict is that
 of the computed numbers (a screen).
+
+Resources.  The counts are judged in chunks (:data:`CHUNK`); every count is computed by the
+same operations whatever the chunk (:mod:`verify.forward`, :func:`verify.forward.logits`), and
+the chunks' findings are merged exactly (:class:`_Tally`), so the result does not depend on the
+chunk size.  Memory is ``O(CHUNK)`` numbers for regression; a classification head has ``L+1``
+rows of ``d`` numbers, and the judge holds one copy of it in its own numbers (floats on
+balls) and ``O(CHUNK)`` more.  Work beyond the limits of :func:`check_cost` is refused up
+front, before anything is allocated.
 """
 
 from __future__ import annotations
@@ -19,9 +28,30 @@ from dataclasses import dataclass
 import flint
 import numpy as np
 
-from constructions.cell import Params
-from verify.backends import arb_bounds, get_backend
-from verify.forward import reduced
+from constructions.cell import Cell, Params
+from verify.backends import NumpyBackend, arb_bounds, get_backend
+from verify.forward import logits, numbers, outputs
+
+#: The largest ``L`` judged (the counts ``n = 0..L``).  Regression costs about 1 us per count in
+#: float64, 25 us on balls (arb256; 40 us at arb1024) and 150-250 us in mpmath (mp50-mp200) at
+#: d = 8, so ``L = MAX_COUNTS`` takes about a second, under a minute and a few minutes.
+MAX_COUNTS = 1 << 20
+#: Numbers per intermediate array of one chunk: ``CHUNK`` counts of regression (one output
+#: each), ``CHUNK // d`` counts of classification (a vector ``z`` each), whose logits are
+#: formed in tiles of at most ``CHUNK`` entries (512 KiB of float64: they stay in cache).
+CHUNK = 1 << 16
+#: Counts per logit tile once the classes fill it (``CHUNK // TILE_ROWS`` classes a tile): a
+#: few rows amortise the per-call cost of numpy, narrow tiles keep each operand in cache.
+TILE_ROWS = 8
+#: The most multiply-adds ``(L+1)^2 d`` of a classification judgement in floats (the float
+#: backends, and the float enclosure of the ball backend): 1-1.5 ns each (d = 3..32), so the
+#: largest judgement takes 2-3 minutes.
+MAX_LOGIT_TERMS = 1 << 37
+#: The same in the backend's own objects (mpmath): about 5 us each, 3 minutes at the limit.
+MAX_OBJECT_LOGIT_TERMS = 1 << 25
+#: A count the float enclosure leaves open is re-decided in balls against the competing
+#: classes it could not exclude, if there are at most this many; otherwise it stays undecided.
+MAX_BALL_CLASSES = 64
 
 
 @dataclass(frozen=True)
@@ -58,22 +88,63 @@ class CountResult:
         return self.counts
 
 
-def _margins(logits: np.ndarray, rad: float, n: np.ndarray, rigorous: bool):
-    """Bounds of ``logit_n - max_{c != n} logit_c`` per row, for float logits within ``rad``.
+def check_cost(cell: Cell, L: int, backend="arb256") -> None:
+    """Refuse, with a ``ValueError`` naming the limit, a judgement too large to run.
 
-    Destroys ``logits`` (the diagonal is overwritten to take the maximum over the others).
+    Regression costs ``O(1)`` per count: ``L <= MAX_COUNTS``.  Classification compares every
+    count with every class, ``(L+1)^2 d`` multiply-adds: at most ``MAX_LOGIT_TERMS`` in floats
+    (float and ball backends), ``MAX_OBJECT_LOGIT_TERMS`` on the other (object) backends.
     """
-    rows = np.arange(len(n))
-    own = logits[rows, n].copy()
-    logits[rows, n] = -np.inf
-    other = logits.max(axis=1)
-    gap = own - other
-    if not rigorous:
-        return gap, gap
-    # each logit is within rad; every float operation below errs by at most half a spacing of
-    # the magnitudes involved, all below |own| + |other| + 2 rad: cover four such roundings
-    slack = 2 * rad + 4 * np.spacing(np.abs(own) + np.abs(other) + 2 * rad)
-    return np.nextafter(gap - slack, -np.inf), np.nextafter(gap + slack, np.inf)
+    if L > MAX_COUNTS:
+        raise ValueError(f"L = {L} is beyond the judge's limit MAX_COUNTS = {MAX_COUNTS} "
+                         "(verify.judge.MAX_COUNTS)")
+    if cell.readout == "classification":
+        bk = get_backend(backend)
+        floats = bk.rigorous or isinstance(bk, NumpyBackend)
+        name, limit = (("MAX_LOGIT_TERMS", MAX_LOGIT_TERMS) if floats
+                       else ("MAX_OBJECT_LOGIT_TERMS", MAX_OBJECT_LOGIT_TERMS))
+        terms = (L + 1) ** 2 * cell.d
+        if terms > limit:
+            raise ValueError(
+                f"a classification judgement at L = {L}, d = {cell.d} on {bk.name} costs "
+                f"(L+1)^2 d = {terms} multiply-adds, beyond the limit {name} = {limit} "
+                f"(verify.judge.{name})")
+
+
+class _Tally:
+    """The findings of consecutive chunks merged into those of the whole range: the failing
+    and undecided counts in order, and the first count where a value is largest (``sign = 1``)
+    or smallest (``sign = -1``), NaN ranking first, exactly as one ``argmax`` would."""
+
+    def __init__(self, sign: int):
+        self.sign = sign
+        self.first_failure = None
+        self.undecided = []
+        self.key = self.value = self.at = None
+
+    def add(self, start: int, good: np.ndarray, bad: np.ndarray, value: np.ndarray) -> None:
+        bad_idx = np.flatnonzero(bad)
+        if self.first_failure is None and bad_idx.size:
+            self.first_failure = start + int(bad_idx[0])
+        self.undecided.extend(start + int(i) for i in np.flatnonzero(~good & ~bad))
+        key = np.nan_to_num(self.sign * value, nan=np.inf)
+        i = int(np.argmax(key))
+        if self.key is None or key[i] > self.key:
+            self.key, self.value, self.at = key[i], float(value[i]), start + i
+
+    def verdict(self) -> str:
+        if self.first_failure is not None:
+            return "fails"
+        return "cannot certify" if self.undecided else "counts"
+
+
+def _regression_chunk(bk, params: Params, nums, n: np.ndarray):
+    """``(surely correct, surely wrong, |y - n| to the nearest float)`` for the counts ``n``."""
+    y = outputs(params, nums, n, np.zeros_like(n))
+    err = y - bk.vec(n.astype(object)) if y.dtype == object else y - n
+    good, bad = bk.within(err, 0.5)  # decided in the backend's own numbers
+    # |y - n| to the nearest float, for reporting (the verdict above is exact)
+    return good, bad, np.abs(0.5 * bk.lower(err) + 0.5 * bk.upper(err))
 
 
 def _float_enclosure(x: np.ndarray):
@@ -87,86 +158,161 @@ def _float_enclosure(x: np.ndarray):
     return mid, np.nextafter(np.maximum(hi - mid, mid - lo), np.inf)
 
 
-def _rigorous_logits(params: Params, z: np.ndarray):
-    """Float logits ``<u_c, z_n> + b_c`` and one radius bounding every error, for balls ``z``.
+def _row_norms(a: np.ndarray) -> np.ndarray:
+    """Float Euclidean norms of the rows, the squares summed in the fixed order of
+    :func:`verify.forward.logits` (so a row's norm does not depend on the other rows)."""
+    return np.sqrt(logits(a.T, a.T, 0.0))
 
-    With ``zm, zr, um, ur`` the float midpoints and radii,
-    ``|<u, z> - <um, zm>| <= |ur| |z| + |um| |zr|`` (Cauchy-Schwarz), the float dot product of
-    length ``d`` is within ``gamma_d |um| |zm|`` of the exact one (``gamma_d = d u/(1 - d u)``, any
-    summation order), adding ``b`` rounds once more.  Taking maxima over rows and classes gives
-    one radius; it is computed in floats and inflated by 1e-3 relative to cover that rounding.
+
+class _Head:
+    """A classification head as numbers of one backend: columns ``uT`` and biases ``bm``.
+
+    On the ball backend these are float64 midpoints of the exact head (their radii enter
+    :meth:`radius`): the logits of every count against every class are computed in floats and
+    enclosed, and only the open cases go to balls.  Elsewhere they are the backend's own numbers.
     """
-    d = params.cell.d
-    zm, zr = _float_enclosure(z)
-    um, ur = _float_enclosure(params.vectors["u"])
-    bm, br = _float_enclosure(params.scalars["b"])
-    u = np.finfo(np.float64).eps / 2
-    gamma = (d + 1) * u / (1 - (d + 1) * u)
-    row = lambda a: np.sqrt((a * a).sum(axis=1))
-    z_max = float((row(zm) + row(zr)).max())
-    um_max, ur_max, zr_max = float(row(um).max()), float(row(ur).max()), float(row(zr).max())
-    rad = (ur_max * z_max + um_max * zr_max + gamma * um_max * z_max
-           + u * (um_max * z_max + float(np.abs(bm).max())) + float(br.max()))
-    rad = rad * (1 + 1e-3) + np.finfo(np.float64).tiny
-    return zm @ um.T + bm, (rad if np.isfinite(rad) else np.inf)
+
+    def __init__(self, params: Params, bk, nums):
+        self.params = params
+        if not bk.rigorous:
+            self.uT, self.bm = np.ascontiguousarray(nums.u.T), nums.b
+            return
+        um, ur = _float_enclosure(params.vectors["u"])
+        self.bm, br = _float_enclosure(params.scalars["b"])
+        self.uT = np.ascontiguousarray(um.T)
+        self.um_max, self.ur_max = float(_row_norms(um).max()), float(_row_norms(ur).max())
+        self.b_max, self.br_max = float(np.abs(self.bm).max()), float(br.max())
+
+    def radius(self, zm: np.ndarray, zr: np.ndarray) -> np.ndarray:
+        """Per row ``n``, a float ``rad_n`` with ``|fl(<um_c, zm_n> + bm_c) - (<u_c, z> + b_c)| <=
+        rad_n`` for every class ``c``, every ``z`` of the row's ball and any summation order.
+
+        With ``|u_c - um_c| <= ur``, ``|z - zm_n| <= |zr_n|`` and ``Z = |zm_n| + |zr_n| >= |z|``,
+        ``|<u_c, z> - <um_c, zm_n>| <= |ur| Z + |um_c| |zr_n|`` (Cauchy-Schwarz); a float dot
+        product of length ``d`` is within ``gamma_d |um_c| |zm_n|`` of the exact one in any
+        order (``gamma_d = d u/(1 - d u)``, ``u = 2^-53``), adding ``bm_c`` rounds once more
+        (``u (|um_c| |zm_n| (1 + gamma_d) + |bm_c|)``), and ``|b_c - bm_c| <= br``.  With
+        ``gamma_{d+1}`` for ``gamma_d (1 + u)`` and maxima over the classes this is at most
+        ``|ur| Z + |um| |zr| + gamma_{d+1} |um| Z + u (|um| Z + |bm|) + br``.  It is evaluated in
+        floats from norms with relative error below ``(d + 3) u < 1e-10`` (``d <= 2^16``), so an
+        inflation by ``1e-3`` covers that rounding, and ``(d + 2)`` smallest subnormals cover
+        underflow (at most ``2d`` operations, each off by half of one).  The bound assumes no
+        overflow: where a partial sum could overflow (``|um| Z + |bm|`` above half the largest
+        float) the radius is infinite.
+        """
+        d = self.params.cell.d
+        u = np.finfo(np.float64).eps / 2
+        gamma = (d + 1) * u / (1 - (d + 1) * u)
+        zrn = _row_norms(zr)
+        z_up = _row_norms(zm) + zrn
+        size = self.um_max * z_up + self.b_max
+        rad = (self.ur_max * z_up + self.um_max * zrn + gamma * self.um_max * z_up + u * size
+               + self.br_max) * (1 + 1e-3) + (d + 2) * np.finfo(np.float64).smallest_subnormal
+        return np.where(np.isfinite(rad) & (size <= np.finfo(np.float64).max / 2), rad, np.inf)
 
 
-def _decide_in_balls(bk, params: Params, z: np.ndarray, n: np.ndarray, good, bad, m_lo):
-    """Re-decide the rows the float enclosure left open with all logits in ball arithmetic
-    (and replace their margin lower bounds by the balls' ones)."""
-    u, b = bk.vec(params.vectors["u"]), bk.vec(params.scalars["b"])
-    good, bad, m_lo = good.copy(), bad.copy(), m_lo.copy()
+def _slack(own, other, rad):
+    """Rounding slack of ``own - other`` for logits within ``rad`` of the exact ones: each
+    differs by ``rad``, and the float operations computing ``gap -+ slack`` err by at most half
+    a spacing of magnitudes below ``|own| + |other| + 2 rad`` each: four such roundings."""
+    return 2 * rad + 4 * np.spacing(np.abs(own) + np.abs(other) + 2 * rad)
+
+
+def _decide_in_balls(bk, head: _Head, z_row, row, n: int, rad: float, m_lo: float):
+    """Re-decide a count the float enclosure left open: ``(good, bad, margin lower bound)``.
+
+    ``row`` holds the float logits of every class (``row[n]`` the own one): they bound every gap
+    from below; the classes where that bound is not positive (at most ``MAX_BALL_CLASSES``,
+    else the count stays undecided) are decided in ball arithmetic.
+    """
+    own = row[n]
+    lower = np.nextafter(own - row - _slack(own, row, rad), -np.inf)
+    lower[n] = np.inf
+    open_ = np.flatnonzero(~(lower > 0))
+    if open_.size > MAX_BALL_CLASSES:
+        return False, False, m_lo
+    U, B = head.params.vectors["u"], head.params.scalars["b"]
+    own_ball = bk.vec(U[n]) @ z_row + bk.vec(B[n:n + 1])[0]
+    gaps = own_ball - (bk.vec(U[open_]) @ z_row + bk.vec(B[open_]))
+    lower[open_] = bk.lower(gaps)
+    return all(g > 0 for g in gaps), any(g <= 0 for g in gaps), float(lower.min())
+
+
+def _classification_block(bk, head: _Head, z: np.ndarray, n: np.ndarray, width: int):
+    """``(surely correct, surely wrong, margin lower bound)`` for the rows ``z`` of counts ``n``.
+
+    Every logit is computed in the fixed order of :func:`verify.forward.logits` (on the ball
+    backend from float midpoints, within :meth:`_Head.radius` of the exact ones), ``width``
+    classes at a time.
+    """
+    zm, zr = _float_enclosure(z) if bk.rigorous else (z, None)
+    z_cols = zm.T[:, :, None]
+    own = logits(zm.T, head.uT[:, n], head.bm[n])
+    other = None
+    for c0 in range(0, head.uT.shape[1], width):
+        tile = logits(z_cols, head.uT[:, None, c0:c0 + width], head.bm[c0:c0 + width])
+        mine = np.flatnonzero((n >= c0) & (n < c0 + width))
+        tile[mine, n[mine] - c0] = -np.inf
+        top = tile.max(axis=1)
+        other = top if other is None else np.maximum(other, top)
+    gap = own - other
+    if not bk.rigorous:
+        good = np.asarray(gap > 0, dtype=bool)
+        return good, ~good, bk.lower(gap)
+    rad = head.radius(zm, zr)
+    slack = _slack(own, other, rad)
+    m_lo, m_hi = np.nextafter(gap - slack, -np.inf), np.nextafter(gap + slack, np.inf)
+    good, bad = m_lo > 0, m_hi <= 0  # NaN (overflow) decides nothing
     for i in np.flatnonzero(~(good | bad)):
-        logits = u @ z[i] + b
-        gaps = np.array([logits[n[i]] - o for o in np.delete(logits, n[i])], dtype=object)
-        good[i] = all(g > 0 for g in gaps)
-        bad[i] = any(g <= 0 for g in gaps)
-        m_lo[i] = bk.lower(gaps).min()
+        row = logits(zm[i], head.uT, head.bm)
+        good[i], bad[i], m_lo[i] = _decide_in_balls(bk, head, z[i], row, n[i], rad[i], m_lo[i])
     return good, bad, m_lo
 
 
-def counts_to(params: Params, L: int, backend="float64") -> CountResult:
-    """Judge whether ``params`` count to ``L`` (every ``n = 0..L``), on ``backend``."""
+def _judge_classification(bk, params: Params, nums, L: int, chunk: int, tally: _Tally) -> None:
+    """Classification in chunks of ``chunk // d`` vectors ``z``; their logits in tiles of at
+    most ``chunk`` entries: ``width = min(L+1, chunk // TILE_ROWS)`` classes by
+    ``chunk // width`` counts."""
+    head = _Head(params, bk, nums)
+    rows = max(1, chunk // params.cell.d)
+    width = min(L + 1, max(1, chunk // TILE_ROWS))
+    block = max(1, min(rows, chunk // width))
+    for start in range(0, L + 1, rows):
+        n = np.arange(start, min(start + rows, L + 1))
+        z = outputs(params, nums, n, np.zeros_like(n), readout=False)
+        for s in range(0, len(n), block):
+            found = _classification_block(bk, head, z[s:s + block], n[s:s + block], width)
+            tally.add(start + s, *found)
+
+
+def counts_to(params: Params, L: int, backend="float64", chunk: int = CHUNK) -> CountResult:
+    """Judge whether ``params`` count to ``L`` (every ``n = 0..L``), on ``backend``.
+
+    ``chunk`` bounds the numbers held per intermediate array (:data:`CHUNK`); the result does
+    not depend on it.  Judgements beyond :func:`check_cost` raise ``ValueError`` up front.
+    """
     if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or L < 1:
         raise ValueError(f"L must be an integer >= 1, got {L!r}")
-    L = int(L)
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be an integer >= 1, got {chunk!r}")
+    L, chunk = int(L), int(chunk)
     bk = get_backend(backend)
     if params.classes is not None and params.classes != L + 1:
         raise ValueError(f"a classification head with {params.classes} classes judges L={params.classes - 1}, not L={L}")
-    n = np.arange(L + 1)
+    check_cost(params.cell, L, bk)
     classify = params.cell.readout == "classification"
-    # ball arithmetic on (L+1)^2 logits would be slow: enclose z in balls, then the logits by a
-    # rigorous float interval product (see _rigorous_logits)
-    out = reduced(params, n, backend=bk, readout=not (classify and bk.rigorous))
+    tally = _Tally(sign=-1 if classify else 1)
     with bk.context():
-        if not classify:
-            err = out - bk.vec(n.astype(object)) if out.dtype == object else out - n
-            good, bad = bk.within(err, 0.5)  # decided in the backend's own numbers
-            # |y - n| to the nearest float, for reporting (the verdict above is exact)
-            err_hi = np.abs(0.5 * bk.lower(err) + 0.5 * bk.upper(err))
-            worst = int(np.argmax(np.nan_to_num(err_hi, nan=np.inf)))
-            extra = dict(worst_error=float(err_hi[worst]), worst_error_at=worst)
+        # balls: the logits are computed in floats and enclosed (_Head.radius), so the head is
+        # not converted to balls
+        nums = numbers(params, bk, readout=not (classify and bk.rigorous))
+        if classify:
+            _judge_classification(bk, params, nums, L, chunk, tally)
         else:
-            # balls: a float enclosure of the logits; otherwise the backend's own numbers
-            logits, rad = _rigorous_logits(params, out) if bk.rigorous else (out.copy(), 0.0)
-            m_lo, m_hi = _margins(logits, rad, n, bk.rigorous)
-            good, bad = m_lo > 0, ~(m_hi > 0)
-            if bk.rigorous and not (good | bad).all():
-                good, bad, m_lo = _decide_in_balls(bk, params, out, n, good, bad, m_lo)
-            good, bad = np.asarray(good, dtype=bool), np.asarray(bad, dtype=bool)
-            m_lo = bk.lower(m_lo) if not bk.rigorous else m_lo
-            worst = int(np.argmin(np.nan_to_num(m_lo, nan=-np.inf)))
-            extra = dict(min_margin=float(m_lo[worst]), min_margin_at=worst)
-    bad_idx = np.flatnonzero(bad)
-    undecided = tuple(int(i) for i in np.flatnonzero(~good & ~bad))
-    if bad_idx.size:
-        verdict = "fails"
-    elif undecided:
-        verdict = "cannot certify"
-    else:
-        verdict = "counts"
-    return CountResult(
-        L=L, backend=bk.name, verdict=verdict,
-        first_failure=int(bad_idx[0]) if bad_idx.size else None,
-        undecided=undecided, **extra,
-    )
+            for start in range(0, L + 1, chunk):
+                n = np.arange(start, min(start + chunk, L + 1))
+                tally.add(start, *_regression_chunk(bk, params, nums, n))
+    extra = (dict(min_margin=tally.value, min_margin_at=tally.at) if classify
+             else dict(worst_error=tally.value, worst_error_at=tally.at))
+    return CountResult(L=L, backend=bk.name, verdict=tally.verdict(),
+                       first_failure=tally.first_failure, undecided=tuple(tally.undecided), **extra)
