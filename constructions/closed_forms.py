@@ -31,14 +31,15 @@ sqrt(sigma/(2 sqrt(d-1)(sqrt(d-1)+1))))`` (pre_learned) and ``D/sqrt(2 sigma)`` 
   two score gaps are realisable and there is no corner).
 
 Below these ranges the budget still falls to the right of the corner and the optimum is an
-interior shape (for none at ``L = 5`` at most ``d``, for pre_learned at ``L = 4``, for pre_bare
-at ``L = 6``).  The ranges were established against the float64 optimum of the reduced problem
-(:meth:`constructions.regression.RegressionDesign.estimate`) for ``L <= 400`` and ``d`` from 2
-to 65536, and the tests compare the formula with the certified sweep ``B_min`` at every
-``L <= 200`` (``d = 8``) and samples at other ``d``.  For large ``L`` it is a theorem: the
-budget increases to the right of the corner once ``(rho^2 - L(L-k)) log(rho) / ((rho+L)
-(rho+L-k)) > 1/2`` (the logarithmic derivative of ``D_lo`` beats that of the score gap), true
-for every ``rho >= rho*`` as soon as ``L >= 9``, whatever ``d``.
+interior shape (none: ``L = 5`` for ``3 <= d <= 32``; pre_learned: ``L = 4`` for ``d >= 3``;
+pre_bare: ``L = 6`` for every ``d``); at a few smaller ``L`` the score-gap floor happens to bind
+at the same value (none at ``L = 4, 5`` for ``d >= 64``), which the ranges leave out.  The
+ranges were established against the float64 optimum of the reduced problem
+(:meth:`constructions.regression.RegressionDesign.estimate`) at every ``L <= 400`` for ``d`` in
+``{2, ..., 8, 11, 17, 32, 64, 100, 256, 1000, 4096, 65536}`` (pre_bare: ``d <= 64``, up to
+``min(400, L*(d))``); the tests compare the formula with the certified sweep ``B_min`` at every
+``L <= 200`` for ``d = 8`` and at samples of ``L`` for ``d = 3`` and ``17``.  Beyond ``L = 400``
+the ranges are not proven: the corner stays optimal as long as the budget increases to its right.
 
 **Arc (post-norm, symmetric construction; either attention, any d >= 3).**  ``b_lo`` increases
 with ``lam``, so the optimum is the smallest feasible ``lam``.  Each offset ``x`` allows

@@ -284,6 +284,28 @@ def _line_steps(cell: Cell) -> list[Step]:
     return out
 
 
+def program(steps: list[Step], width: int) -> tuple[list, dict]:
+    """The steps as a straight-line program: ``(variable, expression)`` assignments in order, and
+    the keyed results in those variables.
+
+    Each scalar step gets one variable and each vector step three (its ``f, r, s``), so
+    evaluating the program costs a few operations per step and nothing is inlined twice.
+    """
+    rename, vectors, assignments, out = {}, {}, [], {}
+    for j, step in enumerate(steps):
+        value = basis.inner_products(step.value.xreplace(rename), width, vectors)
+        if step.vector:
+            names = sympy.symbols(f"v{j}f v{j}r v{j}s")
+            assignments += zip(names, FrameVector.of(value, width, vectors).pattern)
+            result = vectors[step.symbol] = FrameVector(width, names)
+        else:
+            result = rename[step.symbol] = sympy.Symbol(f"q{j}")
+            assignments.append((result, value))
+        if step.key is not None:
+            out[step.key] = result
+    return assignments, out
+
+
 def resolve(steps: list[Step], width: int) -> dict:
     """The keyed steps with every named quantity substituted: expressions in the arguments only.
 
@@ -381,16 +403,17 @@ class RegressionDesign:
         return {name: v.matrix() if isinstance(v, FrameVector) else v for name, v in self.frame().items()}
 
     def compiled(self):
-        """The construction lambdified for mpmath (built once, with common subexpressions).
+        """The construction lambdified for mpmath (built once): the straight-line
+        :func:`program` of the steps.
 
         Only the distinct coordinates of every vector (``FrameVector.coordinates``, at most
-        four) are compiled; :meth:`evaluate` repeats the last of them up to ``d``.
+        four) are computed; :meth:`evaluate` repeats the last of them up to ``d``.
         """
         if self._build is None:
-            exprs = self.frame()
-            self._names = list(exprs)
-            heads = [v.coordinates() if isinstance(v, FrameVector) else v for v in exprs.values()]
-            self._build = sympy.lambdify(ARGS, heads, "mpmath", cse=True)
+            assignments, out = program(self.steps(), self.cell.d)
+            self._names = list(out)
+            heads = [v.coordinates() if isinstance(v, FrameVector) else v for v in out.values()]
+            self._build = sympy.lambdify(ARGS, heads, "mpmath", cse=lambda exprs: (assignments, exprs))
         return self._build
 
     # ----------------------------------------------------------------- the reduced problem
