@@ -1,8 +1,8 @@
-"""Test helpers: an independent pure-Python reference of SPEC's model, random parameters,
-exact conversions of backend numbers, and the error scale used for float64 tolerances.
+"""Test helpers: an independent pure-Python reference of the model, random parameters, exact
+conversions of backend numbers, and the error scale used for float64 tolerances.
 
-The reference :func:`ref_forward` is written from SPEC's section "The model" with plain Python
-lists and loops; it does not import anything from the toolkit's forward pass.  It runs on any
+The reference :func:`ref_forward` is written from the README's section "The model in brief"
+with plain Python lists and loops; it does not import anything from the toolkit's forward pass.  It runs on any
 number system given as ``(num, exp, sqrt)`` -- ``math`` floats or ``mpmath`` at high precision.
 """
 
@@ -37,7 +37,7 @@ def examples(n: int) -> int:
 
 
 def ref_forward(cell: Cell, vectors: dict, scalars: dict, tokens: str, lib=FLOAT):
-    """SPEC's model by hand.  Returns a namespace of every intermediate quantity.
+    """The model (README, "The model in brief") by hand.  Returns every intermediate quantity.
 
     ``vectors``/``scalars`` hold plain numbers (or lists of them) with the names of
     ``cell.vector_names()`` / ``cell.scalar_names()``.

@@ -1,9 +1,10 @@
 """Hand-computed forward passes at d = 3 with small integer vectors.
 
 Every expected value here is computed by the test with plain Python ``math`` (or ``mpmath`` at
-high precision for the mp50 comparison), following SPEC's section "The model": softmax weights
-with the maximum subtracted, LayerNorm with the population variance, the raw-``e_s`` residual
-and the read-out.  Nothing from the toolkit's forward pass is used to produce the expectations.
+high precision for the mp50 comparison), following the README's section "The model in brief":
+softmax weights with the maximum subtracted, LayerNorm with the population variance, the
+raw-``e_s`` residual and the read-out.  Nothing from the toolkit's forward pass is used to
+produce the expectations.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from constructions.cell import Cell, Params
 from helpers import as_mp_list, examples, random_params
-from verify import CountResult, counts_to, reduced
+from verify import CountResult, counts_to, judge, reduced
 
 BACKENDS = ["float64", "mp50", "arb256"]
 
@@ -204,6 +204,23 @@ def test_tie_must_fail(backend):
     assert res.verdict == "fails" and res.first_failure == 3 and res.undecided == ()
     assert not res.certified
     assert res.min_margin_at == 3 and res.min_margin <= 0
+
+
+@pytest.mark.parametrize("extra", [0, 1])
+def test_many_tied_classes_cannot_certify_rather_than_guess(extra):
+    """Every logit equal: no count is the unique argmax.  The float enclosure leaves every count
+    open; balls settle a tie against at most MAX_BALL_CLASSES competitors (then: fails), beyond
+    that the count stays undecided (cannot certify) -- never counts."""
+    L = judge.MAX_BALL_CLASSES + extra
+    cell = Cell("linear", "none", "classification", d=4)
+    p = Params(cell, {"e_s": [2, 0, 0, 0], "e_a": [2, 0, 0, 0], "u": [[0.25, 0, 0, 0]] * (L + 1)},
+               {"b": [0.5] * (L + 1)})
+    res = counts_to(p, L, "arb256")
+    if extra:
+        assert res.verdict == "cannot certify" and res.undecided == tuple(range(L + 1))
+    else:
+        assert res.verdict == "fails" and res.first_failure == 0 and res.undecided == ()
+    assert counts_to(p, L, "float64").first_failure == 0
 
 
 # ------------------------------------------------------------------ judge vs the rule, random
