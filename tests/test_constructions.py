@@ -21,9 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from constructions import arc, classification, regression, segment
-from constructions.cell import ATTENTIONS, NORMS, Cell, Params
-from constructions.regression import A, B, C, L, t
+from constructions import arc, basis, classification, regression, segment
+from constructions.basis import FrameVector
+from constructions.cell import ATTENTIONS, MAX_D, NORMS, Cell, Params
+from constructions.symbols import ARGS, C1, E1, ONE, P, A, B, C, L, t
 from helpers import ALL_CELLS, CELL_IDS, ref_mp
 from verify import counts_to
 
@@ -121,8 +122,127 @@ SYMBOLS = {B, L, t, A, C}
 
 
 def test_exported_symbols_are_the_builder_arguments():
-    assert [s.name for s in (B, L, t, A, C)] == ["B", "L", "t", "A", "C"]
+    assert [s.name for s in ARGS] == ["B", "L", "t", "A", "C"]
     assert all(isinstance(s, sympy.Symbol) for s in SYMBOLS)
+    # one definition: the modules share the very same symbols (same assumptions)
+    from constructions import closed_forms, derive
+
+    assert regression.L is L is closed_forms.L and segment.L is L and arc.L is L
+    assert derive.L is L and sympy.Symbol("L", integer=True, positive=True) == L != sympy.Symbol("L")
+
+
+# --------------------------------------------------------------------------- the frame
+
+
+def _explicit_frame(d):
+    """c_1, p, one, e_1 from their definitions, as exact sympy matrices."""
+    e1 = sympy.zeros(d, 1)
+    e1[0] = 1
+    ones = sympy.ones(d, 1)
+    c1 = (e1 - ones / d) / sympy.sqrt(sympy.Rational(d - 1, d))
+    p = sympy.zeros(d, 1)
+    if d >= 3:
+        p[1], p[2] = 1 / sympy.sqrt(2), -1 / sympy.sqrt(2)
+    return {C1: c1, P: p, ONE: ones / sympy.sqrt(d), E1: e1}
+
+
+@pytest.mark.parametrize("d", [2, 3, 4, 7])
+def test_frame_vectors_are_their_definitions(d):
+    frame = _explicit_frame(d)
+    for sym, vec in frame.items():
+        assert basis.frame_vector(sym, d).matrix() == vec
+    # orthonormal (p is zero at d = 2) and e_1 on the frame as stated
+    for u, v in itertools.product((C1, P, ONE), repeat=2):
+        want = int(u == v and (u != P or d >= 3))
+        assert sympy.simplify((frame[u].T * frame[v])[0, 0]) == want
+        assert sympy.simplify(basis.frame_vector(u, d).dot(basis.frame_vector(v, d))) == want
+    on_frame = basis.E1_ON_FRAME.subs(basis.d, d)
+    assert FrameVector.of(on_frame, d).pattern == basis.frame_vector(E1, d).pattern
+
+
+@given(coeffs=st.lists(st.fractions(-5, 5, max_denominator=7), min_size=8, max_size=8), d=st.integers(2, 9))
+@FAST
+def test_frame_vector_algebra_matches_matrices(coeffs, d):
+    """Combinations, inner products, coordinates and frame coefficients agree with the d-vectors."""
+    a = [sympy.Rational(c.numerator, c.denominator) for c in coeffs]
+    frame = _explicit_frame(d)
+    u_expr = a[0] * C1 + a[1] * P + a[2] * ONE + a[3] * E1
+    v_expr = a[4] * C1 + a[5] * P + a[6] * ONE + a[7] * E1
+    u, v = FrameVector.of(u_expr, d), FrameVector.of(v_expr, d)
+    mat = lambda e: sum((e.coeff(s) * m for s, m in frame.items()), sympy.zeros(d, 1))
+    U, Vm = mat(u_expr), mat(v_expr)
+    assert sympy.simplify(u.matrix() - U) == sympy.zeros(d, 1)
+    assert sympy.simplify(u.dot(v) - (U.T * Vm)[0, 0]) == 0
+    for coefficient, sym in zip(u.frame_coefficients(), (C1, P, ONE)):
+        assert sympy.simplify(coefficient - (U.T * frame[sym])[0, 0]) == 0
+    # a named vector built from another
+    w = FrameVector.of(2 * sympy.Symbol("u") - C1, d, {sympy.Symbol("u"): u})
+    assert sympy.simplify(w.matrix() - (2 * U - frame[C1])) == sympy.zeros(d, 1)
+
+
+def test_symbolic_is_refused_at_large_width_and_frame_is_not():
+    cell = Cell("softmax", "post_learned", "regression", d=MAX_D)
+    des = regression.design(cell)
+    with pytest.raises(ValueError, match=f"d <= {regression.SYMBOLIC_MAX_D}"):
+        des.symbolic()
+    frame = des.frame()
+    assert set(frame) == set(cell.vector_names()) | set(cell.scalar_names())
+    assert frame["w"].pattern[1:] == (0, 0)  # w = S e_1 exactly
+    small = regression.design(Cell("softmax", "post_learned", "regression", d=regression.SYMBOLIC_MAX_D))
+    assert small.symbolic()["w"].shape == (regression.SYMBOLIC_MAX_D, 1)
+
+
+@pytest.mark.parametrize("att,norm", REG_CELLS, ids=REG_IDS)
+def test_large_width_is_cheap_and_counts(att, norm):
+    """d = 65536: compile and build in O(1) symbolic work; the construction counts (float64)."""
+    import time
+
+    cell = Cell(att, norm, "regression", d=MAX_D)
+    des = regression.design(cell)
+    start = time.perf_counter()
+    des.compiled()
+    L_value = 5 if norm != "pre_bare" else 7
+    est = des.estimate(L_value)
+    params = des.build(L_value, 1.01 * est)
+    assert time.perf_counter() - start < 20
+    assert counts_to(params, L_value, backend="float64").counts
+    vals = params.vectors["e_a"]
+    assert len(vals) == MAX_D and vals[3] == vals[MAX_D - 1]
+
+
+BAD_COUNTS = [0, -3, 2.0, True, "4", None, np.float64(3)]
+BAD_BUDGETS = [0, -1.0, float("nan"), float("inf"), True, "2", None, 1j, mpmath.mpf("-inf")]
+
+
+@pytest.mark.parametrize("bad", BAD_COUNTS, ids=repr)
+def test_build_refuses_bad_counts(bad):
+    des = regression.design(Cell("softmax", "none", "regression"))
+    with pytest.raises(ValueError, match="L must be an integer >= 1"):
+        des.build(bad, 3.0)
+
+
+@pytest.mark.parametrize("bad", BAD_BUDGETS, ids=repr)
+def test_build_refuses_bad_budgets(bad):
+    des = regression.design(Cell("softmax", "none", "regression"))
+    with pytest.raises(ValueError, match="B must be a finite real number > 0"):
+        des.build(4, bad)
+
+
+def test_build_accepts_every_kind_of_real():
+    from fractions import Fraction
+
+    des = regression.design(Cell("linear", "none", "regression"))
+    ref = des.build(4, 1.5)
+    for B_value in (np.float32(1.5), mpmath.mpf("1.5"), Fraction(3, 2), sympy.Rational(3, 2)):
+        got = des.build(np.int64(4), B_value)
+        assert all((got.vectors[k] == ref.vectors[k]).all() for k in ref.vectors)
+
+
+def test_designs_refuse_cells_they_are_not_derived_for():
+    with pytest.raises(ValueError, match="derived for LayerNorm"):
+        regression.design(Cell("softmax", "pre_learned", "regression", norm="rmsnorm"))
+    with pytest.raises(ValueError, match="derived for LayerNorm"):
+        regression.design(Cell("softmax", "post_learned", "regression", affine="gain"))
 
 
 @pytest.mark.parametrize("d", [8, 3])
