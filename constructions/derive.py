@@ -41,7 +41,7 @@ from constructions.basis import E1_ON_FRAME, PATTERN
 from constructions.cell import ATTENTIONS, MAX_D, NORMS, READOUTS, Cell
 from constructions.classification import MARGIN_EXPONENT
 from constructions.regression import LINE_INTERVAL, SHAPE_FUNCTION, design, family
-from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, LN, ONE, P, U_c, W, A, B, B_min, C,
+from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, LN, ONE, P, U, U_c, W, A, B, B_min, C,
                                    D, D_hi, D_lo, D_star, K, K_min, L, L_star, argmax, b, b_c, b_hi,
                                    b_lo, b_star, budget, c, cap, coord, d, delta, i, infimum, inner,
                                    k, k_slope, k_star, kk, kk_star, lam, lam_star, lam_star_sq,
@@ -152,9 +152,8 @@ def _frame(cell: Cell) -> Section:
 
 def _values(cell: Cell) -> list:
     """How the token values h_s, h_a and (post-norm) the output are formed."""
-    v = sympy.Symbol("v")
-    norm = Row(LN(v), "=", (v - mean(v)) / sympy.sqrt(var(v) + sympy.nsimplify(cell.eps)),
-               "LayerNorm of a vector v: subtract the mean of its coordinates, divide by the root "
+    norm = Row(LN(U), "=", (U - mean(U)) / sympy.sqrt(var(U) + sympy.nsimplify(cell.eps)),
+               "LayerNorm of a vector u: subtract the mean of its coordinates, divide by the root "
                "of their population variance plus eps")
     if cell.pre:
         learned = cell.learned
@@ -181,7 +180,7 @@ def _model(cell: Cell) -> Section:
             rows.append(Row(rho, "=", sympy.exp(tau * (inner(H_S, H_S) - inner(H_S, H_A))),
                             "the attention ratio of s over a: s gets weight rho/(rho+n), each a 1/(rho+n)"))
         elif fam == "arc":
-            rows += [Row(x, "=", n - L / 2, "the offset of the count n from the middle"), _arc_output(cell)]
+            rows += [Row(x, "=", n - L / 2, "the offset of the count n from the middle"), *_arc_output(cell)]
         return Section("the model reduced to a read-out of the count", rows, intro + ".")
     if fam == "segment":
         rows += [Row(rho, "=", sympy.exp(tau * (inner(H_S, H_S) - inner(H_S, H_A))),
@@ -193,7 +192,7 @@ def _model(cell: Cell) -> Section:
                  Row(y(n), "=", C + K * readout, "the read-out after n tokens a; C collects the constants")]
     else:
         gain = "w times g elementwise" if cell.learned else "w"
-        rows += [Row(x, "=", n - L / 2, "the offset of the count n from the middle"), _arc_output(cell),
+        rows += [Row(x, "=", n - L / 2, "the offset of the count n from the middle"), *_arc_output(cell),
                  Row(b, "=", sympy.sqrt(cell.d) * inner(W * G if cell.learned else W, C1),
                      f"the read-out amplitude, {gain} along c_1"),
                  Row(y(n), "=", L / 2 + b * readout.xreplace({n: x + L / 2}),
@@ -201,11 +200,13 @@ def _model(cell: Cell) -> Section:
     return Section("the model reduced to a read-out of the count", rows, intro + "; w and w_0 are the read-out.")
 
 
-def _arc_output(cell: Cell) -> Row:
-    return Row(z(n), "=", sympy.sqrt(cell.d) * (lam * P + x * C1) / sympy.sqrt(lam**2 + x**2),
+def _arc_output(cell: Cell) -> list:
+    return [Row(lam, ">", sympy.Integer(0), "the shape of the arc: the distance of the line of residuals from "
+                                            "the origin, in counts"),
+            Row(z(n), "=", sympy.sqrt(cell.d) * (lam * P + x * C1) / sympy.sqrt(lam**2 + x**2),
                "the normalised residual: the construction puts the centred residual on the line "
                "lambda p + x c_1, at distance lambda (in counts) from the origin, and LayerNorm "
-               "scales it to norm sqrt(d)")
+               "scales it to norm sqrt(d)")]
 
 
 def _conditions(cell: Cell) -> Section:
@@ -397,6 +398,9 @@ class _Text(StrPrinter):
         return f"{self._print(expr.lhs)} = {self._print(expr.rhs)}"
 
     def _print_And(self, expr):
+        bounds = _between(expr)
+        if bounds is not None:
+            return " <= ".join(self._print(v) for v in bounds)
         return " and ".join(self._print(a) for a in expr.args)
 
     def _print_Or(self, expr):
@@ -439,10 +443,27 @@ class _Latex(LatexPrinter):
     def _print_Exp1(self, expr, exp=None):
         return r"\mathrm{e}" if exp is None else rf"\mathrm{{e}}^{{{exp}}}"
 
+    def _print_And(self, expr):
+        bounds = _between(expr)
+        if bounds is not None:
+            return r" \le ".join(self._print(v) for v in bounds)
+        return super()._print_And(expr)
+
+
+def _between(expr):
+    """``(a, v, b)`` if ``expr`` is ``v >= a and v <= b``, else None."""
+    if len(expr.args) != 2:
+        return None
+    low = [r for r in expr.args if isinstance(r, sympy.GreaterThan)]
+    high = [r for r in expr.args if isinstance(r, sympy.LessThan)]
+    if len(low) == 1 and len(high) == 1 and low[0].lhs == high[0].lhs:
+        return low[0].rhs, low[0].lhs, high[0].rhs
+    return None
+
 
 _TEXT, _LATEX = _Text(), _Latex()
 _REL_TEXT = {"<=": "<=", "~": "~"}
-_REL_LATEX = {"=": "=", "<": "<", "<=": r"\le", "~": r"\sim"}
+_REL_LATEX = {"=": "=", "<": "<", ">": ">", "<=": r"\le", "~": r"\sim"}
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                   "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}

@@ -92,7 +92,11 @@ def segment_reach(cell: Cell, sqrt=sympy.sqrt):
     (``c = H``, ``kappa = 2 V``, ``reach = 2 H V`` of :func:`constructions.laws.value_reach`).
     ``sqrt`` chooses the number type (sympy by default; balls for the lower bounds).
     """
-    H, V = laws.value_reach(cell, laws.Ops(sqrt, None, None))
+    reach = laws.value_reach(cell, laws.Ops(sqrt, None, None))
+    if family(cell) != "segment" or reach is None:
+        raise ValueError(f"{cell.describe()}: no segment capacity constants (segment cells without "
+                         "bare pre-norm only)")
+    H, V = reach
     return H, 2 * V, 2 * H * V
 
 

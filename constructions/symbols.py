@@ -101,6 +101,8 @@ H = sympy.Symbol("H", **_pos)
 S = sympy.Symbol("S", **_pos)
 
 # --------------------------------------------------------------------------- derivation notation
+#: a generic vector (the argument of LayerNorm in the derivations)
+U = sympy.Symbol("u")
 #: functions the derivations name (undefined; constructions.derive prints them)
 y, z, LN, mean, var, coord = (sympy.Function(name) for name in ("y", "z", "N", "mean", "var", "coord"))
 B_min, D_lo, D_hi, b_lo, b_hi = (sympy.Function(name) for name in ("B_min", "D_lo", "D_hi", "b_lo", "b_hi"))
