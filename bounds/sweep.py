@@ -27,7 +27,7 @@ from bounds.lower import ARC_BOXES
 from bounds.lstar import l_star
 from bounds.search import row as sweep_row
 from bounds.search import warm_up
-from constructions import __version__, cli
+from constructions import __version__, classification, cli
 from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell
 
 
@@ -107,7 +107,10 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
     if args.fit_from < 1:
         raise cli.UsageError(f"--fit-from must be >= 1, got {args.fit_from}")
     cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps)
-    return args, cell, grid(args.Lmin, args.Lmax)
+    Ls = grid(args.Lmin, args.Lmax)
+    if cell.readout == "classification":
+        classification.check_size(cell, max(Ls))  # the cost grows with L: the largest row decides
+    return args, cell, Ls
 
 
 def _worker_init() -> None:
