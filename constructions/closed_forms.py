@@ -77,7 +77,7 @@ from bounds.lstar import l_star
 from constructions import arc, laws, segment
 from constructions.cell import Cell
 from constructions.regression import LINE_INTERVAL, capacity_branches, family
-from constructions.symbols import A, B, L, k, kk, lam, rho, sigma, x
+from constructions.symbols import A, B, L, lam, sigma, x
 
 #: the corner equation lo_k(rho) = hi_k'(rho), as a polynomial in rho (numerator of the difference)
 CORNER = sympy.expand(sympy.fraction(sympy.together(segment.D_LO_K - segment.D_HI_K))[0])

@@ -30,7 +30,7 @@ evaluate back in sympy's namespace).  The constructions are derived for ``eps = 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import sympy
 from sympy.printing.latex import LatexPrinter
@@ -78,7 +78,7 @@ class _Family:
 
     shape: sympy.Symbol | None
     amplitude: sympy.Symbol
-    words: str = field(default="")
+    words: str
 
 
 _FAMILIES = {"segment": _Family(rho, D, "the attention ratio rho and the read-out amplitude D"),

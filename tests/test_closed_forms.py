@@ -19,7 +19,7 @@ from bounds.lstar import l_star
 from constructions import arc, closed_forms as cf, laws, segment
 from constructions.cell import ATTENTIONS, NORMS, Cell
 from constructions.regression import capacity_branches, design, family
-from constructions.symbols import A, B, L, k, kk, lam, rho, sigma, x
+from constructions.symbols import A, L, k, kk, lam, rho, sigma, x
 
 REG_CELLS = list(itertools.product(ATTENTIONS, NORMS))
 

@@ -17,8 +17,8 @@ import sympy
 from constructions import closed_forms, derive
 from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell
 from constructions.derive import Row, derivation, main, render
-from constructions.regression import design, family
-from constructions.symbols import C1, E1, ONE, P, A, B, C, L, inner, t
+from constructions.regression import design
+from constructions.symbols import C1, E1, ONE, P, B, C, L, inner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALL = list(itertools.product(ATTENTIONS, NORMS, READOUTS))
