@@ -53,9 +53,9 @@ from verify.judge import check_cost
 
 #: theory exponent of the max-min margin in L, per family
 MARGIN_EXPONENT = {"segment": -3.0, "line": -1.0, "arc": -2.0}
-#: The most entries ``(L+1) d`` of a head: each is an exact number, held as mpf, as a float and
-#: (while its norm is bounded) as a ball, about 650 bytes of peak memory per entry in a certified
-#: row; so a head at the limit peaks near 1.4 GB (``L = 65536`` at ``d = 8``: 0.5 GB).
+#: The most entries ``(L+1) d`` of a head: each is an exact number, held as mpf, as a float
+#: and (while its norm is bounded) as a ball.  A certified row at the limit (L = 4096, d = 511)
+#: peaks at about 850 MiB and takes under a minute; L = 65536 at d = 8 peaks at about 320 MiB.
 MAX_HEAD_ENTRIES = 1 << 21
 
 
