@@ -114,8 +114,11 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
 
 
 def _worker_init() -> None:
+    """Workers ignore Ctrl-C (the parent ends them) and die of SIGTERM; they start with both
+    held back by the parent (:func:`constructions.cli.held_signals`) and release them here."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int) -> list[dict]:
@@ -128,7 +131,8 @@ def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int) -> list[dict
     # workers leave Ctrl-C and SIGTERM to the parent, which ends them however it stops
     pool = None
     try:
-        pool = mp.get_context("fork").Pool(min(jobs, len(Ls)), initializer=_worker_init)
+        with cli.held_signals():  # delivered once the pool exists, so it is always ended
+            pool = mp.get_context("fork").Pool(min(jobs, len(Ls)), initializer=_worker_init)
         done = dict(zip(order, pool.map(task, order, chunksize=1)))
         pool.close()
     except BaseException:

@@ -77,7 +77,7 @@ def check_out_dir(folder: str, option: str = "--out") -> str:
 
 
 @contextlib.contextmanager
-def _held_signals():
+def held_signals():
     """Hold SIGINT and SIGTERM back (delivered on exit) while the block runs."""
     held = {signal.SIGINT, signal.SIGTERM}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
@@ -105,7 +105,7 @@ def write_files(folder: str, files: dict[str, str]) -> None:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
-        with _held_signals():
+        with held_signals():
             for name, tmp in temps.items():
                 os.replace(tmp, os.path.join(folder, name))
             temps.clear()

@@ -75,7 +75,7 @@ def test_signal_ends_the_sweep_and_its_workers(tmp_path, sig, status, word):
     proc = subprocess.Popen(SWEEP + ["--variant", "post_learned", "--Lmax", "65536", "--jobs", "2",
                                      "--out", str(out)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     deadline = time.time() + 60
     workers = []
     while time.time() < deadline and len(workers) < 2:
@@ -86,7 +86,12 @@ def test_signal_ends_the_sweep_and_its_workers(tmp_path, sig, status, word):
         os.killpg(proc.pid, sig)  # Ctrl-C reaches the whole process group
     else:
         proc.send_signal(sig)
-    outs, err = proc.communicate(timeout=60)
+    try:
+        outs, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:  # show where it hangs
+        proc.send_signal(signal.SIGABRT)
+        outs, err = proc.communicate()
+        raise AssertionError(f"the sweep did not end after {sig!r}: {err[-3000:]}") from None
     assert proc.returncode == status
     assert err.strip() == f"sweep: {word}"
     assert outs == ""
