@@ -15,7 +15,7 @@ from helpers import (ALL_CELLS, examples, CELL_IDS, U64, arb_radius, as_mp_list,
                      random_params, ref_mp, to_mp)
 from verify import explicit, reduced
 from verify.backends import get_backend
-from verify.forward import _layernorm, numbers
+from verify.forward import _normalise, numbers
 
 # Float64 tolerance.  Every output is a chain of roundings whose longest part is the sum over
 # the N <= 200 positions (explicit) or a handful of operations per token (reduced), plus ~16
@@ -161,7 +161,7 @@ def test_layernorm_not_scale_invariant_with_eps(seed, c, d):
 
 @pytest.mark.parametrize("learned", [False, True])
 def test_layernorm_rows_scale_invariant(learned):
-    """The post-norm path: _layernorm on a batch of rows, each scaled by its own c > 0."""
+    """The post-norm path: _normalise on a batch of rows, each scaled by its own c > 0."""
     rng = np.random.default_rng(3)
     d = 6
     p = random_params(Cell("linear", "post_learned" if learned else "post_bare", "regression", d=d), rng)
@@ -174,8 +174,8 @@ def test_layernorm_rows_scale_invariant(learned):
         bk = get_backend(backend)
         with bk.context():
             nums = numbers(p, bk)
-            z0 = _layernorm(p, nums, bk.vec(rows), "post-norm")
-            z1 = _layernorm(p, nums, bk.vec(scaled_rows), "post-norm")
+            z0 = _normalise(p, nums, bk.vec(rows), "post-norm")
+            z1 = _normalise(p, nums, bk.vec(scaled_rows), "post-norm")
         with mpmath.workdps(80):
             for a, b in zip(np.ravel(z0), np.ravel(z1)):
                 assert abs(to_mp(a) - to_mp(b)) <= tol * 10

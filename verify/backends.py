@@ -37,16 +37,19 @@ class Backend:
     def vec(self, values) -> np.ndarray:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def constant_rows(self, v: np.ndarray, var: np.ndarray) -> np.ndarray:
-        """Rows of ``v`` (last axis) that are exactly constant (``var`` is their variance).
+    def degenerate_rows(self, v: np.ndarray, base, stat: np.ndarray) -> np.ndarray:
+        """Rows of ``v`` (last axis) on which a norm with ``eps = 0`` is undefined: those whose
+        entries all equal ``base`` (broadcast against ``v``: the row's first entry for a centred
+        norm, 0 for an uncentred one); ``stat`` (last axis of length 1) is the rows' statistic
+        ``|C(v)|^2/d``.
 
         Entries are compared directly: a rounded mean can leave a tiny non-zero variance.
         """
-        return np.all(v == v[..., :1], axis=-1)
+        return np.all(v == base, axis=-1)
 
-    def zero_variance(self, var) -> np.ndarray:
-        """Entries of ``var`` that are zero (on balls: that contain zero)."""
-        return np.atleast_1d(var == 0)
+    def is_zero(self, x) -> np.ndarray:
+        """Entries of ``x`` that are zero (on balls: that contain zero)."""
+        return np.atleast_1d(x == 0)
 
     def full(self, shape, value) -> np.ndarray:
         """An array of the given shape filled with one backend number."""
@@ -213,13 +216,13 @@ class ArbBackend(ObjectBackend):
         surely_not = np.vectorize(lambda v: bool(v >= b) or bool(v <= -b), otypes=[bool])(x)
         return surely, surely_not
 
-    def constant_rows(self, v, var):
-        """Rows whose variance ball contains 0: constant, or not distinguishable from constant
-        at this precision -- either way LayerNorm with eps = 0 cannot be evaluated there."""
-        return self.zero_variance(var[..., 0])
+    def degenerate_rows(self, v, base, stat):
+        """Rows whose statistic ball contains 0: degenerate, or not distinguishable from
+        degenerate at this precision -- either way the norm with eps = 0 cannot be evaluated."""
+        return self.is_zero(stat[..., 0])
 
-    def zero_variance(self, var):
-        return np.atleast_1d(self._contains_zero(var))
+    def is_zero(self, x):
+        return np.atleast_1d(self._contains_zero(x))
 
     def lower(self, x):
         return arb_bounds(np.asarray(x, dtype=object))[0]

@@ -1,18 +1,25 @@
 """The forward pass of the attention layer at the read position, for every backend.
 
-The model is the README's (section "The model in brief").
+The model is the README's (section "The model in brief") with the norm kinds and affines of the
+specification's extensions (the parts of :class:`constructions.cell.Cell`).
 
 For an input ``(s, x_1, ..., x_n)`` with ``x_i`` in ``{a, b}``:
 
-* ``h_j = e_{x_j}`` (no norm, post-norm) or ``h_j = LN(e_{x_j})`` (pre-norm), where
-  ``N(v) = (v - mean v) / sqrt(var v + eps)`` (population variance) and
-  ``LN = N`` (bare) or ``LN(v) = g * N(v) + beta`` (learned);
+* the norm ``N(v) = C(v) / sqrt(|C(v)|^2 / d + eps)`` with the kind's centring ``C``
+  (:meth:`constructions.cell.NormKind.centre`): LayerNorm ``C(v) = v - mean v``, so
+  ``|C(v)|^2 / d`` is the population variance; RMSNorm ``C(v) = v``, the mean square.  Then the
+  affine: ``LN(v) = N(v)`` (bare), ``g * N(v)`` (gain) or ``g * N(v) + beta`` (gain_bias);
+* ``h_j = e_{x_j}`` (no norm, post-norm) or ``h_j = LN(e_{x_j})`` (pre-norm);
 * ``score_j = tau <h_0, h_j>`` with ``tau = 1/sqrt(d)``, for ``j = 0..n``;
 * softmax: ``A = sum_j softmax(score)_j h_j`` (computed with the maximum score subtracted);
   linear: ``A = sum_j score_j h_j``;
 * ``r = e_s + A``; ``z = LN(r)`` under post-norm, else ``z = r``;
 * regression ``y = <w, z> + w0``; classification logits ``<u_c, z> + b_c``, always summed in
   one fixed order (:func:`logits`).
+
+With ``eps = 0`` the norm is undefined where ``C(v) = 0`` (the kind's
+:attr:`~constructions.cell.NormKind.degenerate` inputs: a constant vector for LayerNorm, the zero
+vector for RMSNorm); the pass raises :class:`NormUndefined` there.
 
 :func:`explicit` follows these formulas token by token.  :func:`reduced` uses that the output
 depends on the sequence only through the counts ``(n_a, n_b)``: with the three token values
@@ -41,8 +48,12 @@ from constructions.cell import Params
 from verify.backends import Backend, get_backend
 
 
-class LayerNormUndefined(ValueError):
-    """LayerNorm with ``eps = 0`` applied to a constant vector."""
+class NormUndefined(ValueError):
+    """A norm with ``eps = 0`` applied to one of its kind's degenerate inputs (``C(v) = 0``)."""
+
+
+#: the exception's name from before the norm kinds; callers import it under either name
+LayerNormUndefined = NormUndefined
 
 
 @dataclass
@@ -52,8 +63,8 @@ class Numbers:
     backend: Backend
     e: dict  # token -> raw embedding
     h: dict  # token -> value vector h_x (after pre-norm, if any)
-    g: np.ndarray | None
-    beta: np.ndarray | None
+    g: np.ndarray | None  # the affine's gain (None without one)
+    beta: np.ndarray | None  # the affine's bias (None without one)
     w: np.ndarray | None
     w0: object
     u: np.ndarray | None
@@ -62,33 +73,51 @@ class Numbers:
     eps: object
 
 
-def _refuse_constant(bk: Backend, bad: np.ndarray, where: str, counts=None) -> None:
-    """Raise :class:`LayerNormUndefined` at the first flagged row (eps = 0, constant input)."""
+def _degenerate_base(kind, v: np.ndarray):
+    """What every entry of a degenerate row of ``v`` (last axis) equals: ``C(v) = 0`` exactly
+    when ``v`` is constant (centred kind: the row's first entry) or zero (uncentred kind: 0)."""
+    return v[..., :1] if kind.centred else 0
+
+
+def _refuse_degenerate(params: Params, bk: Backend, bad: np.ndarray, where: str,
+                       counts=None) -> None:
+    """Raise :class:`NormUndefined` at the first flagged row (eps = 0, a degenerate input)."""
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         at = where if counts is None else f"{where} at count n_a={counts[0][i]}, n_b={counts[1][i]}"
-        raise LayerNormUndefined(
-            f"LayerNorm with eps=0 is undefined on a constant vector ({at})"
-            + ("; on balls: constant within the working precision" if bk.rigorous else "")
+        kind = params.cell.kind
+        raise NormUndefined(
+            f"{kind.name} with eps=0 is undefined on {kind.degenerate} ({at})"
+            + ("; on balls: indistinguishable from one at the working precision" if bk.rigorous
+               else "")
         )
 
 
-def _layernorm(params: Params, nums, v: np.ndarray, where: str, counts=None) -> np.ndarray:
-    """``N(v)`` or ``g * N(v) + beta`` along the last axis of ``v``.
+def _affine(params: Params, nums: Numbers, x: np.ndarray) -> np.ndarray:
+    """The affine after the norm, along the last axis: ``x``, ``g * x`` or ``g * x + beta``."""
+    affine = params.cell.affine
+    if affine.gain:
+        x = x * nums.g
+    if affine.bias:
+        x = x + nums.beta
+    return x
 
-    Raises :class:`LayerNormUndefined` when ``eps = 0`` and a row of ``v`` is constant; the
-    message names the count (or token) at which it happens.
+
+def _normalise(params: Params, nums: Numbers, v: np.ndarray, where: str, counts=None) -> np.ndarray:
+    """``LN(v)`` along the last axis of ``v``: the affine of ``N(v) = C(v)/sqrt(|C(v)|^2/d + eps)``.
+
+    Raises :class:`NormUndefined` when ``eps = 0`` and a row of ``v`` is degenerate (on balls:
+    its statistic ``|C(v)|^2/d`` contains 0); the message names the count (or token) at which it
+    happens.
     """
     bk = nums.backend
-    d = params.cell.d
-    centred = v - v.sum(axis=-1, keepdims=True) / d
-    var = (centred * centred).sum(axis=-1, keepdims=True) / d
-    if params.cell.eps == 0:
-        _refuse_constant(bk, np.atleast_1d(bk.constant_rows(v, var)), where, counts)
-    out = centred / bk.sqrt(var + nums.eps)
-    if params.cell.learned:
-        out = out * nums.g + nums.beta
-    return out
+    cell = params.cell
+    centred = cell.kind.centre(v, cell.d)
+    stat = (centred * centred).sum(axis=-1, keepdims=True) / cell.d
+    if cell.eps == 0:
+        bad = bk.degenerate_rows(v, _degenerate_base(cell.kind, v), stat)
+        _refuse_degenerate(params, bk, np.atleast_1d(bad), where, counts)
+    return _affine(params, nums, centred / bk.sqrt(stat + nums.eps))
 
 
 def numbers(params: Params, backend, readout: bool = True) -> Numbers:
@@ -100,8 +129,8 @@ def numbers(params: Params, backend, readout: bool = True) -> Numbers:
     cell = params.cell
     V, S = params.vectors, params.scalars
     e = {t: bk.vec(V[f"e_{t}"]) for t in ("s", "a", "b") if f"e_{t}" in V}
-    g = bk.vec(V["g"]) if cell.learned else None
-    beta = bk.vec(V["beta"]) if cell.learned else None
+    g = bk.vec(V["g"]) if cell.affine.gain else None
+    beta = bk.vec(V["beta"]) if cell.affine.bias else None
     tau = 1 / bk.sqrt(bk.vec(np.array([cell.d], dtype=object)))[0]
     nums = Numbers(
         backend=bk, e=e, h={}, g=g, beta=beta,
@@ -112,7 +141,7 @@ def numbers(params: Params, backend, readout: bool = True) -> Numbers:
         tau=tau, eps=bk.vec(np.array([cell.eps], dtype=object))[0],
     )
     for t, et in e.items():
-        nums.h[t] = _layernorm(params, nums, et, f"pre-norm of token {t}") if cell.pre else et
+        nums.h[t] = _normalise(params, nums, et, f"pre-norm of token {t}") if cell.pre else et
     return nums
 
 
@@ -138,7 +167,7 @@ def logits(z_cols, u_cols, b):
 
 def _readout(params: Params, nums: Numbers, r: np.ndarray, counts=None, readout=True):
     """``z`` from the residual ``r`` (rows), then ``y`` (regression) or the logits."""
-    z = _layernorm(params, nums, r, "post-norm", counts) if params.cell.post else r
+    z = _normalise(params, nums, r, "post-norm", counts) if params.cell.post else r
     if not readout:
         return z
     if params.cell.readout == "regression":
@@ -150,29 +179,32 @@ def _regression_gram(params: Params, nums: Numbers, terms, counts) -> np.ndarray
     """Regression ``y`` for residuals ``r = sum_k c_k v_k`` without forming the rows of ``r``.
 
     ``terms`` pairs coefficient arrays ``c_k`` (one entry per count) with fixed vectors
-    ``v_k``.  Without post-norm ``y = sum_k c_k <w, v_k> + w0``.  With post-norm, mean and
-    population variance are linear and quadratic in the coefficients: with the centred
-    ``v~_k = v_k - mean(v_k)`` (exactly zero for a vector with equal entries),
-    ``var(r) = sum_jk c_j c_k <v~_j, v~_k>/d`` and
-    ``y = sum_k c_k <w * g, v~_k> / sqrt(var + eps) + <w, beta> + w0`` (``g = 1``,
-    ``beta = 0`` when bare).  So the cost is ``O(d)`` once and ``O(1)`` per count.  With
-    ``eps = 0`` a count whose variance is zero (on balls: contains zero) raises
-    :class:`LayerNormUndefined`.
+    ``v_k``.  Without post-norm ``y = sum_k c_k <w, v_k> + w0``.  With post-norm the kind's
+    centring ``C`` is linear, so ``C(r) = sum_k c_k C(v_k)`` and the statistic (variance or mean
+    square) is a quadratic form in the coefficients, ``|C(r)|^2/d = sum_jk c_j c_k
+    <C(v_j), C(v_k)>/d``; with ``C(v_k)`` taken exactly zero for a degenerate ``v_k`` (equal
+    entries, or zero),
+
+        ``y = sum_k c_k <w * g, C(v_k)> / sqrt(|C(r)|^2/d + eps) + <w, beta> + w0``,
+
+    where ``g = 1`` without a gain and the term ``<w, beta>`` is absent without a bias.  So the
+    cost is ``O(d)`` once and ``O(1)`` per count.  With ``eps = 0`` a count whose statistic is
+    zero (on balls: contains zero) raises :class:`NormUndefined`.
     """
     bk = nums.backend
     cell = params.cell
     if not cell.post:
         return sum(c * (v @ nums.w) for c, v in terms) + nums.w0
-    d = cell.d
+    d, kind = cell.d, cell.kind
     zero = bk.vec(np.zeros(d, dtype=object))
-    cen = [zero if np.all(v == v[0]) else v - v.sum() / d for _, v in terms]
-    wg = nums.w * nums.g if cell.learned else nums.w
-    var = sum(c * cj * (cen[j] @ cen[k]) for j, (cj, _) in enumerate(terms)
-              for k, (c, _) in enumerate(terms)) / d
+    cen = [zero if np.all(v == _degenerate_base(kind, v)) else kind.centre(v, d) for _, v in terms]
+    wg = nums.w * nums.g if cell.affine.gain else nums.w
+    stat = sum(c * cj * (cen[j] @ cen[k]) for j, (cj, _) in enumerate(terms)
+               for k, (c, _) in enumerate(terms)) / d
     if cell.eps == 0:
-        _refuse_constant(bk, bk.zero_variance(var), "post-norm", counts)
-    y = sum(c * (wg @ cv) for (c, _), cv in zip(terms, cen)) / bk.sqrt(var + nums.eps) + nums.w0
-    return y + nums.w @ nums.beta if cell.learned else y
+        _refuse_degenerate(params, bk, bk.is_zero(stat), "post-norm", counts)
+    y = sum(c * (wg @ cv) for (c, _), cv in zip(terms, cen)) / bk.sqrt(stat + nums.eps) + nums.w0
+    return y + nums.w @ nums.beta if cell.affine.bias else y
 
 
 def _check_tokens(params: Params, tokens) -> str:
