@@ -17,7 +17,7 @@ from bounds.arc_lower import arc_lower
 from bounds.lstar import feasible as bare_pre_feasible
 from constructions import segment
 from constructions.cell import Cell
-from constructions.regression import segment_reach
+from constructions import laws
 from verify.backends import arb_floor
 
 PREC = 128
@@ -27,25 +27,13 @@ def line_lower(cell: Cell, L: int) -> float:
     """Linear attention without post-norm: ``y(n) = C + k n``, ``k = tau <h_s,h_a> <w,h_a>``.
 
     *Proof.*  Counting at ``n = 0`` and ``n = L`` needs ``|C| < 1/2`` and ``|C + (k-1)L| < 1/2``,
-    so ``k > 1 - 1/L``.  By Cauchy-Schwarz ``k <= tau |h_s| |h_a|^2 |w|``, and
-    ``|h| <= B`` (none), ``|h| = sqrt(d)`` (bare pre-norm), ``|h| <= |g| max|N(e)_i| + |beta|
-    <= B (sqrt(d-1) + 1)`` (learned pre-norm, ``max|N(e)_i| <= sqrt(d-1)``).  Hence
-    ``B^4 >= sqrt(d)(1 - 1/L)``, ``B >= (1 - 1/L)/d``, ``B^4 (1+sqrt(d-1))^3 >= sqrt(d)(1-1/L)``.
-    All three are attained in the limit (aligned vectors), so they equal ``B_min``.
+    so ``k > 1 - 1/L``.  By Cauchy-Schwarz ``k <= tau |h_s| |h_a|^2 |w| <= cap(B)``, the line
+    capacity of :mod:`constructions.laws` (``|h| <= H B``, or ``|h| = sqrt(d)`` for bare
+    pre-norm), so ``B >= cap^{-1}(1 - 1/L)`` (:func:`constructions.laws.budget`).  It is
+    attained in the limit (aligned vectors), so it equals ``B_min``.
     """
-    old, flint.ctx.prec = flint.ctx.prec, PREC
-    try:
-        d = flint.arb(cell.d)
-        need = 1 - flint.arb(1) / L
-        if cell.norm == "none":
-            val = (d.sqrt() * need).root(4)
-        elif cell.norm == "pre_bare":
-            val = need / d
-        else:
-            val = (d.sqrt() * need / (1 + (d - 1).sqrt()) ** 3).root(4)
-        return arb_floor(val)
-    finally:
-        flint.ctx.prec = old
+    with flint.ctx.workprec(PREC):
+        return arb_floor(laws.budget(cell, 1 - flint.arb(1) / L, laws.ARB))
 
 
 def _lo_term_min(a: float, b: float, L: int, k: int) -> flint.arb:
@@ -74,21 +62,27 @@ def _gaps(x: float, L: int) -> set:
 
 def _budget_needed(cell: Cell, D: flint.arb, sigma: flint.arb,
                    sigma_low: flint.arb | None = None) -> flint.arb:
-    """Smallest ``B`` whose capacity reaches amplitude ``D`` at score gap ``sigma`` (a ball).
+    """Smallest ``B`` whose segment capacity (:mod:`constructions.laws`) reaches amplitude ``D``
+    at score gap ``sigma`` (a ball).
 
-    Increasing in ``D`` and decreasing in ``sigma``, so evaluating at the lower end of ``D``
-    and the upper end of ``sigma`` bounds it from below over a box.  The score gap itself
-    costs norm too: ``sigma = <h_s, h_s - h_a> <= |h_s| X`` gives ``B >= sqrt(sigma/2)``
-    (none) and ``B >= sqrt(sigma/(2 sqrt(d-1)(sqrt(d-1)+1)))`` (pre_learned); these increase
-    with ``sigma``, so they are evaluated at ``sigma_low``, the lower end of the box.
+    With ``|h| <= H B`` and ``|v_x| <= V B``: ``B X >= D`` with ``X^2 - H B X - sigma <= 0``
+    gives ``B >= D/sqrt(H D + sigma)`` (when ``H D + 2 sigma > 0``; else the root's smallest
+    value ``2 sqrt(-sigma)/H``), ``X <= 2 V B`` gives ``B >= sqrt(D/(2V))``, and the score gap
+    ``sigma <= 2 H V B^2`` gives ``B >= sqrt(sigma/(2 H V))``.  Where ``X^2 = 2 sigma`` (rigid
+    values, or values on a line) the first is ``B >= D/sqrt(2 sigma)``.  Increasing in ``D``
+    and decreasing in ``sigma``, so evaluating at the lower end of ``D`` and the upper end of
+    ``sigma`` bounds it from below over a box; the score-gap floor increases with ``sigma``, so
+    it is evaluated at ``sigma_low``, the lower end of the box.
     """
-    if cell.norm == "pre_bare":
+    if laws.rigid(cell):
         return D / (2 * sigma).sqrt()
-    c, cap_coeff, reach = segment_reach(cell, lambda v: flint.arb(v).sqrt())
-    floor = ((sigma_low.max(flint.arb(0))) / reach).sqrt() if sigma_low is not None else flint.arb(0)
-    # B (cB + sqrt(c^2 B^2 + 4 sigma))/2 = D  <=>  B = D/sqrt(cD + sigma)   (when cD + 2 sigma >= 0)
-    main = D / (c * D + sigma).sqrt() if (c * D + 2 * sigma) > 0 else 2 * (-sigma).sqrt() / c
-    return main.max((D / cap_coeff).sqrt()).max(floor)
+    low = sigma_low.max(flint.arb(0)) if sigma_low is not None else flint.arb(0)
+    floor = (low / laws.score_gap_max(cell, flint.arb(1), laws.ARB)).sqrt()
+    if laws.on_a_line(cell):
+        return (D / (2 * sigma).sqrt()).max(floor)
+    H, V = laws.value_reach(cell, laws.ARB)
+    main = D / (H * D + sigma).sqrt() if (H * D + 2 * sigma) > 0 else 2 * (-sigma).sqrt() / H
+    return main.max((D / (2 * V)).sqrt()).max(floor)
 
 
 def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
@@ -119,8 +113,7 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
     """
     if L < 2:
         return 0.0
-    old, flint.ctx.prec = flint.ctx.prec, PREC
-    try:
+    with flint.ctx.workprec(PREC):
         sd = flint.arb(cell.d).sqrt()
 
         def infeasible(a: float, b: float) -> bool:
@@ -132,7 +125,7 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
             return any(segment.hi_term(kk, rho, L) <= segment.lo_term(k, rho, L)
                        for k in ks for kk in kks)
 
-        if cell.norm == "pre_bare" and cell.d == 2:
+        if laws.two_values(cell):
             # N(e) = +-(1, -1): the score gap is 0 (no amplitude) or 2d, so rho = exp(2 sqrt(2))
             rho = (2 * sd).exp()
             ks = _gaps(math.sqrt(float(rho.mid()) + L), L)
@@ -141,12 +134,12 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
         # lower end: below an infeasible rho all are infeasible (up-set); below a rho whose
         # score gap alone needs more than B_upper, all need more (decreasing in sigma)
         low = 1.0
-        if cell.norm != "pre_bare":
+        if not laws.rigid(cell):
             while not (infeasible(low, low)
                        or _budget_needed(cell, flint.arb(0), sd * flint.arb(low).log()) > B_upper):
                 low /= 2
         # upper end: beyond it even B_upper cannot reach D_lo >= (L-1)(rho+L)/L
-        if cell.norm == "pre_bare":
+        if laws.rigid(cell):
             high = math.exp(2 * math.sqrt(cell.d)) * (1 + 1e-12)  # rho_max, rounded up
         else:
             high = max(4.0 * L * L, 4 * math.sqrt(cell.d) * L)
@@ -165,7 +158,7 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
             D_low = max(arb_floor(_lo_term_min(a, b, L, k)) for k in ks)
             sigma_hi = flint.arb((sd * flint.arb(b).log()).upper())
             sigma_lo = flint.arb((sd * flint.arb(a).log()).lower())
-            if cell.norm == "pre_bare" and not sigma_hi > 0:
+            if laws.rigid(cell) and not sigma_hi > 0:
                 return 0.0
             need = _budget_needed(cell, flint.arb(max(D_low, 0.0)), sigma_hi, sigma_lo)
             return max(arb_floor(need), 0.0)
@@ -190,8 +183,6 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
                     heapq.heappush(heap, (max(w, v), lo_, hi_))
         best = heap[0][0] if heap else B_upper
         return min(best, B_upper)
-    finally:
-        flint.ctx.prec = old
 
 
 #: branch-and-bound budget for the arc (post-norm) bound: a cap, not reached for L <= 65536
@@ -199,28 +190,21 @@ ARC_BOXES = 1_000_000
 
 
 def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
-    """Post-norm (either attention): ``B >= R/sqrt(d)`` (bare), ``B >= sqrt(R/sqrt(d-1))`` (learned).
+    """Post-norm (either attention): ``B >= cap^{-1}(R*(L))`` with the arc capacity of
+    :mod:`constructions.laws` (``sqrt(d) B`` bare, ``sqrt(d) a B^2`` with a gain).
 
     *Proof.*  With ``eps = 0`` the read-out is ``C + <u, v_n>`` on the projective arc
-    (:mod:`constructions.arc`), ``|u| = sqrt(d) |w projected on the plane| <= sqrt(d) B``
-    (bare), and ``|u| = sqrt(d) |(w*g) projected| <= sqrt(d) sqrt((d-1)/d) |w*g|_1
-    <= sqrt(d-1) |w| |g| <= sqrt(d-1) B^2`` (learned).  Any counting parameter set thus has
-    ``|u| >= R*(L)``, and :func:`bounds.arc_lower.arc_lower` bounds ``R*(L)`` from below to
-    within ``1e-4`` of ``R_up`` (``boxes`` caps its branch and bound: a bound stopped by the
-    cap is still valid, only weaker).
+    (:mod:`constructions.arc`) with ``|u| = sqrt(d) |w projected on the plane| <= sqrt(d) B``
+    (bare) or ``|u| = sqrt(d) |(w*g) projected| <= sqrt(d) a |w*g|_1 <= sqrt(d) a |w| |g|``
+    (gain; a bias only shifts ``y``).  Any counting parameter set thus has ``|u| >= R*(L)``, and
+    :func:`bounds.arc_lower.arc_lower` bounds ``R*(L)`` from below to within ``1e-4`` of the
+    capacity at ``B_upper`` (``boxes`` caps its branch and bound: a bound stopped by the cap
+    is still valid, only weaker).
     """
-    old, flint.ctx.prec = flint.ctx.prec, PREC
-    try:
-        d = flint.arb(cell.d)
-        if cell.norm == "post_bare":
-            R_up = flint.arb(B_upper) * d.sqrt()
-        else:
-            R_up = flint.arb(B_upper) ** 2 * (d - 1).sqrt()
+    with flint.ctx.workprec(PREC):
+        R_up = laws.capacity(cell, None, flint.arb(B_upper), laws.ARB)
         R_low = flint.arb(arc_lower(L, float(R_up.upper().mid()) * (1 + 1e-12), max_boxes=boxes))
-        val = R_low / d.sqrt() if cell.norm == "post_bare" else (R_low / (d - 1).sqrt()).sqrt()
-        return min(arb_floor(val), B_upper)
-    finally:
-        flint.ctx.prec = old
+        return min(arb_floor(laws.budget(cell, R_low, laws.ARB)), B_upper)
 
 
 def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES,
@@ -230,21 +214,21 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     Where the reduced problem is solved exactly (segment), the branch and bound runs to the
     bisection tolerance ``rtol`` of ``B_upper``; the arc stops at ``1e-4``.
 
-    The pre_learned and line bounds only use ``max_i |N(e)_i| <= sqrt(d-1)`` and
+    The bounds with a gain and the line bounds only use ``max_i |N(e)_i| <= M`` and
     ``|N(e)| <= sqrt(d)``, which hold for every ``eps >= 0``; the bare pre-norm and post-norm
     bounds need ``eps = 0``.
     """
     if cell.readout == "classification":
         return 0.0
     if cell.post:
-        if cell.eps > 0 or cell.d < 3 or B_upper is None:
+        if cell.eps > 0 or cell.d < laws.smallest_d(cell) or B_upper is None:
             return None
         return post_lower(cell, L, B_upper, arc_boxes)
-    if cell.eps > 0 and cell.norm == "pre_bare":
+    if cell.eps > 0 and laws.rigid(cell):
         return None  # the proofs below use |N(e)| = sqrt(d), true only for eps = 0
     if cell.attention == "linear":
         return line_lower(cell, L)
-    if cell.norm == "pre_bare" and not bare_pre_feasible(cell.d, L):
+    if laws.rigid(cell) and not bare_pre_feasible(cell.d, L):
         return None
     if B_upper is None:
         return None

@@ -103,6 +103,12 @@ def on_a_line(cell: Cell) -> bool:
     return cell.pre and not cell.affine.bias and cell.kind.image_dim(cell.d) == 1
 
 
+def two_values(cell: Cell) -> bool:
+    """Whether bare pre-norm realises only two values ``h = +-sqrt(2) c_1`` (LayerNorm at
+    ``d = 2``): the score gap is then 0 or ``2 d``, nothing in between."""
+    return rigid(cell) and cell.kind.image_dim(cell.d) == 1
+
+
 def value_reach(cell: Cell, ops: Ops = SYMPY):
     """``(H, V)`` per unit budget: ``|h| <= H B`` and ``|v_x| <= V B`` (module docstring).
 
@@ -152,6 +158,26 @@ def capacity(cell: Cell, t, B, ops: Ops = SYMPY):
         H, _ = value_reach(cell, ops)
         return (H * B) ** 3 * B / ops.sqrt(d)
     return B * value_gap(cell, B, ops.sqrt(d) * ops.log(t), ops)
+
+
+def degree(cell: Cell) -> int | None:
+    """``p`` with ``cap(B) = cap(1) B^p`` where the capacity is a power of ``B`` (arc and line:
+    1 for rigid values or a bare arc, 2 for an arc with a gain, 4 for a line); None (segment)."""
+    fam = family(cell)
+    if fam == "segment":
+        return None
+    if fam == "arc":
+        return 2 if cell.affine.gain else 1
+    return 1 if rigid(cell) else 4
+
+
+def budget(cell: Cell, amplitude, ops: Ops = SYMPY):
+    """The smallest ``B`` whose capacity reaches ``amplitude`` (arc and line): the inverse
+    ``(amplitude / cap(1))^{1/p}`` of the power law (:func:`degree`).  ``ops.sqrt`` must be
+    exact enough for the number type: for ``p = 4`` it is applied twice."""
+    p = degree(cell)
+    ratio = amplitude / capacity(cell, 1, 1, ops)
+    return {1: ratio, 2: ops.sqrt(ratio), 4: ops.sqrt(ops.sqrt(ratio))}[p]
 
 
 def smallest_d(cell: Cell) -> int:
