@@ -5,10 +5,9 @@ interval is ``slope +- t_{0.975, n-k} * stderr`` (Student t, ``k`` fitted coeffi
 
 Theory exponents (the README's results and the constructions' docstrings):
 
-* regression ``B_min``: linear attention without post-norm 0 (exact counting is a fixed slope);
-  softmax none 1, pre_learned 1 (the segment needs ``rho ~ L^2`` and ``D ~ L^2``); post-norm
-  3/2 (bare) and 3/4 (learned), for either attention since the arc does not care how its line
-  was made; softmax pre_bare: none (finite ``L*``);
+* regression ``B_min``: :func:`constructions.laws.theory_exponent` (linear attention without
+  post-norm 0, the segment 1, the arc 3/2 bare and 3/4 with a gain; bare pre-norm with
+  softmax: none, a finite ``L*``);
 * classification margin at unit norm: segment ``-3`` (bounded ``rho``), line ``-1``, arc ``-2``
   (:mod:`constructions.classification`).
 """
@@ -22,19 +21,15 @@ import mpmath
 
 from constructions.cell import Cell
 from constructions.classification import MARGIN_EXPONENT
-from constructions.regression import family, segment_reach
-
-_REGRESSION_THEORY = {"none": 1.0, "pre_learned": 1.0, "pre_bare": None,
-                      "post_bare": 1.5, "post_learned": 0.75}
+from constructions import laws
 
 
 def theory_exponent(cell: Cell):
-    """The proven growth exponent of the fitted quantity (None where it does not grow)."""
+    """The proven growth exponent of the fitted quantity (None where it does not grow):
+    :func:`constructions.laws.theory_exponent` for ``B_min``, the margin's for classification."""
     if cell.readout == "classification":
-        return MARGIN_EXPONENT[family(cell)]
-    if cell.attention == "linear" and not cell.post:
-        return 0.0
-    return _REGRESSION_THEORY[cell.norm]
+        return MARGIN_EXPONENT[laws.family(cell)]
+    return laws.theory_exponent(cell)
 
 
 def t_quantile(df: int, p: float) -> float:
@@ -54,9 +49,9 @@ def theory_note(cell: Cell):
     ``rho_max = exp(sigma_max / sqrt(d))``; the margin decays like ``L^-2`` while ``L`` is below
     about ``rho_max`` and like ``L^-3`` beyond.
     """
-    if cell.readout != "classification" or family(cell) != "segment":
+    if cell.readout != "classification" or laws.family(cell) != "segment":
         return None
-    sigma_max = 2.0 * cell.d if cell.norm == "pre_bare" else float(segment_reach(cell, math.sqrt)[2])
+    sigma_max = float(laws.score_gap_max(cell, 1.0, laws.FLOAT))
     rho_max = math.exp(sigma_max / math.sqrt(cell.d))
     return (f"asymptotic exponent, reached for L >> rho_max = {rho_max:.4g} (the largest attention "
             "ratio at unit norm); below it the margin decays like L^-2")

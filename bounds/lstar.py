@@ -29,7 +29,8 @@ import math
 
 import flint
 
-from constructions import segment
+from constructions import laws, segment
+from constructions.cell import Cell
 
 
 def _feasible(d: int, L: int, prec: int) -> bool | None:
@@ -86,3 +87,18 @@ def l_star(d: int) -> int:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if feasible(d, mid) else (lo, mid)
     return lo
+
+
+def cell_l_star(cell: Cell) -> int | None:
+    """The exact largest countable ``L`` of a cell where it is finite, else None.
+
+    Softmax regression with rigid values (bare pre-norm, either norm kind: ``|h| = sqrt(d)``
+    and the score gap reaches ``2 d`` at ``h_a = -h_s``): :func:`l_star`.  Below the smallest
+    width of post-norm (:func:`constructions.laws.smallest_d`) every input maps to one of two
+    points: 1.
+    """
+    if cell.post and cell.d < laws.smallest_d(cell):
+        return 1
+    if cell.readout == "regression" and laws.family(cell) == "segment" and laws.rigid(cell):
+        return l_star(cell.d)
+    return None

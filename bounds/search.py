@@ -20,8 +20,8 @@ import flint
 import numpy as np
 
 from bounds.lower import ARC_BOXES, b_lower
-from bounds.lstar import l_star
-from constructions import classification, regression
+from bounds.lstar import cell_l_star
+from constructions import classification, laws, regression
 from constructions.closed_forms import closed_form
 from constructions.cell import Cell, Params
 from verify.backends import get_backend
@@ -67,13 +67,13 @@ def certify(params: Params, L: int):
 
 def _unavailable(cell: Cell, L: int):
     """Why no parameters count to L in this cell, or None."""
-    if cell.post and cell.d < 3 and L >= 2:
-        return ("post-norm at d = 2 maps every input to one of two points; "
-                "no parameters count to L >= 2")
-    if cell.attention == "softmax" and cell.norm == "pre_bare" and L > l_star(cell.d):
-        return (f"bare pre-norm bounds the scores; beyond L* = {l_star(cell.d)} no parameter "
-                "norm suffices")
-    return None
+    top = cell_l_star(cell)
+    if top is None or L <= top:
+        return None
+    if cell.post:
+        return (f"post-norm ({cell.kind.name}) at d = {cell.d} maps every input to one of two "
+                f"points; no parameters count to L >= 2 (it needs d >= {laws.smallest_d(cell)})")
+    return (f"bare pre-norm bounds the scores; beyond L* = {top} no parameter norm suffices")
 
 
 def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,
@@ -150,7 +150,7 @@ def classification_row(cell: Cell, L: int) -> dict:
     start = time.perf_counter()
     row = {"L": L, "B_min": 0.0, "B_min_is_infimum": True, "B_lower": 0.0, "certified": False,
            "margin": None, "storage": None}
-    why = _unavailable(cell, L) if cell.post else None
+    why = _unavailable(cell, L)
     if why:
         row.update(B_min=None, B_min_is_infimum=False, B_lower=None, note=why,
                    seconds=time.perf_counter() - start)

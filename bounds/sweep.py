@@ -24,11 +24,11 @@ import sys
 
 from bounds import fit as fitting
 from bounds.lower import ARC_BOXES
-from bounds.lstar import l_star
+from bounds.lstar import cell_l_star
 from bounds.search import row as sweep_row
 from bounds.search import warm_up
-from constructions import __version__, classification, cli
-from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell
+from constructions import __version__, classification, cli, regression
+from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, Cell
 
 
 MEANING = {
@@ -42,7 +42,13 @@ def _parser() -> cli.Parser:
     p = cli.Parser(prog="python -m bounds.sweep", description=__doc__.split("\n")[0],
                    epilog=f"B_min: {MEANING['B_min']}.  B_lower: {MEANING['B_lower']}.")
     p.add_argument("--variant", required=True, choices=NORMS,
-                   help="LayerNorm placement: none, pre_bare, pre_learned, post_bare, post_learned")
+                   help="norm placement: none, pre_bare, pre_learned, post_bare, post_learned "
+                        "(learned: with the affine of --affine)")
+    p.add_argument("--norm", choices=tuple(KINDS), default="layernorm",
+                   help="norm kind: layernorm (default, centres then scales) or rmsnorm (scales only)")
+    p.add_argument("--affine", choices=("gain", "gain_bias"), default=None,
+                   help="the affine of a learned variant: gain (g * N(v)) or gain_bias "
+                        "(g * N(v) + beta); default gain_bias for layernorm, gain for rmsnorm")
     p.add_argument("--Lmax", required=True, type=int, help="the largest count of the grid")
     p.add_argument("--Lmin", type=int, default=None, help="the smallest count of the grid (default 2)")
     p.add_argument("--d", type=int, default=8, help="the width d of the layer (default 8)")
@@ -106,7 +112,10 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
         raise cli.UsageError(f"--lower-boxes must be >= 1, got {args.lower_boxes}")
     if args.fit_from < 1:
         raise cli.UsageError(f"--fit-from must be >= 1, got {args.fit_from}")
-    cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps)
+    cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps, norm=args.norm,
+                affine=args.affine)
+    if cell.readout == "regression":
+        regression.design(cell)  # a cell without a derived construction is refused here
     Ls = grid(args.Lmin, args.Lmax)
     if cell.readout == "classification":
         classification.check_size(cell, max(Ls))  # the cost grows with L: the largest row decides
@@ -157,18 +166,14 @@ def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
     fitted["note"] = FIT_NOTE
     if fitting.theory_note(cell):
         fitted["theory_note"] = fitting.theory_note(cell)
-    bare_pre = cell.attention == "softmax" and cell.norm == "pre_bare" and cell.readout == "regression"
-    flat_post = cell.post and cell.d < 3 and cell.readout == "regression"
     out = {
-        "version": __version__,
-        "attention": cell.attention, "variant": cell.norm, "readout": cell.readout,
-        "d": cell.d, "eps": cell.eps, "rows": rows, "fit": fitted,
-        "L_star": l_star(cell.d) if bare_pre else (1 if flat_post else None),
+        "version": __version__, **cell.keys(), "rows": rows, "fit": fitted,
+        "L_star": cell_l_star(cell),
         "certifying_backend": "arb256 (ball arithmetic)", "rtol": rtol,
         "lower_boxes": lower_boxes if cell.post and cell.readout == "regression" else None,
     }
-    if cell.eps > 0 and cell.norm != "none":
-        out["note"] = ("constructions are derived for eps = 0 (scale-invariant LayerNorm); with "
+    if cell.eps > 0 and cell.placement.name != "none":
+        out["note"] = ("constructions are derived for eps = 0 (a scale-invariant norm); with "
                        "eps > 0 the certified values are upper bounds, not proven minimal")
     return out
 
@@ -202,7 +207,8 @@ def table(result: dict) -> str:
         lines.append(line)
     f = result["fit"]
     title = (f"{result['attention']}/{result['variant']}/{result['readout']}, d={result['d']}, "
-             f"eps={result['eps']:g}")
+             f"eps={result['eps']:g}"
+             + ("" if result["variant"] == "none" else f", {result['norm']} {result['affine']}"))
     if f["exponent"] is not None:
         ci = f"[{f['ci95'][0]:.4f}, {f['ci95'][1]:.4f}]" if f["ci95"] else "(too few points)"
         fit_line = (f"fit of log {f['quantity']} on log L over L >= {f['L_from']}: exponent "
@@ -223,7 +229,7 @@ def table(result: dict) -> str:
         out.append("B_min is an infimum: with free biases the argmax is scale-free, so heads of "
                    "any norm > 0 count; margin is the certified smallest logit gap at unit norm")
     if result["L_star"] is not None:
-        why = "bare pre-norm" if result["variant"] == "pre_bare" else "post-norm at d = 2"
+        why = "bare pre-norm" if result["variant"] == "pre_bare" else f"post-norm at d = {result['d']}"
         out.append(f"L* = {result['L_star']}: the largest count {why} reaches at d={result['d']}")
     if result.get("note"):
         out.append(result["note"])
@@ -231,7 +237,7 @@ def table(result: dict) -> str:
 
 
 #: columns of every CSV row that say what the file is about
-CSV_METADATA = ("attention", "variant", "readout", "d", "eps", "version")
+CSV_METADATA = ("attention", "variant", "norm", "affine", "readout", "d", "eps", "version")
 
 
 def csv_text(result: dict) -> str:
