@@ -1,0 +1,74 @@
+"""The README's claims that a test can check: the set-up commands, the documented options of
+every command, the Python example, the backends, the limits and the post-norm gap."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from bounds import search, sweep
+from constructions import cell as cell_mod
+from constructions import derive
+from constructions.cell import Cell
+from verify import judge
+from verify.backends import get_backend
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+    README = fh.read()
+BLOCKS = re.findall(r"```(\w*)\n(.*?)```", README, flags=re.S)
+
+
+def _block(lang: str, starts: str) -> str:
+    (text,) = [b for k, b in BLOCKS if k == lang and b.lstrip().startswith(starts)]
+    return text
+
+
+def _options(parser) -> set[str]:
+    return {o for a in parser._actions for o in a.option_strings if o.startswith("--")} - {"--help"}
+
+
+def test_the_two_set_up_commands_come_first_and_ci_runs_the_second():
+    first = BLOCKS[0][1].strip().splitlines()
+    assert first == ["python -m pip install -e . && python -m bounds.sweep --variant post_learned --Lmax 4096",
+                     "python -m pip install -e '.[test]' && python -m pytest"]
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as fh:
+        ci = fh.read()
+    assert "pip install --quiet -e '.[test]'" in ci and ci.rstrip().endswith("python -m pytest")
+
+
+@pytest.mark.parametrize("starts,parser", [("python -m bounds.sweep", sweep._parser),
+                                           ("python -m constructions.derive", derive._parser)],
+                         ids=["sweep", "derive"])
+def test_usage_lists_every_option(starts, parser):
+    documented = set(re.findall(r"--[A-Za-z][A-Za-z-]*", _block("bash", starts)))
+    assert documented == _options(parser())
+
+
+def test_python_example_runs(capsys):
+    exec(compile(_block("python", "from constructions"), "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "verdict='counts'" in printed and "backend='arb256'" in printed
+
+
+def test_backends_named_exist():
+    line = re.search(r"Backends: (.*?)\.\s", README.replace("\n", " ")).group(1)
+    for name in re.findall(r"`([a-z0-9<>]+)`", line):
+        get_backend(name.replace("<digits>", "30").replace("<bits>", "128"))
+
+
+def test_limits_are_the_toolkit_s():
+    assert f"`d <= {cell_mod.MAX_D}` (`constructions.cell.MAX_D`)" in README
+    assert judge.MAX_COUNTS == 2**20 and "`L <= 2^20` (`verify.judge.MAX_COUNTS`)" in README
+    assert sweep.MAX_L == 65536 and "(at most 65536)" in README
+    assert f"default {sweep.ARC_BOXES}," in README
+
+
+@pytest.mark.parametrize("attention,variant,L,gap", [("softmax", "post_bare", 4096, 1e-4),
+                                                     ("linear", "post_learned", 4096, 5e-5)])
+def test_post_norm_gap_as_stated(attention, variant, L, gap):
+    row = search.regression_row(Cell(attention, variant, "regression"), L)
+    assert row["certified"]
+    assert row["B_min"] / row["B_lower"] - 1 <= gap
