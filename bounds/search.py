@@ -106,12 +106,17 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     while hi / lo > 1 + rtol:
         mid = (lo * hi) ** 0.5
         lo, hi = (lo, mid) if counts(mid) else (mid, hi)
-    for _ in range(8):  # confirm rigorously; step up if the float screen was too optimistic
-        params = design.build(L, hi)
+    # confirm rigorously.  The reduced problem's boundary (est, exact arithmetic on the counting
+    # interval, well conditioned) is tried too: where the float64 screen cannot represent the
+    # construction (nearly cancelling embeddings) it fails too early and hi overshoots.  Then
+    # step up if the float screen was too optimistic.
+    tries = sorted({hi, est * (1 + rtol)}) + [hi * (1 + rtol) ** k for k in range(1, 8)]
+    for b in tries:
+        params = design.build(L, b)
         res = certify(params, L)
         if res.counts:
+            hi = b
             break
-        hi *= 1 + rtol
     shape, _ = design.best_shape(L, hi)
     b_min = rigorous_bound(params) if res.counts else None
     row.update(

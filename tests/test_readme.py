@@ -66,7 +66,8 @@ def test_limits_are_the_toolkit_s():
     assert f"default {sweep.ARC_BOXES}," in README
 
 
-@pytest.mark.parametrize("attention,variant,L,gap", [("softmax", "post_bare", 4096, 1e-4),
+# 16384: where the float64 screen alone overshot the boundary (softmax embeddings nearly cancel)
+@pytest.mark.parametrize("attention,variant,L,gap", [("softmax", "post_bare", 16384, 1e-4),
                                                      ("linear", "post_learned", 4096, 5e-5)])
 def test_post_norm_gap_as_stated(attention, variant, L, gap):
     row = search.regression_row(Cell(attention, variant, "regression"), L)
