@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from bounds import benchmark, sweep
-from constructions import __version__, cli
+from constructions import __version__, cli, derive
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEP = [sys.executable, "-m", "bounds.sweep"]
@@ -193,7 +193,8 @@ def test_write_files_leaves_nothing_when_interrupted(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- help and benchmark
 
 
-@pytest.mark.parametrize("parser", [sweep._parser, benchmark._parser], ids=["sweep", "benchmark"])
+@pytest.mark.parametrize("parser", [sweep._parser, benchmark._parser, derive._parser],
+                         ids=["sweep", "benchmark", "derive"])
 def test_every_option_has_help(parser):
     for action in parser()._actions:
         assert action.help and action.help != argparse.SUPPRESS, action.option_strings
@@ -214,6 +215,15 @@ def test_benchmark_bad_input(argv, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     _one_line_error(captured.err)
+
+
+def test_benchmark_full_stdout():
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "bounds.benchmark", "--Lmax", "2", "--cells",
+                               "linear/none/regression"], cwd=ROOT, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 2
+    _one_line_error(proc.stderr)
 
 
 def test_benchmark_reports_wall_and_cpu(capsys):
