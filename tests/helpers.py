@@ -2,7 +2,9 @@
 conversions of backend numbers, and the error scale used for float64 tolerances.
 
 The reference :func:`ref_forward` is written from the README's section "The model in brief"
-with plain Python lists and loops; it does not import anything from the toolkit's forward pass.  It runs on any
+and the specification's extensions (norm kinds LayerNorm and RMSNorm, affines bare, gain and
+gain_bias) with plain Python lists and loops; it does not import anything from the toolkit's
+forward pass and reads only the cell's description (its names and placement).  It runs on any
 number system given as ``(num, exp, sqrt)`` -- ``math`` floats or ``mpmath`` at high precision.
 """
 
@@ -22,6 +24,33 @@ from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell, Params
 ALL_CELLS = list(itertools.product(ATTENTIONS, NORMS, READOUTS))
 CELL_IDS = ["/".join(c) for c in ALL_CELLS]
 
+KIND_NAMES = ("layernorm", "rmsnorm")
+LEARNED_AFFINES = ("gain", "gain_bias")
+
+
+def _norm_parts(variant):
+    """``(norm kind, affine)`` pairs a variant can carry (``affine`` None: the variant's own)."""
+    if variant == "none":
+        return [("layernorm", None)]
+    if variant.endswith("_bare"):
+        return [(kind, None) for kind in KIND_NAMES]
+    return [(kind, affine) for kind in KIND_NAMES for affine in LEARNED_AFFINES]
+
+
+#: every architecture: ``(attention, variant, readout, norm kind, affine)`` -- attention x
+#: placement x kind x affine x read-out (the kind is immaterial without a norm)
+ARCHS = [(attention, variant, readout, kind, affine)
+         for attention, variant, readout in ALL_CELLS for kind, affine in _norm_parts(variant)]
+ARCH_IDS = ["/".join((att, var, ro) + ((kind, aff or "bare") if var != "none" else ()))
+            for att, var, ro, kind, aff in ARCHS]
+
+
+def arch_cell(arch, **kw) -> Cell:
+    """The cell of an :data:`ARCHS` entry; ``kw`` as for :class:`Cell` (``d``, ``eps``, ...)."""
+    attention, variant, readout, kind, affine = arch
+    return Cell(attention, variant, readout, norm=kind, affine=affine, **kw)
+
+
 FLOAT = SimpleNamespace(num=float, exp=math.exp, sqrt=math.sqrt)
 MP = SimpleNamespace(num=mpmath.mpf, exp=mpmath.exp, sqrt=mpmath.sqrt)
 
@@ -36,6 +65,31 @@ def examples(n: int) -> int:
 # --------------------------------------------------------------------------- reference model
 
 
+def ref_centre(cell: Cell, v: list) -> list:
+    """The centring of the cell's norm kind: ``v - mean(v)`` (LayerNorm), ``v`` (RMSNorm)."""
+    if cell.kind.name == "layernorm":
+        mean = sum(v) / len(v)
+        return [x - mean for x in v]
+    if cell.kind.name == "rmsnorm":
+        return list(v)
+    raise ValueError(f"no reference for the norm kind {cell.kind.name}")
+
+
+def ref_norm(cell: Cell, v: list, vec: dict, eps, sqrt) -> list:
+    """``LN(v)`` by hand: ``N(v) = (v - mean)/sqrt(var + eps)`` (LayerNorm, population
+    variance) or ``v/sqrt(mean(v^2) + eps)`` (RMSNorm), then ``N(v)`` (bare), ``g * N(v)``
+    (gain) or ``g * N(v) + beta`` (gain_bias) with ``vec["g"]``, ``vec["beta"]``."""
+    c = ref_centre(cell, v)
+    stat = sum(x * x for x in c) / len(v)  # the population variance, or the mean square
+    out = [x / sqrt(stat + eps) for x in c]
+    name = cell.affine.name
+    if name in ("gain", "gain_bias"):
+        out = [gi * oi for gi, oi in zip(vec["g"], out)]
+    if name == "gain_bias":
+        out = [oi + bi for oi, bi in zip(out, vec["beta"])]
+    return out
+
+
 def ref_forward(cell: Cell, vectors: dict, scalars: dict, tokens: str, lib=FLOAT):
     """The model (README, "The model in brief") by hand.  Returns every intermediate quantity.
 
@@ -48,20 +102,14 @@ def ref_forward(cell: Cell, vectors: dict, scalars: dict, tokens: str, lib=FLOAT
     vec = {k: [num(x) for x in v] for k, v in vectors.items() if k != "u"}
     U = [[num(x) for x in row] for row in vectors["u"]] if "u" in vectors else None
 
-    def layernorm(v):
-        mean = sum(v) / d
-        centred = [x - mean for x in v]
-        var = sum(x * x for x in centred) / d  # population variance
-        out = [x / sqrt(var + eps) for x in centred]
-        if cell.learned:
-            out = [gi * oi + bi for gi, oi, bi in zip(vec["g"], out, vec["beta"])]
-        return out
+    def norm(v):
+        return ref_norm(cell, v, vec, eps, sqrt)
 
     def dot(x, y):
         return sum(a * b for a, b in zip(x, y))
 
     E = {t: vec[f"e_{t}"] for t in "sab" if f"e_{t}" in vec}
-    H = {t: (layernorm(v) if cell.pre else v) for t, v in E.items()}
+    H = {t: (norm(v) if cell.pre else v) for t, v in E.items()}
     tau = 1 / sqrt(num(d))
     scores = [tau * dot(H["s"], H[t]) for t in tokens]
     if cell.attention == "softmax":
@@ -73,7 +121,7 @@ def ref_forward(cell: Cell, vectors: dict, scalars: dict, tokens: str, lib=FLOAT
         weights = list(scores)
     A = [sum(weights[j] * H[t][i] for j, t in enumerate(tokens)) for i in range(d)]
     r = [E["s"][i] + A[i] for i in range(d)]
-    z = layernorm(r) if cell.post else r
+    z = norm(r) if cell.post else r
     if cell.readout == "regression":
         out = dot(vec["w"], z) + num(scalars["w0"])
     else:
@@ -101,13 +149,14 @@ def ref_mp(params: Params, tokens: str, dps: int = 80):
 def random_params(cell: Cell, rng: np.random.Generator, classes: int = 4, scale: float = 1.0) -> Params:
     """Normal-ish parameters (floats, so exact in every backend) for ``cell``.
 
-    Embeddings are ``scale * N(0, 1)``: for d >= 3 a normal vector is far from constant with
-    overwhelming probability, so LayerNorm is well conditioned.
+    Embeddings are ``scale * N(0, 1)``: for d >= 3 a normal vector is far from constant (and
+    from zero) with overwhelming probability, so the norm is well conditioned.
     """
     d = cell.d
     vectors = {name: scale * rng.normal(size=d) for name in ("e_s", "e_a", "e_b") if name in cell.vector_names()}
-    if cell.learned:
+    if "g" in cell.vector_names():
         vectors["g"] = 1.0 + 0.5 * rng.normal(size=d)
+    if "beta" in cell.vector_names():
         vectors["beta"] = 0.5 * rng.normal(size=d)
     if cell.readout == "regression":
         vectors["w"] = rng.normal(size=d)
@@ -116,6 +165,46 @@ def random_params(cell: Cell, rng: np.random.Generator, classes: int = 4, scale:
         vectors["u"] = rng.normal(size=(classes, d))
         scalars = {"b": rng.normal(size=classes)}
     return Params(cell, vectors, scalars)
+
+
+# --------------------------------------------------------------------------- hand parameters
+
+#: small integer parameters at d = 3 (all exactly representable), for computations by hand
+E_S = [1, 0, 2]
+E_A = [0, 1, -1]
+E_B = [2, -1, 1]
+G = [1, 2, -1]
+BETA = [0, 1, 1]
+W = [1, 2, 3]
+W0 = 0.5
+U = [[1, 0, 0], [0, 1, 0], [1, 1, -1]]
+B = [0, 0.5, -1]
+
+
+def hand_params(attention, norm, readout, eps=0.0, distractor=False, kind="layernorm", affine=None):
+    """``(Params, vectors, scalars)`` of the hand vectors above for a cell at d = 3 (``norm``
+    the variant, ``kind`` the norm kind)."""
+    cell = Cell(attention, norm, readout, d=3, eps=eps, distractor=distractor, norm=kind,
+                affine=affine)
+    vectors = {"e_s": E_S, "e_a": E_A}
+    if distractor:
+        vectors["e_b"] = E_B
+    vectors.update({name: {"g": G, "beta": BETA}[name] for name in cell.affine.vectors})
+    if readout == "regression":
+        vectors["w"] = W
+        scalars = {"w0": W0}
+    else:
+        vectors["u"] = U
+        scalars = {"b": B}
+    return Params(cell, vectors, scalars), vectors, scalars
+
+
+def close(got, want, rel=1e-13):
+    """Float ``got`` equals ``want`` to ``rel`` of the magnitude ``1 + max |want|``."""
+    got, want = np.atleast_1d(np.asarray(got, dtype=float)), np.atleast_1d(np.asarray(want, dtype=float))
+    assert got.shape == want.shape
+    scale = 1.0 + np.max(np.abs(want))
+    assert np.max(np.abs(got - want)) <= rel * scale, (got, want)
 
 
 # --------------------------------------------------------------------------- exact conversions
@@ -159,8 +248,8 @@ def error_scale(params: Params, n_a: int, n_b: int = 0) -> mpmath.mpf:
 
     * ``R``: the residual's magnitude ``|e_s| + sum_j |weight_j| |h_j|`` times ``(1 + max|score|)``
       (exp turns an absolute score error into a relative weight error) times the pre-norm
-      amplification ``kappa = |e_x| / |centred e_x|``;
-    * post-norm multiplies absolute errors in ``r`` by ``|dN/dr| <= sqrt(d) max(1,|g|) / |centred r|``
+      amplification ``kappa = |e_x| / |C(e_x)|`` (``C`` the norm kind's centring);
+    * post-norm multiplies absolute errors in ``r`` by ``|dN/dr| <= sqrt(d) max(1,|g|) / |C(r)|``
       and adds the size of ``z``;
     * the read-out multiplies by ``|w|`` (``|u_c|``) and adds ``|w0|`` (``|b_c|``).
     """
@@ -181,8 +270,7 @@ def error_scales(params: Params, pairs) -> list:
             return mpmath.sqrt(sum(x * x for x in v))
 
         def centred(v):
-            mean = sum(v) / len(v)
-            return [x - mean for x in v]
+            return ref_centre(cell, v)
 
         sigma = dict(zip(toks, ref.scores))
         hn = {t: norm(ref.h[t]) for t in toks}
@@ -191,8 +279,8 @@ def error_scales(params: Params, pairs) -> list:
             kappa = max(norm(V[f"e_{t}"]) / norm(centred(V[f"e_{t}"])) for t in toks)
         smax = max(abs(s) for s in ref.scores)
         es = norm(V["e_s"])
-        gmax = max([1] + [abs(x) for x in V["g"]]) if cell.learned else 1
-        zmax = gmax * mpmath.sqrt(cell.d) + (norm(V["beta"]) if cell.learned else 0)
+        gmax = max([1] + [abs(x) for x in V["g"]]) if "g" in V else 1
+        zmax = gmax * mpmath.sqrt(cell.d) + (norm(V["beta"]) if "beta" in V else 0)
         if cell.readout == "regression":
             rows = [(norm(V["w"]), abs(params.scalars["w0"]))]
         else:

@@ -1,10 +1,10 @@
 """Hand-computed forward passes at d = 3 with small integer vectors.
 
 Every expected value here is computed by the test with plain Python ``math`` (or ``mpmath`` at
-high precision for the mp50 comparison), following the README's section "The model in brief":
-softmax weights with the maximum subtracted, LayerNorm with the population variance, the
-raw-``e_s`` residual and the read-out.  Nothing from the toolkit's forward pass is used to
-produce the expectations.
+high precision for the mp50 comparison), following the README's section "The model in brief"
+and the specification's extensions: softmax weights with the maximum subtracted, LayerNorm with
+the population variance or RMSNorm, the affine, the raw-``e_s`` residual and the read-out.
+Nothing from the toolkit's forward pass is used to produce the expectations.
 """
 
 from __future__ import annotations
@@ -15,45 +15,11 @@ import mpmath
 import numpy as np
 import pytest
 
-from constructions.cell import Cell, Params
-from helpers import ALL_CELLS, FLOAT, MP, as_mp_list, ref_forward
+from helpers import (ARCH_IDS, ARCHS, B, BETA, E_A, E_B, E_S, FLOAT, G, MP, U, W, W0, as_mp_list, close,
+                     hand_params, ref_forward)
 from verify import explicit, reduced
 from verify.backends import get_backend
 from verify.forward import numbers
-
-# Small integer parameters at d = 3 (all exactly representable).
-E_S = [1, 0, 2]
-E_A = [0, 1, -1]
-E_B = [2, -1, 1]
-G = [1, 2, -1]
-BETA = [0, 1, 1]
-W = [1, 2, 3]
-W0 = 0.5
-U = [[1, 0, 0], [0, 1, 0], [1, 1, -1]]
-B = [0, 0.5, -1]
-
-
-def make(attention, norm, readout, eps=0.0, distractor=False):
-    cell = Cell(attention, norm, readout, d=3, eps=eps, distractor=distractor)
-    vectors = {"e_s": E_S, "e_a": E_A}
-    if distractor:
-        vectors["e_b"] = E_B
-    if cell.learned:
-        vectors["g"], vectors["beta"] = G, BETA
-    if readout == "regression":
-        vectors["w"] = W
-        scalars = {"w0": W0}
-    else:
-        vectors["u"] = U
-        scalars = {"b": B}
-    return Params(cell, vectors, scalars), vectors, scalars
-
-
-def close(got, want, rel=1e-13):
-    got, want = np.atleast_1d(np.asarray(got, dtype=float)), np.atleast_1d(np.asarray(want, dtype=float))
-    assert got.shape == want.shape
-    scale = 1.0 + np.max(np.abs(want))
-    assert np.max(np.abs(got - want)) <= rel * scale, (got, want)
 
 
 def close_mp(got, want, rel=mpmath.mpf("1e-45")):
@@ -73,7 +39,7 @@ def counts(tokens):
 
 def test_softmax_none_regression_written_out():
     """softmax / none / regression on (s, a, a): every step by hand."""
-    p, _, _ = make("softmax", "none", "regression")
+    p, _, _ = hand_params("softmax", "none", "regression")
     tau = 1 / math.sqrt(3)
     # scores: <e_s, e_s> = 1 + 0 + 4 = 5 ; <e_s, e_a> = 0 + 0 - 2 = -2
     s_s, s_a = 5 * tau, -2 * tau
@@ -100,7 +66,7 @@ def test_softmax_none_regression_written_out():
 
 def test_linear_post_bare_regression_written_out():
     """linear / post_bare / regression on (s, a, a): LayerNorm with population variance."""
-    p, _, _ = make("linear", "post_bare", "regression")
+    p, _, _ = hand_params("linear", "post_bare", "regression")
     tau = 1 / math.sqrt(3)
     s_s, s_a = 5 * tau, -2 * tau
     # linear attention: A = s_s e_s + 2 s_a e_a = tau * (5, -4, 14)
@@ -120,7 +86,7 @@ def test_linear_post_bare_regression_written_out():
 def test_softmax_pre_learned_classification_eps_written_out():
     """softmax / pre_learned / classification with eps = 1/2 on (s, a)."""
     eps = 0.5
-    p, _, _ = make("softmax", "pre_learned", "classification", eps=eps)
+    p, _, _ = hand_params("softmax", "pre_learned", "classification", eps=eps)
     tau = 1 / math.sqrt(3)
 
     def ln(v):
@@ -151,7 +117,7 @@ def test_softmax_pre_learned_classification_eps_written_out():
 
 def test_linear_none_classification_distractor_written_out():
     """linear / none / classification with a distractor, on (s, b, a, b)."""
-    p, _, _ = make("linear", "none", "classification", distractor=True)
+    p, _, _ = hand_params("linear", "none", "classification", distractor=True)
     tau = 1 / math.sqrt(3)
     # <e_s,e_s> = 5, <e_s,e_a> = -2, <e_s,e_b> = 2 + 0 + 2 = 4
     A = [tau * (5 * E_S[i] + (-2) * E_A[i] + 2 * 4 * E_B[i]) for i in range(3)]
@@ -169,7 +135,7 @@ def test_linear_none_classification_distractor_written_out():
 
 def test_post_learned_gain_and_bias_written_out():
     """softmax / post_learned / regression on (s,): z = g * N(r) + beta."""
-    p, _, _ = make("softmax", "post_learned", "regression")
+    p, _, _ = hand_params("softmax", "post_learned", "regression")
     # only position 0: weight 1, A = e_s, r = 2 e_s = (2, 0, 4): mean 2, centred (0,-2,2), var 8/3
     sd = math.sqrt(8 / 3)
     z = [G[0] * 0 / sd + BETA[0], G[1] * -2 / sd + BETA[1], G[2] * 2 / sd + BETA[2]]
@@ -185,18 +151,19 @@ DISTRACTOR_SEQUENCES = ["sab", "sbba", "sbbbbaab"]
 
 
 def hand_cases():
-    for attention, norm, readout in ALL_CELLS:
+    for arch, name in zip(ARCHS, ARCH_IDS):
+        attention, norm, readout, kind, affine = arch
         for eps in (0.0, 0.25) if norm != "none" else (0.0,):
-            yield pytest.param(attention, norm, readout, eps, False, SEQUENCES,
-                               id=f"{attention}-{norm}-{readout}-eps{eps}")
-        yield pytest.param(attention, norm, readout, 0.0, True, DISTRACTOR_SEQUENCES,
-                           id=f"{attention}-{norm}-{readout}-distractor")
+            yield pytest.param(arch, eps, False, SEQUENCES, id=f"{name}-eps{eps}")
+        yield pytest.param(arch, 0.0, True, DISTRACTOR_SEQUENCES, id=f"{name}-distractor")
 
 
-@pytest.mark.parametrize("attention,norm,readout,eps,distractor,seqs", list(hand_cases()))
-def test_hand_reference(attention, norm, readout, eps, distractor, seqs):
+@pytest.mark.parametrize("arch,eps,distractor,seqs", list(hand_cases()))
+def test_hand_reference(arch, eps, distractor, seqs):
     """Compare explicit and reduced (float64 and mp50) with the plain-Python reference."""
-    p, vectors, scalars = make(attention, norm, readout, eps=eps, distractor=distractor)
+    attention, norm, readout, kind, affine = arch
+    p, vectors, scalars = hand_params(attention, norm, readout, eps=eps, distractor=distractor,
+                               kind=kind, affine=affine)
     cell = p.cell
     na, nb = zip(*(counts(s) for s in seqs))
     red64 = reduced(p, list(na), list(nb) if distractor else None)
@@ -211,9 +178,15 @@ def test_hand_reference(attention, norm, readout, eps, distractor, seqs):
         close_mp(red50[k], want_mp)
 
 
-def test_reference_is_not_trivially_equal_across_cells():
-    """Sanity of the hand data: the placements give different outputs (the tests can fail)."""
-    outs = {norm: ref_forward(make("softmax", norm, "regression")[0].cell,
-                              *make("softmax", norm, "regression")[1:], "saa", FLOAT).out
-            for norm in ("none", "pre_bare", "pre_learned", "post_bare", "post_learned")}
-    assert len({round(v, 9) for v in outs.values()}) == 5
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+@pytest.mark.parametrize("readout", ["regression", "classification"])
+def test_reference_is_not_trivially_equal_across_cells(attention, readout):
+    """Sanity of the hand data: the placements, norm kinds and affines give different outputs
+    (the tests can fail)."""
+    archs = [a for a in ARCHS if a[0] == attention and a[2] == readout]
+    outs = set()
+    for _, norm, _, kind, affine in archs:
+        p, vectors, scalars = hand_params(attention, norm, readout, kind=kind, affine=affine)
+        out = ref_forward(p.cell, vectors, scalars, "saa", FLOAT).out
+        outs.add(tuple(round(v, 9) for v in np.atleast_1d(out)))
+    assert len(archs) == 13 and len(outs) == len(archs)

@@ -227,14 +227,18 @@ def test_many_tied_classes_cannot_certify_rather_than_guess(extra):
 
 
 @pytest.mark.parametrize("attention", ["softmax", "linear"])
-@pytest.mark.parametrize("norm", ["none", "pre_learned", "post_bare"])
+@pytest.mark.parametrize("variant,kind,affine", [
+    ("none", "layernorm", None), ("pre_learned", "layernorm", None), ("post_bare", "layernorm", None),
+    ("pre_bare", "rmsnorm", None), ("post_learned", "rmsnorm", "gain"),
+    ("post_learned", "rmsnorm", "gain_bias"), ("post_learned", "layernorm", "gain")])
 @settings(max_examples=examples(10))
 @given(seed=st.integers(0, 2**32 - 1), L=st.integers(1, 30), slope=st.floats(0.5, 2.0))
-def test_regression_judge_agrees_with_the_rule(attention, norm, seed, L, slope):
+def test_regression_judge_agrees_with_the_rule(attention, variant, kind, affine, seed, L, slope):
     """Random parameters with w0 chosen so that y(0) is near 0 and w scaled so that the outputs
     spread over about [0, L]: some counts pass and some fail.  The judge on float64 must agree
-    with the rule |y - n| < 1/2 applied by hand to the float64 outputs."""
-    cell = Cell(attention, norm, "regression", d=5)
+    with the rule |y - n| < 1/2 applied by hand to the float64 outputs (LayerNorm and RMSNorm,
+    every affine)."""
+    cell = Cell(attention, variant, "regression", d=5, norm=kind, affine=affine)
     p = random_params(cell, np.random.default_rng(seed))
     y = reduced(p, range(L + 1))
     spread = y[-1] - y[0]
