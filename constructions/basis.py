@@ -12,7 +12,14 @@ Every construction vector lies in the span of three orthonormal vectors of R^d:
 * ``one = (1, ..., 1)/sqrt(d)`` -- the direction LayerNorm removes: every coordinate
   ``1/sqrt(d)``;
 
-and the first standard basis vector is ``e_1 = sqrt((d-1)/d) c_1 + one/sqrt(d)``.
+and the first standard basis vector is ``e_1 = sqrt((d-1)/d) c_1 + one/sqrt(d)``.  Its unit
+partner in the plane of ``c_1`` and ``one``,
+
+* ``q = (c_1 - sqrt(d-1) one)/sqrt(d)`` -- orthogonal to ``e_1``, zero in the first coordinate,
+  every other ``-1/sqrt(d-1)`` (any ``d >= 2``),
+
+spans with ``e_1`` the plane RMSNorm constructions use: ``N(e_1) = sqrt(d) e_1`` is the RMSNorm
+output with the largest entry, ``sqrt(d)``, and unlike ``p`` the vector ``q`` exists at ``d = 2``.
 
 So a vector ``v`` of the span is fixed by three numbers: its first coordinate ``f``, the
 common value ``r`` of its coordinates beyond the third, and the half-difference ``s`` of the
@@ -36,14 +43,15 @@ from __future__ import annotations
 
 import sympy
 
-from constructions.symbols import C1, E1, ONE, P, d, inner
+from constructions.symbols import C1, E1, ONE, P, Q, d, inner
 
-#: (f, r, s) of the frame vectors and of e_1, as functions of d (module docstring)
+#: (f, r, s) of the frame vectors, of e_1 and of q, as functions of d (module docstring)
 PATTERN = {
     C1: (sympy.sqrt((d - 1) / d), -1 / sympy.sqrt(d * (d - 1)), sympy.Integer(0)),
     P: (sympy.Integer(0), sympy.Integer(0), 1 / sympy.sqrt(2)),
     ONE: (1 / sympy.sqrt(d), 1 / sympy.sqrt(d), sympy.Integer(0)),
     E1: (sympy.Integer(1), sympy.Integer(0), sympy.Integer(0)),
+    Q: (sympy.Integer(0), -1 / sympy.sqrt(d - 1), sympy.Integer(0)),
 }
 #: the frame, and e_1 written on it
 FRAME = (C1, P, ONE)
@@ -65,7 +73,7 @@ class FrameVector:
     def of(cls, expr, width: int, known: dict | None = None) -> "FrameVector":
         """The vector of a linear combination of vector symbols.
 
-        ``expr`` is linear in ``c_1, p, one, e_1`` and in the symbols of ``known`` (a mapping
+        ``expr`` is linear in ``c_1, p, one, e_1, q`` and in the symbols of ``known`` (a mapping
         to :class:`FrameVector`); each of ``f, r, s`` is ``expr`` with every vector symbol
         replaced by its own ``f``, ``r`` or ``s`` (they are linear functionals).
         """
@@ -109,7 +117,7 @@ class FrameVector:
 
 
 def frame_vector(axis, width: int) -> FrameVector:
-    """``c_1``, ``p``, ``one`` or ``e_1`` at width ``d``."""
+    """``c_1``, ``p``, ``one``, ``e_1`` or ``q`` at width ``d``."""
     return FrameVector.of(axis, width)
 
 

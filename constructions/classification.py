@@ -28,8 +28,12 @@ Positions per family, at unit budget (``f_t`` as in the regression reduction):
   ``m(rho) = X rho / (L rho^2 + L^2 rho + (L^3 - L)/3)``; ``rho`` is bounded at unit norm,
   hence ``m ~ L^-3``;
 * line: ``x_n = kappa n``, ``kappa`` the capacity at budget 1: ``m = kappa / L``;
-* arc: ``x_n = S x/sqrt(lam^2 + x^2)``, ``x = n - L/2``, ``S = sqrt(d)`` (bare) or
-  ``sqrt(d-1)`` (learned, ``g = e_1``): ``m ~ L^-2``.
+* arc: ``x_n = S x/sqrt(lam^2 + x^2)``, ``x = n - L/2``, ``S`` the capacity at budget 1:
+  ``sqrt(d)`` (bare, read along the kind's top axis) or ``sqrt(d) a`` (a gain ``g = e_1``, ``a``
+  the kind's axis reach: ``sqrt(d-1)`` for LayerNorm, ``sqrt(d)`` for RMSNorm): ``m ~ L^-2``.
+
+The scale ``S`` of every family is the capacity of :func:`constructions.laws.capacity` at
+budget 1 (the regression amplitude a unit read-out reaches at that shape).
 
 Cost of a row: the head has ``(L+1) d`` exact numbers (``O(L d)`` work and memory to build,
 store and bound), and certifying it compares every count with every class, ``(L+1)^2 d``
@@ -47,8 +51,9 @@ import sympy
 
 from constructions import basis, zoom
 from constructions.cell import Cell, Params
+from constructions.regression import axes, family
 from constructions.regression import design as regression_design
-from constructions.regression import family
+from constructions.symbols import E1
 from verify.judge import check_cost
 
 #: theory exponent of the max-min margin in L, per family
@@ -96,15 +101,14 @@ class ClassificationDesign:
         self.cell = cell
         self.family = family(cell)
         # the geometry (embeddings, gains) is the regression construction's at budget 1
-        self.geometry = regression_design(Cell(cell.attention, cell.norm, "regression", cell.d, cell.eps))
+        self.geometry = regression_design(cell.replace(readout="regression"))
 
     def scale(self, t_value, ctx=np):
-        """Length ``S`` multiplying the positions (capacity per unit read-out norm)."""
-        d = self.cell.d
-        if self.family == "arc":
-            return ctx.sqrt(d) if self.cell.norm == "post_bare" else ctx.sqrt(d - 1)
+        """Length ``S`` multiplying the positions: the law's capacity at budget 1
+        (:func:`constructions.laws.capacity`), the spread of the outputs along the read-out
+        direction per unit read-out norm."""
         cap = self.geometry.capacity_mp if ctx is mpmath else self.geometry.capacity
-        tv = t_value if self.family == "segment" else 1.0
+        tv = 1.0 if self.family == "line" else t_value
         return cap(tv, 1 if ctx is np else mpmath.mpf(1))
 
     def margin(self, t_value, L_value: int):
@@ -160,13 +164,16 @@ class ClassificationDesign:
         """``(u, offset, spread)`` with ``<u, z_n> = offset + spread * f(n)`` (module docstring)."""
         d = self.cell.d
         if self.family == "arc":
-            # post_bare: z = sqrt(d)(cos th perp + sin th c1), read along c1;
-            # post_learned: g = e_1 (norm 1), beta = 0, z = (sqrt(d-1) sin th) e_1
-            if self.cell.norm == "post_learned":
-                vec["g"] = _mp_vector(basis.e1(d))
-                vec["beta"] = _mp_vector(0 * basis.e1(d))
-                return vec["g"], mpmath.mpf(0), mpmath.sqrt(d - 1)
-            return _mp_vector(basis.c1(d)), mpmath.mpf(0), mpmath.sqrt(d)
+            # z = sqrt(d)(cos th across + sin th top) (regression.axes); bare: read along top;
+            # with a gain: g = e_1 (norm 1), beta = 0, and <e_1, g * z> = sqrt(d) a sin th with
+            # a = <e_1, top> the kind's axis reach: the spread is the law's capacity at budget 1
+            spread = self.scale(None, mpmath)
+            if self.cell.affine.gain:
+                vec["g"] = _mp_vector(E1, d)
+                if self.cell.affine.bias:
+                    vec["beta"] = np.array([mpmath.mpf(0)] * d, dtype=object)
+                return vec["g"], mpmath.mpf(0), spread
+            return _mp_vector(axes(self.cell)[0], d), mpmath.mpf(0), spread
         h_s, h_a = geo["_h_s"], geo["_h_a"]
         tau = 1 / mpmath.sqrt(d)
         if self.family == "segment":
@@ -183,8 +190,12 @@ class ClassificationDesign:
         return direction, mpmath.fsum(direction * z0), spread
 
 
-def _mp_vector(m) -> np.ndarray:
-    return np.array([mpmath.mpf(sympy.N(x, mpmath.mp.dps + 5)) for x in m], dtype=object)
+def _mp_vector(axis, width: int) -> np.ndarray:
+    """A frame vector (``c_1``, ``e_1``, ...) as a d-vector of mpf: its at most four distinct
+    coordinates (:meth:`~constructions.basis.FrameVector.coordinates`) evaluated once, the last
+    repeated (no d-long sympy vector)."""
+    head = [mpmath.mpf(sympy.N(x, mpmath.mp.dps + 5)) for x in basis.frame_vector(axis, width).coordinates()]
+    return np.array(head + head[-1:] * (width - len(head)), dtype=object)
 
 
 @functools.lru_cache(maxsize=None)

@@ -22,13 +22,19 @@ that is ``rho* = floor((L-1)^2/4)``, ``D* = floor((L+1)^2/4)``, ``k = ceil(L/2)`
 ``k``, ``k'`` are the integer extremisers (the tests check both).  The budget of a shape is
 ``max(D/sqrt(D + sigma), sqrt(sigma/2))`` (none: the capacity and the score-gap reach
 ``sigma <= 2 B^2``), ``max(D/sqrt(sigma + (1+sqrt(d-1)) D), sqrt(D/(2 sqrt(d-1))),
-sqrt(sigma/(2 sqrt(d-1)(sqrt(d-1)+1))))`` (pre_learned) and ``D/sqrt(2 sigma)`` (pre_bare,
-``rho <= exp(2 sqrt(d))``).  The corner is the optimum, and ``B_min(L)`` its budget, for
+sqrt(sigma/(2 sqrt(d-1)(sqrt(d-1)+1))))`` (pre_learned LayerNorm; every pre-norm with a gain
+is the inverse of its law's capacity and score-gap reach, :func:`budget`) and
+``D/sqrt(2 sigma)`` (pre_bare, ``rho <= exp(2 sqrt(d))``).  The corner is the optimum, and
+``B_min(L)`` its budget, for
 
-* none: ``L >= 6``, every ``d``;
-* pre_learned: ``L >= 5``, every ``d``;
-* pre_bare: ``7 <= L <= L*(d)``, ``d >= 3`` (beyond ``L*`` nothing counts; at ``d = 2`` only
-  two score gaps are realisable and there is no corner).
+* none (either kind): ``L >= 6``, every ``d``;
+* pre-norm with a gain (LayerNorm or RMSNorm, gain or gain and bias): ``L >= 5``, every ``d``,
+  except LayerNorm with a gain and no bias at ``d = 2``, which maps onto a line (value gap
+  ``sqrt(2 sigma)``, :func:`constructions.laws.on_a_line`): ``L >= 7``;
+* pre_bare (either kind): ``7 <= L <= L*(d)``, ``d >= 3``, and RMSNorm at ``d = 2`` (its values
+  fill a circle; ``L*(2) = 9``); beyond ``L*`` nothing counts.  LayerNorm at ``d = 2`` realises
+  only two score gaps and has no corner.  ``L*(d)`` is the same for both kinds: both fix
+  ``|h| = sqrt(d)`` and reach every score gap up to ``2 d``.
 
 Below these ranges the budget still falls to the right of the corner and the optimum is an
 interior shape (none: ``L = 5`` for ``3 <= d <= 32``; pre_learned: ``L = 4`` for ``d >= 3``;
@@ -37,11 +43,13 @@ at the same value (none at ``L = 4, 5`` for ``d >= 64``), which the ranges leave
 ranges were established against the float64 optimum of the reduced problem
 (:meth:`constructions.regression.RegressionDesign.estimate`) at every ``L <= 400`` for ``d`` in
 ``{2, ..., 8, 11, 17, 32, 64, 100, 256, 1000, 4096, 65536}`` (pre_bare: ``d <= 64``, up to
-``min(400, L*(d))``); the tests compare the formula with the certified sweep ``B_min`` at every
+``min(400, L*(d))``; the RMSNorm cells and LayerNorm with a gain and no bias at every
+``L <= 300`` of the same widths); the tests compare the formula with the certified sweep ``B_min`` at every
 ``L <= 200`` for ``d = 8`` and at samples of ``L`` for ``d = 3`` and ``17``.  Beyond ``L = 400``
 the ranges are not proven: the corner stays optimal as long as the budget increases to its right.
 
-**Arc (post-norm, symmetric construction; either attention, any d >= 3).**  ``b_lo`` increases
+**Arc (post-norm, symmetric construction; either attention with LayerNorm, softmax with
+RMSNorm; any d where the image holds a plane: LayerNorm d >= 3, RMSNorm d >= 2).**  ``b_lo`` increases
 with ``lam``, so the optimum is the smallest feasible ``lam``.  Each offset ``x`` allows
 ``b_lo(lam) < sqrt(lam^2 + x^2)(1 + 1/(2x))`` exactly beyond its crossing, whose square
 :data:`LAM_SQ_X` solves the squared equation (linear in ``lam^2``); so
@@ -49,7 +57,8 @@ with ``lam``, so the optimum is the smallest feasible ``lam``.  Each offset ``x`
 for ``L >= 3`` (the tests check it in exact rational arithmetic for every ``L <= 400``); for
 ``L <= 4`` no offset binds (``lam_x^2 <= 0``, and ``lam_{x*}^2 = 0`` at ``L = 3, 4``) and the
 infimum is the degenerate arc ``lam -> 0``.  Then ``b* = b_lo(lam*)`` and ``B_min`` is its budget:
-``b*/sqrt(d)`` (bare), ``sqrt(b*/sqrt(d-1))`` (learned), for every ``L >= 3``; at ``L = 2``
+``b*/sqrt(d)`` (bare), ``sqrt(b*/(sqrt(d) a))`` (a gain, ``a`` the kind's axis reach:
+``sqrt(b*/sqrt(d-1))`` for LayerNorm, ``sqrt(b*/sqrt(d))`` for RMSNorm), for every ``L >= 3``; at ``L = 2``
 (where ``x* = 0`` is not an offset) ``b* = b_lo(0) = 1/2``.  For ``L`` a multiple of 4
 (``x* = L/4``)
 
@@ -59,9 +68,11 @@ so ``b* ~ L^{3/2}/(4 sqrt(2))``.
 
 **Line (linear attention without post-norm).**  The slope must exceed ``1 - 1/L``
 (:data:`constructions.regression.LINE_INTERVAL`), so ``B_min`` is the budget of that slope:
-``(sqrt(d)(1 - 1/L))^{1/4}`` (none), ``(1 - 1/L)/d`` (bare pre-norm),
-``(sqrt(d)(1 - 1/L))^{1/4}/(1 + sqrt(d-1))^{3/4}`` (learned), for every ``L >= 2`` and ``d``
-(Cauchy-Schwarz, :func:`bounds.lower.line_lower`).
+``(sqrt(d)(1 - 1/L))^{1/4}`` (none), ``(1 - 1/L)/d`` (bare pre-norm, either kind),
+``(sqrt(d)(1 - 1/L))^{1/4}/H^{3/4}`` (pre-norm with a gain, ``H`` the law's value reach:
+``1 + sqrt(d-1)`` for LayerNorm with a bias, ``sqrt(d-1)`` without, ``1 + sqrt(d)`` and
+``sqrt(d)`` for RMSNorm), for every ``L >= 2`` and ``d`` (Cauchy-Schwarz: the line's capacity is
+attained, :func:`bounds.lower.line_lower` for LayerNorm).
 
 All closed forms are for ``eps = 0`` (:func:`formula` returns None otherwise).
 """
@@ -76,7 +87,7 @@ import sympy
 from bounds.lstar import l_star
 from constructions import arc, laws, segment
 from constructions.cell import Cell
-from constructions.regression import LINE_INTERVAL, capacity_branches, family
+from constructions.regression import LINE_INTERVAL, capacity_branches, family, refusal
 from constructions.symbols import A, B, L, lam, sigma, x
 
 #: the corner equation lo_k(rho) = hi_k'(rho), as a polynomial in rho (numerator of the difference)
@@ -86,8 +97,21 @@ RHO_STAR = sympy.floor((L - 1) ** 2 / 4)
 D_STAR = sympy.floor((L + 1) ** 2 / 4)
 K_STAR = sympy.ceiling(L / 2)
 KK_STAR = sympy.floor(L / 2)
-#: the smallest L from which the corner is optimal, per norm placement (module docstring)
-SEGMENT_L_MIN = {"none": 6, "pre_learned": 5, "pre_bare": 7}
+#: the smallest L from which the corner is optimal (module docstring): no norm, values whose gap
+#: is sqrt(2 sigma) (bare pre-norm, pre-norm onto a line), pre-norm with a gain (either kind)
+SEGMENT_L_MIN_NONE = 6
+SEGMENT_L_MIN_SQRT_GAP = 7
+SEGMENT_L_MIN_GAIN = 5
+
+
+def segment_L_min(cell: Cell) -> int:
+    """The smallest ``L`` from which the corner is the optimum of a segment cell (module docstring)."""
+    if not cell.pre:
+        return SEGMENT_L_MIN_NONE
+    if laws.rigid(cell) or laws.on_a_line(cell):
+        return SEGMENT_L_MIN_SQRT_GAP
+    return SEGMENT_L_MIN_GAIN
+
 
 #: the square of the smallest lambda at which the offset x allows b_lo: b_lo^2 = b_hi_x^2
 LAM_SQ_X = sympy.solve(sympy.Eq(arc.B_LO**2, arc.B_HI_X**2), lam**2)[0]
@@ -197,24 +221,25 @@ class ClosedForm:
 def formula(cell: Cell) -> ClosedForm | None:
     """The closed form of ``B_min(L)`` of a regression cell and its range (module docstring).
 
-    None where none applies: classification, ``eps > 0``, post-norm at ``d = 2``, bare pre-norm
+    None where none applies: classification, ``eps > 0``, cells without a construction
+    (:func:`constructions.regression.refusal`), post-LayerNorm at ``d = 2``, bare pre-LayerNorm
     at ``d = 2``.
     """
-    if cell.readout != "regression" or cell.eps != 0:
+    if cell.readout != "regression" or cell.eps != 0 or refusal(cell) is not None:
         return None
     fam = family(cell)
     if fam == "line":
         return ClosedForm((Piece(budget(cell, LINE_INTERVAL[0]), 2, None, {"K": LINE_INTERVAL[0]}),))
     if fam == "arc":
-        if cell.d < 3:
+        if cell.d < laws.smallest_d(cell):
             return None
         degenerate = Piece(budget(cell, B_ARC_DEGENERATE), 2, 2, {"lambda_sq": sympy.Integer(0), "b": B_ARC_DEGENERATE})
         return ClosedForm((degenerate, Piece(budget(cell, B_ARC_STAR), 3, None,
                                              {"x": X_STAR, "lambda_sq": LAM_STAR_SQ, "b": B_ARC_STAR})))
-    if cell.norm == "pre_bare" and cell.d < 3:
+    if laws.rigid(cell) and laws.on_a_line(cell):
         return None
-    L_max = l_star(cell.d) if cell.norm == "pre_bare" else None
-    return ClosedForm((Piece(budget(cell, D_STAR, RHO_STAR), SEGMENT_L_MIN[cell.norm], L_max,
+    L_max = l_star(cell.d) if laws.rigid(cell) else None
+    return ClosedForm((Piece(budget(cell, D_STAR, RHO_STAR), segment_L_min(cell), L_max,
                              {"rho": RHO_STAR, "D": D_STAR, "k": K_STAR, "k_prime": KK_STAR}),))
 
 

@@ -36,12 +36,12 @@ import sympy
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter
 
-from constructions import arc, cli, closed_forms, segment
+from constructions import arc, cli, closed_forms, laws, segment
 from constructions.basis import E1_ON_FRAME, PATTERN
-from constructions.cell import ATTENTIONS, MAX_D, NORMS, READOUTS, Cell
+from constructions.cell import ATTENTIONS, KINDS, MAX_D, NORMS, READOUTS, Cell
 from constructions.classification import MARGIN_EXPONENT
-from constructions.regression import LINE_INTERVAL, SHAPE_FUNCTION, design, family
-from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, LN, ONE, P, U, U_c, W, A, B, B_min, C,
+from constructions.regression import LINE_INTERVAL, SHAPE_FUNCTION, axes, design, family, refusal
+from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, LN, ONE, P, Q, U, U_c, W, A, B, B_min, C,
                                    D, D_hi, D_lo, D_star, K, K_min, L, L_star, argmax, b, b_c, b_hi,
                                    b_lo, b_star, budget, c, cap, coord, d, delta, i, infimum, inner,
                                    k, k_slope, k_star, kk, kk_star, lam, lam_star, lam_star_sq,
@@ -112,7 +112,8 @@ def _result(cell: Cell) -> Section:
     if form is None:
         why = ("the constructions are derived for eps = 0: with eps > 0 the toolkit's B_min is an "
                "upper bound and has no closed form" if cell.eps
-               else "at d = 2 bare pre-norm realises only two score gaps: B_min has no closed form")
+               else f"at d = 2 bare pre-{cell.kind.name} realises only two score gaps: B_min has no "
+                    "closed form")
         return Section("result", [], f"{intro} Here {why}.")
     rows = [Row(B_min(L), "=", piece.B_min, "the closed form" if piece is form.main
                 else "the degenerate arc: no count binds", piece.condition) for piece in form.pieces]
@@ -143,6 +144,11 @@ def _frame(cell: Cell) -> Section:
                      sympy.Or(sympy.Eq(i, 1), rest))]
     rows += [Row(coord(ONE, i), "=", PATTERN[ONE][0], "one: the direction LayerNorm removes, every coordinate"),
              Row(E1, "=", E1_ON_FRAME, "the first standard basis vector")]
+    if axes(cell)[1] == Q:
+        rows += [Row(Q, "=", (C1 - sympy.sqrt(d - 1) * ONE) / sympy.sqrt(d),
+                     "q: the unit vector of the plane of c_1 and one orthogonal to e_1"),
+                 Row(coord(Q, 1), "=", PATTERN[Q][0], "its first coordinate"),
+                 Row(coord(Q, i), "=", PATTERN[Q][1], "every other coordinate of q", sympy.Ge(i, 2, evaluate=False))]
     intro = ("Every vector of the construction lies in the span of the orthonormal vectors c_1, p and "
              "one of R^d, given here by their i-th coordinates (coordinates 4 to d agree).")
     if cell.d == 2:
@@ -152,14 +158,19 @@ def _frame(cell: Cell) -> Section:
 
 def _values(cell: Cell) -> list:
     """How the token values h_s, h_a and (post-norm) the output are formed."""
-    norm = Row(LN(U), "=", (U - mean(U)) / sympy.sqrt(var(U) + sympy.nsimplify(cell.eps)),
-               "LayerNorm of a vector u: subtract the mean of its coordinates, divide by the root "
-               "of their population variance plus eps")
+    eps = sympy.nsimplify(cell.eps)
+    if cell.kind.centred:
+        norm = Row(LN(U), "=", (U - mean(U)) / sympy.sqrt(var(U) + eps),
+                   "LayerNorm of a vector u: subtract the mean of its coordinates, divide by the root "
+                   "of their population variance plus eps")
+    else:
+        norm = Row(LN(U), "=", U / sympy.sqrt(mean(U**2) + eps),
+                   "RMSNorm of a vector u: divide by the root of the mean of its squared coordinates plus eps")
     if cell.pre:
-        learned = cell.learned
-        rows = [norm] + [Row(h, "=", (G * LN(e) + BETA) if learned else LN(e),
+        affine = cell.affine
+        rows = [norm] + [Row(h, "=", G * LN(e) + (BETA if affine.bias else 0) if affine.gain else LN(e),
                              f"the value of the token {e.name[-1]}"
-                             + (", with the gain g multiplying elementwise" if learned else ""))
+                             + (", with the gain g multiplying elementwise" if affine.gain else ""))
                          for h, e in ((H_S, E_S), (H_A, E_A))]
         return rows
     rows = [Row(h, "=", e, f"the value of the token {e.name[-1]}: its embedding")
@@ -191,22 +202,25 @@ def _model(cell: Cell) -> Section:
         rows += [Row(K, "=", tau * inner(H_S, H_A) * inner(W, H_A), "the slope of the read-out"),
                  Row(y(n), "=", C + K * readout, "the read-out after n tokens a; C collects the constants")]
     else:
-        gain = "w times g elementwise" if cell.learned else "w"
+        gain = "w times g elementwise" if cell.affine.gain else "w"
+        top = axes(cell)[0]
         rows += [Row(x, "=", n - L / 2, "the offset of the count n from the middle"), *_arc_output(cell),
-                 Row(b, "=", sympy.sqrt(cell.d) * inner(W * G if cell.learned else W, C1),
-                     f"the read-out amplitude, {gain} along c_1"),
+                 Row(b, "=", sympy.sqrt(cell.d) * inner(W * G if cell.affine.gain else W, top),
+                     f"the read-out amplitude, {gain} along {top}"),
                  Row(y(n), "=", L / 2 + b * readout.xreplace({n: x + L / 2}),
                      "the read-out after n tokens a, with the bias L/2")]
     return Section("the model reduced to a read-out of the count", rows, intro + "; w and w_0 are the read-out.")
 
 
 def _arc_output(cell: Cell) -> list:
+    top, across = axes(cell)
+    where = "the centred residual" if cell.kind.centred else "the residual"
     return [Row(lam, ">", sympy.Integer(0), "the shape of the arc: the distance of the line of residuals from "
                                             "the origin, in counts"),
-            Row(z(n), "=", sympy.sqrt(cell.d) * (lam * P + x * C1) / sympy.sqrt(lam**2 + x**2),
-               "the normalised residual: the construction puts the centred residual on the line "
-               "lambda p + x c_1, at distance lambda (in counts) from the origin, and LayerNorm "
-               "scales it to norm sqrt(d)")]
+            Row(z(n), "=", sympy.sqrt(cell.d) * (lam * across + x * top) / sympy.sqrt(lam**2 + x**2),
+               f"the normalised residual: the construction puts {where} on the line "
+               f"lambda {across} + x {top}, at distance lambda (in counts) from the origin, and "
+               f"{cell.kind.name} scales it to norm sqrt(d)")]
 
 
 def _conditions(cell: Cell) -> Section:
@@ -243,7 +257,7 @@ def _construction(cell: Cell, keep=None) -> list:
 
     ``keep``: only the steps these keyed steps need (the classification geometry).
     """
-    steps = design(Cell(cell.attention, cell.norm, "regression", cell.d, cell.eps)).steps()
+    steps = design(cell.replace(readout="regression")).steps()
     if keep is not None:
         needed = set()
         for step in reversed(steps):
@@ -267,14 +281,14 @@ def _construction_section(cell: Cell) -> Section:
 def _bound(cell: Cell) -> Section:
     fam = family(cell)
     named, rule = _named(cell)
-    des = design(Cell(cell.attention, cell.norm, "regression", cell.d, cell.eps))
+    des = design(cell.replace(readout="regression"))
     shape, amp = named.shape, named.amplitude
     cap_args = (shape, B) if fam == "segment" else (B,)
     rows = [Row(cap(*cap_args), "=", des.capacity_expr.xreplace(rule),
                 "the largest amplitude a parameter set of norm at most B reaches (the capacity)"),
             Row(budget(*cap_args[:-1], amp), "=", closed_forms.budget(cell, amp, shape),
                 "the smallest such B for the amplitude"
-                + (", within the score gap that B allows" if fam == "segment" and cell.norm != "pre_bare" else ""))]
+                + (", within the score gap that B allows" if fam == "segment" and not laws.rigid(cell) else ""))]
     if fam == "segment":
         rows.append(Row(B_min(L), "=", infimum(budget(rho, D_lo(rho)), rho, sympy.Lt(D_lo(rho), D_hi(rho))),
                         "the cheapest shape at which some amplitude counts"))
@@ -303,7 +317,7 @@ def _closed(cell: Cell) -> Section:
                 Row(D_star, "=", cf.D_STAR, "the amplitude at the corner"),
                 Row(B_min(L), "=", cf.budget(cell, D_star, rho_star),
                     "the budget increases to the right of the corner", form.main.condition)]
-        if cell.norm == "pre_bare":
+        if laws.rigid(cell):
             rows.insert(0, Row(rho, "<=", sympy.exp(2 * sympy.sqrt(cell.d)),
                                "bare pre-norm fixes the norm of the values to sqrt(d), so rho is bounded"))
         return Section("closed form", rows)
@@ -330,14 +344,16 @@ def _head(cell: Cell) -> Section:
     fam = family(cell)
     position = SHAPE_FUNCTION[fam].xreplace(rule)
     rows = []
-    if cell.norm == "post_learned":
-        rows += [Row(G, "=", E1, "the LayerNorm gain of the head"), Row(BETA, "=", sympy.Integer(0), "its bias")]
+    if cell.post and cell.affine.gain:
+        rows.append(Row(G, "=", E1, f"the {cell.kind.name} gain of the head"))
+        if cell.affine.bias:
+            rows.append(Row(BETA, "=", sympy.Integer(0), "its bias"))
     if fam == "segment":
         direction = (H_A - H_S) / sympy.sqrt(inner(H_A - H_S, H_A - H_S))
     elif fam == "line":
         direction = H_A / sympy.sqrt(inner(H_A, H_A))
     else:
-        direction = E1 if cell.learned else C1
+        direction = E1 if cell.affine.gain else axes(cell)[0]
     rows += [Row(delta, "=", direction, "the read-out direction: the outputs vary along it only"
                  + ("" if fam != "arc" else ", read on the arc")),
              Row(x_pos(n), "=", position, "the position of the output for the count n along delta "
@@ -352,7 +368,11 @@ def _head(cell: Cell) -> Section:
 
 
 def derivation(cell: Cell) -> list[Section]:
-    """The derivation of a cell (module docstring)."""
+    """The derivation of a cell (module docstring); a ``ValueError`` for a cell without a
+    construction (:func:`constructions.regression.refusal`)."""
+    reason = refusal(cell)
+    if reason is not None:
+        raise ValueError(f"{cell.describe()}: {reason}")
     head = [_result(cell), _frame(cell), _model(cell), _conditions(cell)]
     if cell.readout == "classification":
         keep = {"e_s", "e_a", "_h_s", "_h_a"} | (set() if cell.post else {"g", "beta"})
@@ -517,8 +537,7 @@ def _json(cell: Cell, sections: list[Section]) -> str:
         forms["pieces"] = pieces
         if form.L_max is not None:
             forms["L_star"] = form.L_max
-    out = {"cell": {"attention": cell.attention, "variant": cell.norm, "readout": cell.readout,
-                    "d": cell.d, "eps": cell.eps},
+    out = {"cell": cell.keys(),
            "symbol": {"L": sympy.srepr(L)}, "steps": steps, "closed_forms": forms}
     return json.dumps(out, indent=1)
 
@@ -548,12 +567,16 @@ def render(cell: Cell, fmt: str) -> str:
 # --------------------------------------------------------------------------- command line
 def _parser() -> cli.Parser:
     p = cli.Parser(prog="python -m constructions.derive", description=__doc__.split("\n")[0])
-    p.add_argument("--variant", required=True, choices=NORMS, help="the LayerNorm placement")
+    p.add_argument("--variant", required=True, choices=NORMS, help="the norm placement")
     p.add_argument("--attention", choices=ATTENTIONS, default="softmax", help="the attention (default softmax)")
     p.add_argument("--readout", choices=READOUTS, default="regression", help="the read-out (default regression)")
     p.add_argument("--d", type=int, default=8, help=f"the width d of the layer, 2..{MAX_D} (default 8)")
+    p.add_argument("--norm", choices=tuple(KINDS), default="layernorm", help="the norm kind (default layernorm)")
+    p.add_argument("--affine", choices=("gain", "gain_bias"), default=None,
+                   help="the affine of a *_learned variant (default: the kind's usual one, gain_bias "
+                        "for layernorm, gain for rmsnorm)")
     p.add_argument("--eps", type=float, default=0.0,
-                   help="the LayerNorm epsilon (default 0; the constructions are derived for 0)")
+                   help="the norm epsilon (default 0; the constructions are derived for 0)")
     p.add_argument("--format", choices=FORMATS, default="text",
                    help="text (plain), latex (align* environments) or json (default text)")
     return p
@@ -562,10 +585,14 @@ def _parser() -> cli.Parser:
 def parse(argv) -> tuple[Cell, str]:
     """The cell and the format (bad input: ValueError or cli.UsageError, one line, exit 2)."""
     args = _parser().parse_args(argv)
-    cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps)
-    if cell.post and cell.d < 3:
-        raise cli.UsageError("post-norm at d = 2 maps every input to one of two points: "
-                             "nothing to derive beyond L = 1")
+    cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps, norm=args.norm,
+                affine=args.affine)
+    if cell.post and cell.d < laws.smallest_d(cell):
+        raise cli.UsageError(f"post-{cell.kind.name} at d = {cell.d} maps every input to one of two "
+                             "points: nothing to derive beyond L = 1")
+    reason = refusal(cell)
+    if reason is not None:
+        raise cli.UsageError(reason)
     return cell, args.format
 
 

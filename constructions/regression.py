@@ -1,4 +1,4 @@
-"""Regression constructions for the ten regression cells, at a given budget ``B``.
+"""Regression constructions for the regression cells, at a given budget ``B``.
 
 Every regression cell reduces to a one-parameter family of read-outs of the count
 (``y(n) = C + A * f_t(n)``, :data:`SHAPE_FUNCTION`) with an *amplitude* ``A`` and, except for
@@ -20,16 +20,47 @@ and at budget ``B`` the cell can reach amplitudes up to a *capacity* ``cap(t, B)
 :mod:`constructions.laws` (:func:`capacity_branches` writes it as a minimum of increasing
 branches).  The constructions below attain it:
 
-* softmax/none: ``e_a = B c_1``, ``e_s = -r c_1`` with ``|e_a - e_s| = X`` the root of
-  ``X^2 - B X - sigma = 0``, ``sigma = sqrt(d) log rho``; the score gap needs ``sigma <= 2 B^2``
-  (:meth:`RegressionDesign.domain`).
-* softmax/pre_learned: ``g = B e_1`` and ``beta`` along ``e_1``, so both values lie on ``e_1``;
-  ``e_s`` sets the first coordinate of ``N(e_s)``.
-* softmax/pre_bare: ``|h| = sqrt(d)``, the angle between ``h_s`` and ``h_a`` fixes ``sigma``;
-  only ``w`` costs (the embeddings are scale-free).
-* post-norm: ``w`` along ``c_1`` (bare), ``w = g`` along ``e_1`` (learned); the embeddings can
-  realise any arc with arbitrarily small norm (scale invariance), so they cost nothing.
-* linear: aligned vectors (Cauchy-Schwarz is tight).
+Write ``M`` for the kind's largest output coordinate (``sqrt(d-1)`` LayerNorm, ``sqrt(d)``
+RMSNorm, :meth:`~constructions.cell.NormKind.max_coordinate`) and ``(top, across)`` for its
+axes (:func:`axes`: ``(c_1, p)`` LayerNorm, ``(e_1, q)`` RMSNorm), so that an embedding
+``a top + b across`` with ``a^2 + b^2 = 1`` normalises to ``sqrt(d)(a top + b across)``, first
+coordinate ``a M``.
+
+* softmax, no norm (any kind): ``e_a = B c_1``, ``e_s = -r c_1`` with ``|e_a - e_s| = X`` the
+  root of ``X^2 - B X - sigma = 0``, ``sigma = sqrt(d) log rho``; the score gap needs
+  ``sigma <= 2 B^2`` (:meth:`RegressionDesign.domain`).
+* softmax, pre-norm with a gain: ``g = B e_1`` (and ``beta`` along ``e_1``), so both values lie
+  on ``e_1``; ``e_a = -nu top`` gives ``h_a = (beta_1 - M B) e_1`` and ``e_s`` at cosine
+  ``N_1/M`` to ``top`` sets the first coordinate ``N_1 = X/B - M`` of ``N(e_s)``, so
+  ``|h_s - h_a| = X``, the law's value gap (:func:`constructions.laws.value_gap`).  With a bias
+  ``beta_1 = sigma/X - B N_1`` fixes the score gap (``|beta_1| <= B`` on the law's domain);
+  without one ``h_s = (X - M B) e_1`` and the score gap is ``(X - M B) X = sigma``, the law's
+  quadratic.  LayerNorm with a gain and no bias at ``d = 2`` maps onto a line
+  (:func:`constructions.laws.on_a_line`): ``N(e) = +-(1, -1)``, so ``e_s = -e_a = nu c_1``,
+  ``g = (X/2) e_1``, ``h_s = -h_a = (X/2) e_1`` and ``X = sqrt(2 sigma)``, ``|g| <= B`` iff
+  ``sigma <= 2 B^2``.
+* softmax, bare pre-norm: ``|h| = sqrt(d)``, the angle between ``h_s = sqrt(d) top`` and
+  ``h_a = sqrt(d)(cos top + sin across)`` fixes ``sigma``; only ``w`` costs (the embeddings are
+  scale-free).  LayerNorm at ``d = 2`` realises only ``h_a = +-h_s`` (two score gaps); RMSNorm
+  has the whole circle at ``d = 2``.
+* post-norm (the arc): the residual line ``lam across + (n - L/2) top`` is centred for
+  LayerNorm and lies in the plane ``(e_1, q)`` for RMSNorm; either norm maps it to
+  ``sqrt(d)`` times its unit vector.  The read-out is ``w`` along ``top`` (bare) or
+  ``w = g = S e_1`` (gain; a bias is 0), ``S = sqrt(A/(sqrt(d) a))`` with ``a`` the kind's
+  :meth:`~constructions.cell.NormKind.axis_reach`: ``w * g = S^2 e_1`` projects on the plane as
+  ``S^2 a top``, the law's ``sqrt(d) a B^2`` at ``S = B``.  The embeddings can realise any arc
+  with arbitrarily small norm (scale invariance), so they cost nothing.
+* linear, no norm or pre-norm: aligned vectors (Cauchy-Schwarz is tight): ``e_s = e_a`` along
+  ``top``, ``g = B e_1`` (and ``beta = B e_1``), values of the law's largest norm ``H B``.
+
+**Linear attention with post-RMSNorm is not built** (:func:`refusal`).  Its residual is
+``r(n) = e_s + tau <e_s, e_s> e_s + n tau <e_s, e_a> e_a = P + n Q`` with
+``P = (1 + tau |e_s|^2) e_s`` and ``Q = tau <e_s, e_a> e_a``, so
+``<P, Q> = (1 + tau |e_s|^2) tau <e_s, e_a>^2 >= 0``: the foot of the residual line, at
+``n0 = -<P, Q>/|Q|^2``, is at ``n0 <= 0``, and the symmetric arc (``n0 = L/2``) of the arc
+family is not realisable.  RMSNorm does not centre, so nothing removes a common part of
+``P`` and ``Q``; LayerNorm escapes this by centring away the common ``one`` component of the
+embeddings (:func:`_arc_steps`).
 
 The cell counts to ``L`` at budget ``B`` iff some ``t`` has ``lo(t) < min(hi(t), cap(t, B))``.
 :meth:`RegressionDesign.build` picks the ``t`` with the largest relative slack
@@ -39,7 +70,7 @@ every ``B`` above ``B_min`` and ``B_min`` of the construction is ``B_min`` of th
 **The construction as a derivation.**  :meth:`RegressionDesign.steps` lists the construction
 as named quantities (:class:`Step`), each a sympy expression in the arguments ``B, L, t, A, C``
 (:data:`constructions.symbols.ARGS`) and the earlier quantities; vectors are combinations of the
-frame ``c_1, p, one`` (and ``e_1``) of :mod:`constructions.basis`, inner products
+frame ``c_1, p, one`` (and ``e_1``, ``q``) of :mod:`constructions.basis`, inner products
 ``inner(u, v)``.  :meth:`RegressionDesign.frame` resolves them into exact
 :class:`~constructions.basis.FrameVector` s (O(1) work in ``d``), :meth:`RegressionDesign.symbolic`
 into full sympy d-vectors (moderate ``d`` only), and :meth:`RegressionDesign.evaluate` evaluates
@@ -60,7 +91,7 @@ import sympy
 from constructions import arc, basis, laws, segment, zoom
 from constructions.basis import FrameVector
 from constructions.cell import Cell, Params, to_mpf
-from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, H,
+from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, Q, W, W0, A, B, C, H,
                                    L, N_1, P, S, V, V_norm, X, alpha, beta_1, ell, eta, gamma,
                                    inner, kappa, mu, n, nu, omega, r, rho, sigma, t, tau, xi)
 
@@ -121,6 +152,19 @@ def capacity_branches(cell: Cell) -> list:
     return _branches(laws.capacity(cell, t, B))
 
 
+def refusal(cell: Cell) -> str | None:
+    """Why no construction attains the capacity law of ``cell``, in one sentence (None: built).
+
+    Linear attention with post-RMSNorm (module docstring): the residual line has its foot at
+    ``n0 <= 0``, so the symmetric arc of the arc family is not realisable.
+    """
+    if cell.attention == "linear" and cell.post and not cell.kind.centred:
+        return ("linear attention with post-RMSNorm is not built: its residuals (1 + tau|e_s|^2) e_s "
+                "+ n tau <e_s,e_a> e_a have <P, Q> >= 0, so the foot of the residual line is at "
+                "n0 <= 0 and the symmetric arc (n0 = L/2) is not realisable")
+    return None
+
+
 @dataclass(frozen=True)
 class Step:
     """One named quantity of a construction: ``symbol = value``, with what it is.
@@ -144,13 +188,13 @@ def _vec(symbol, value, meaning, key=None) -> Step:
 
 
 def _embedding_scale(cell: Cell) -> Step:
-    """The norm of the embeddings where LayerNorm makes them scale-free.
+    """The norm of the embeddings where the norm makes them scale-free.
 
     With ``eps = 0`` any positive norm does: half the budget, at most 1/2.  With ``eps > 0``
-    LayerNorm is only approximately scale-free, best for large inputs: half the budget.
+    the norm is only approximately scale-free, best for large inputs: half the budget.
     """
     value = sympy.Min(B, 1) / 2 if cell.eps == 0 else B / 2
-    return Step(nu, value, "the norm of the embeddings, free because LayerNorm removes their scale")
+    return Step(nu, value, f"the norm of the embeddings, free because {cell.kind.name} removes their scale")
 
 
 def _score_gap(cell: Cell) -> Step:
@@ -162,66 +206,102 @@ def _temperature(cell: Cell) -> Step:
     return Step(tau, cell.tau, "the score temperature, 1/sqrt(d)")
 
 
+def axes(cell: Cell) -> tuple:
+    """``(top, across)``: the unit embedding direction whose normalisation has the largest first
+    coordinate, and a unit vector orthogonal to it with zero first coordinate whose image is
+    orthogonal to the top's.
+
+    LayerNorm: ``(c_1, p)`` (``N(c_1) = sqrt(d) c_1``, first coordinate ``sqrt(d-1)``; both
+    centred, so ``N(a c_1 + b p) = sqrt(d) (a c_1 + b p)`` for ``a^2 + b^2 = 1``; ``p`` needs
+    ``d >= 3``).  RMSNorm: ``(e_1, q)`` (``N(e_1) = sqrt(d) e_1``, first coordinate ``sqrt(d)``;
+    RMSNorm of a unit vector is ``sqrt(d)`` times it, and ``q`` exists at every ``d >= 2``).
+    In both cases the first coordinate of ``N(a top + b across)`` is ``a M``, ``M`` the kind's
+    :meth:`~constructions.cell.NormKind.max_coordinate`.
+    """
+    return (C1, P) if cell.kind.centred else (E1, Q)
+
+
 def _segment_steps(cell: Cell) -> list[Step]:
     d = cell.d
-    sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
+    sd = sympy.sqrt(d)
     w0_meaning = "the read-out bias, so that y(0) = C"
-    if cell.norm == "none":
+    name = cell.kind.name
+    if not cell.pre:
         return [
             _score_gap(cell),
             Step(X, laws.value_gap(cell, B, sigma), "the distance between h_s and h_a: the largest at budget B"),
             Step(r, X - B, "the norm of e_s"),
             _vec(E_A, B * C1, "the embedding of a", "e_a"),
             _vec(E_S, -r * C1, "the embedding of s, opposite to e_a", "e_s"),
-            _vec(H_S, E_S, "the value of s (no LayerNorm: the embedding)", "_h_s"),
+            _vec(H_S, E_S, "the value of s (no norm: the embedding)", "_h_s"),
             _vec(H_A, E_A, "the value of a", "_h_a"),
             _vec(W, (A / X) * C1, "the read-out, along h_a - h_s", "w"),
             Step(W0, C - 2 * inner(W, E_S), w0_meaning, "w0"),
         ]
-    cos_g, sin_g = sympy.cos(gamma), sympy.sin(gamma)
-    if cell.norm == "pre_bare":
+    top, across = axes(cell)
+    bias_w0 = Step(W0, C - inner(W, E_S) - inner(W, H_S), w0_meaning, "w0")
+    read = [_vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"), bias_w0]
+    if laws.rigid(cell):
+        cos_g, sin_g = sympy.cos(gamma), sympy.sin(gamma)
         return [
             _score_gap(cell),
             _embedding_scale(cell),
             Step(cos_g, 1 - sigma / d, "the cosine of the angle between h_s and h_a"),
             Step(sin_g, sympy.sqrt(sympy.Max(0, 1 - cos_g**2)), "its sine"),
-            _vec(E_S, nu * C1, "the embedding of s", "e_s"),
-            _vec(E_A, nu * (cos_g * C1 + sin_g * P), "the embedding of a", "e_a"),
-            _vec(H_S, sd * C1, "the value of s, its LayerNorm", "_h_s"),
-            _vec(H_A, sd * (cos_g * C1 + sin_g * P), "the value of a, its LayerNorm", "_h_a"),
+            _vec(E_S, nu * top, "the embedding of s", "e_s"),
+            _vec(E_A, nu * (cos_g * top + sin_g * across), "the embedding of a", "e_a"),
+            _vec(H_S, sd * top, f"the value of s, its {name}", "_h_s"),
+            _vec(H_A, sd * (cos_g * top + sin_g * across), f"the value of a, its {name}", "_h_a"),
             _vec(W, -(A / (2 * sigma)) * (H_S - H_A), "the read-out, along h_a - h_s", "w"),
-            Step(W0, C - inner(W, E_S) - inner(W, H_S), w0_meaning, "w0"),
+            bias_w0,
         ]
-    return [
-        _score_gap(cell),
-        _embedding_scale(cell),
-        Step(X, laws.value_gap(cell, B, sigma), "the distance between h_s and h_a: the largest at budget B"),
-        Step(N_1, X / B - sq, "the first coordinate of the LayerNorm of e_s"),
-        Step(alpha, N_1 / sq, "the cosine between e_s and c_1"),
-        Step(beta_1, sigma / X - B * N_1, "the LayerNorm bias, along e_1"),
-        _vec(E_S, nu * (alpha * C1 + sympy.sqrt(sympy.Max(0, 1 - alpha**2)) * P), "the embedding of s", "e_s"),
-        _vec(E_A, -nu * C1, "the embedding of a", "e_a"),
-        _vec(G, B * E1, "the LayerNorm gain", "g"),
-        _vec(BETA, beta_1 * E1, "the LayerNorm bias", "beta"),
-        _vec(H_S, (B * N_1 + beta_1) * E1, "the value of s, g N(e_s) + beta", "_h_s"),
-        _vec(H_A, (beta_1 - B * sq) * E1, "the value of a, g N(e_a) + beta", "_h_a"),
-        _vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"),
-        Step(W0, C - inner(W, E_S) - inner(W, H_S), w0_meaning, "w0"),
+    head = [_score_gap(cell), _embedding_scale(cell),
+            Step(X, laws.value_gap(cell, B, sigma), "the distance between h_s and h_a: the largest at budget B")]
+    if laws.on_a_line(cell):
+        return head + [
+            _vec(E_S, nu * C1, "the embedding of s", "e_s"),
+            _vec(E_A, -nu * C1, "the embedding of a, opposite", "e_a"),
+            _vec(G, (X / 2) * E1, "the gain: N(e_s) = (1, -1) = -N(e_a), so the values are g and -g", "g"),
+            _vec(H_S, (X / 2) * E1, "the value of s, g N(e_s)", "_h_s"),
+            _vec(H_A, -(X / 2) * E1, "the value of a, g N(e_a)", "_h_a"),
+        ] + read
+    M = cell.kind.max_coordinate(d)
+    bias = cell.affine.bias
+    out = head + [
+        Step(N_1, X / B - M, f"the first coordinate of the {name} of e_s"),
+        Step(alpha, N_1 / M, f"the cosine between e_s and {top}"),
     ]
+    if bias:
+        out.append(Step(beta_1, sigma / X - B * N_1, "the bias, along e_1"))
+    shift = beta_1 if bias else 0
+    out += [
+        _vec(E_S, nu * (alpha * top + sympy.sqrt(sympy.Max(0, 1 - alpha**2)) * across), "the embedding of s", "e_s"),
+        _vec(E_A, -nu * top, "the embedding of a", "e_a"),
+        _vec(G, B * E1, f"the {name} gain", "g"),
+    ]
+    if bias:
+        out.append(_vec(BETA, beta_1 * E1, f"the {name} bias", "beta"))
+    plus = " + beta" if bias else ""
+    return out + [
+        _vec(H_S, (B * N_1 + shift) * E1, f"the value of s, g N(e_s){plus}", "_h_s"),
+        _vec(H_A, (shift - B * M) * E1, f"the value of a, g N(e_a){plus}", "_h_a"),
+    ] + read
 
 
 def _arc_steps(cell: Cell) -> list[Step]:
-    """Embeddings with ``centre(r(n))`` a positive multiple of ``lam p + (n - L/2) c_1``."""
+    """Embeddings with the normalised residual ``z(n)`` a positive multiple of
+    ``lam across + (n - L/2) top`` (:func:`axes`)."""
     d = cell.d
-    sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
+    sd = sympy.sqrt(d)
+    top, across = axes(cell)
     out = [
-        _vec(V, t * P - (L / 2) * C1, "the residual line at n = 0, up to scale"),
+        _vec(V, t * across - (L / 2) * top, "the residual line at n = 0, up to scale"),
         Step(V_norm, sympy.sqrt(t**2 + L**2 / 4), "its norm"),
         _embedding_scale(cell),
         _temperature(cell),
     ]
     if cell.attention == "softmax":
-        # r(n) ~ 2 rho e_s + n (e_s + e_a): put e_s = kappa v/(2 rho), e_s + e_a = kappa c_1;
+        # r(n) ~ 2 rho e_s + n (e_s + e_a): put e_s = kappa v/(2 rho), e_s + e_a = kappa top;
         # rho = exp(tau <e_s, e_s - e_a>) = exp(ell) fixes kappa; ell keeps both norms <= nu
         # (the attention ratio is at most e = exp(1))
         out += [
@@ -232,9 +312,10 @@ def _arc_steps(cell: Cell) -> list[Step]:
             Step(kappa, sympy.sqrt(ell / (tau * (V_norm**2 / (2 * rho**2) + L / (4 * rho)))),
                  "the scale of the residual line, fixed by the attention ratio"),
             _vec(E_S, (kappa / (2 * rho)) * V, "the embedding of s", "e_s"),
-            _vec(E_A, kappa * C1 - E_S, "the embedding of a", "e_a"),
+            _vec(E_A, kappa * top - E_S, "the embedding of a", "e_a"),
         ]
     else:
+        # LayerNorm only (RegressionDesign refuses RMSNorm):
         # r(n) = (1 + tau|e_s|^2) e_s + n tau <e_s,e_a> e_a with e_s = xi v + eta one,
         # e_a = mu c_1 + eta one; mu solves tau mu (eta^2 - xi mu L/2) = (1 + tau |e_s|^2) xi
         out += [
@@ -247,38 +328,45 @@ def _arc_steps(cell: Cell) -> list[Step]:
             _vec(E_S, xi * V + eta * ONE, "the embedding of s", "e_s"),
             _vec(E_A, mu * C1 + eta * ONE, "the embedding of a", "e_a"),
         ]
-    if cell.norm == "post_bare":
-        out.append(_vec(W, (A / sd) * C1, "the read-out, along c_1", "w"))
+    if not cell.affine.gain:
+        out.append(_vec(W, (A / sd) * top, f"the read-out, along {top}", "w"))
     else:
-        # w * g = (A/sqrt(d)) sqrt(d/(d-1)) e_1, split evenly between w and g
-        out += [Step(S, sympy.sqrt(A / sq), "the norm of w and of g, which share the amplitude"),
+        # w * g = S^2 e_1, whose projection on the plane is S^2 a along top: b = sqrt(d) a S^2
+        reach = cell.kind.axis_reach(d)
+        out += [Step(S, sympy.sqrt(A / (sd * reach)), "the norm of w and of g, which share the amplitude"),
                 _vec(W, S * E1, "the read-out", "w"),
-                _vec(G, S * E1, "the LayerNorm gain", "g"),
-                _vec(BETA, sympy.Integer(0), "the LayerNorm bias", "beta")]
+                _vec(G, S * E1, f"the {cell.kind.name} gain", "g")]
+        if cell.affine.bias:
+            out.append(_vec(BETA, sympy.Integer(0), f"the {cell.kind.name} bias", "beta"))
     out.append(Step(W0, L / 2, "the read-out bias, the middle count", "w0"))
     return out
 
 
 def _line_steps(cell: Cell) -> list[Step]:
     d = cell.d
-    sd, sq = sympy.sqrt(d), sympy.sqrt(d - 1)
+    sd = sympy.sqrt(d)
     out = [_temperature(cell)]
-    if cell.norm == "none":
+    if not cell.pre:
         out += [_vec(E_S, B * C1, "the embedding of s", "e_s"),
-                _vec(H_S, E_S, "the value of s (no LayerNorm: the embedding)", "_h_s"),
+                _vec(H_S, E_S, "the value of s (no norm: the embedding)", "_h_s"),
                 _vec(W, (A / (tau * B**3)) * C1, "the read-out", "w")]
-    elif cell.norm == "pre_bare":
+    elif laws.rigid(cell):
+        top, _ = axes(cell)
         out += [_embedding_scale(cell),
-                _vec(E_S, nu * C1, "the embedding of s", "e_s"),
-                _vec(H_S, sd * C1, "the value of s, its LayerNorm", "_h_s"),
-                _vec(W, (A / d) * C1, "the read-out", "w")]
+                _vec(E_S, nu * top, "the embedding of s", "e_s"),
+                _vec(H_S, sd * top, f"the value of s, its {cell.kind.name}", "_h_s"),
+                _vec(W, (A / d) * top, "the read-out", "w")]
     else:
+        top, _ = axes(cell)
+        name = cell.kind.name
+        H_unit, _ = laws.value_reach(cell)
         out += [_embedding_scale(cell),
-                Step(H, B * (sq + 1), "the norm of the token values"),
-                _vec(E_S, nu * C1, "the embedding of s", "e_s"),
-                _vec(G, B * E1, "the LayerNorm gain", "g"),
-                _vec(BETA, B * E1, "the LayerNorm bias", "beta"),
-                _vec(H_S, H * E1, "the value of s, g N(e_s) + beta", "_h_s"),
+                Step(H, B * H_unit, "the norm of the token values, the largest at budget B"),
+                _vec(E_S, nu * top, "the embedding of s", "e_s"),
+                _vec(G, B * E1, f"the {name} gain", "g")]
+        if cell.affine.bias:
+            out.append(_vec(BETA, B * E1, f"the {name} bias", "beta"))
+        out += [_vec(H_S, H * E1, "the value of s, g N(e_s)" + (" + beta" if cell.affine.bias else ""), "_h_s"),
                 _vec(W, (A / (tau * H**3)) * E1, "the read-out", "w")]
     out += [_vec(E_A, E_S, "the embedding of a, equal to e_s", "e_a"),
             _vec(H_A, H_S, "the value of a, equal to h_s", "_h_a"),
@@ -362,9 +450,9 @@ class RegressionDesign:
     def __init__(self, cell: Cell):
         if cell.readout != "regression":
             raise ValueError("RegressionDesign is for regression cells")
-        if cell.norm != "none" and (cell.kind.name != "layernorm" or cell.affine.name not in ("bare", "gain_bias")):
-            raise ValueError(f"{cell.describe()}: the constructions are derived for LayerNorm, bare or "
-                             "with gain and bias")
+        reason = refusal(cell)
+        if reason is not None:
+            raise ValueError(f"{cell.describe()}: {reason}")
         self.cell = cell
         self.family = family(cell)
         self.capacity_expr = laws.capacity(cell, t, B)
@@ -424,9 +512,10 @@ class RegressionDesign:
     def domain(self, L_value: int, B_value: float):
         """Interval of admissible shapes ``t`` at budget ``B`` (None: no shape parameter).
 
-        segment: ``rho >= 1`` and ``sigma = sqrt(d) log rho`` at most ``2 B^2`` (none),
-        ``2 sqrt(d-1)(sqrt(d-1)+1) B^2`` (pre_learned) or ``2 d`` (pre_bare), and not beyond
-        ``1e4 (L+2)^2`` where the segment only gets costlier (``D_lo(rho) >= rho (L-1)/L``);
+        segment: ``rho >= 1`` and ``sigma = sqrt(d) log rho`` at most the law's score-gap reach
+        (:func:`constructions.laws.score_gap_max`), and not beyond ``1e4 (L+2)^2`` where the
+        segment only gets costlier (``D_lo(rho) >= rho (L-1)/L``); bare pre-norm mapping onto a
+        line (LayerNorm at ``d = 2``) realises the single shape ``rho = exp(2 sqrt(d))``;
         arc: ``lam`` between ``1e-3`` and ``10 (L+2)^{3/2} + 10``.
         """
         d = self.cell.d
@@ -436,7 +525,7 @@ class RegressionDesign:
             return (1e-3, 10.0 * (L_value + 2) ** 1.5 + 10.0)
         sigma_max = laws.score_gap_max(self.cell, B_value, laws.FLOAT)
         log_hi = sigma_max / math.sqrt(d)
-        if self.cell.norm == "pre_bare" and d == 2:
+        if laws.rigid(self.cell) and laws.on_a_line(self.cell):
             return (math.exp(log_hi), math.exp(log_hi))  # h_s = +-h_a: two scores only
         return (1.0, math.exp(min(log_hi, math.log(1e4 * (L_value + 2) ** 2))))
 

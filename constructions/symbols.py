@@ -9,7 +9,7 @@ The constructions are sympy expressions in the five *arguments* :data:`ARGS`: th
 ``B``, the count ``L``, the shape ``t`` and amplitude ``A`` of the cell's family and the free
 constant ``C`` of the read-out (:mod:`constructions.regression`).  Vectors in the span of the
 orthonormal frame of :mod:`constructions.basis` are written as linear combinations of the
-*vector symbols* :data:`C1`, :data:`P`, :data:`ONE`, :data:`E1` and of named vectors such as
+*vector symbols* :data:`C1`, :data:`P`, :data:`ONE`, :data:`E1`, :data:`Q` and of named vectors such as
 :data:`E_S`, with inner products :data:`inner` ``(u, v)`` (an undefined sympy function, so that
 ``sympy.srepr`` of any derivation step evaluates back in sympy's own namespace).
 """
@@ -61,8 +61,9 @@ x = sympy.Symbol("x", **_pos)
 K = sympy.Symbol("K", **_pos)
 
 # --------------------------------------------------------------------------- vectors
-#: the orthonormal frame (constructions.basis) and the first standard basis vector
-C1, P, ONE, E1 = sympy.symbols("c_1 p one e_1", commutative=True)
+#: the orthonormal frame (constructions.basis), the first standard basis vector, and the unit
+#: vector of span(c_1, one) orthogonal to e_1
+C1, P, ONE, E1, Q = sympy.symbols("c_1 p one e_1 q", commutative=True)
 #: the trainable vectors and the token values
 E_S, E_A, G, BETA, W, H_S, H_A = sympy.symbols("e_s e_a g beta w h_s h_a")
 #: the read-out bias (a free scalar)

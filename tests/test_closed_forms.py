@@ -163,7 +163,7 @@ def test_ranges():
                 continue
             if fam == "segment" and norm == "pre_bare" and d > 8:
                 continue  # L*(d) grows like exp(sqrt(d)); checked at small d below
-            lo = {"segment": cf.SEGMENT_L_MIN.get(norm), "arc": 2, "line": 2}[fam]
+            lo = {"segment": cf.segment_L_min(cell) if fam == "segment" else None, "arc": 2, "line": 2}[fam]
             assert form.L_min == lo
             assert cf.closed_form(cell, lo) is not None
             assert cf.closed_form(cell, lo - 1) is None

@@ -14,26 +14,38 @@ import numpy as np
 import pytest
 import sympy
 
-from constructions import closed_forms, derive
+from constructions import closed_forms, derive, laws
 from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell
 from constructions.derive import Row, derivation, main, render
 from constructions.regression import design
-from constructions.symbols import C1, E1, ONE, P, B, C, L, inner
+from constructions.symbols import C1, E1, ONE, P, Q, B, C, L, inner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ALL = list(itertools.product(ATTENTIONS, NORMS, READOUTS))
-IDS = ["/".join(c) for c in ALL]
+#: the new norm kinds and affines: an RMSNorm cell at every placement and the LayerNorm gain cells
+NEW = [("softmax", "none", "rmsnorm", None), ("softmax", "pre_bare", "rmsnorm", None),
+       ("linear", "pre_bare", "rmsnorm", None), ("softmax", "pre_learned", "rmsnorm", "gain"),
+       ("linear", "pre_learned", "rmsnorm", "gain_bias"), ("softmax", "post_bare", "rmsnorm", None),
+       ("softmax", "post_learned", "rmsnorm", "gain"), ("softmax", "post_learned", "rmsnorm", "gain_bias"),
+       ("softmax", "pre_learned", "layernorm", "gain"), ("linear", "pre_learned", "layernorm", "gain"),
+       ("softmax", "post_learned", "layernorm", "gain"), ("linear", "post_learned", "layernorm", "gain")]
+#: (attention, variant, readout, norm kind, affine)
+ALL = ([(att, norm, readout, "layernorm", None) for att, norm, readout in itertools.product(ATTENTIONS, NORMS, READOUTS)]
+       + [(att, norm, readout, kind, affine) for att, norm, kind, affine in NEW for readout in READOUTS])
+IDS = ["/".join(c[:3]) + ("" if c[3] == "layernorm" and c[4] is None else f"/{c[3]}-{c[4] or 'bare'}") for c in ALL]
+#: the regression cells of ALL: (attention, variant, norm kind, affine)
+REG = [(att, norm, kind, affine) for att, norm, readout, kind, affine in ALL if readout == "regression"]
+REG_IDS = ["/".join(c[:2]) + f"/{c[2]}-{c[3] or 'bare'}" for c in REG]
 #: CI sets this so that a missing pdflatex fails the LaTeX test instead of skipping it
 REQUIRE_PDFLATEX = os.environ.get("COUNTING_COST_REQUIRE_PDFLATEX") == "1"
 
 
-def _cell(att, norm, readout="regression", d=8):
-    return Cell(att, norm, readout, d=d)
+def _cell(att, norm, readout="regression", kind="layernorm", affine=None, d=8):
+    return Cell(att, norm, readout, d=d, norm=kind, affine=affine)
 
 
-@pytest.mark.parametrize("att,norm,readout", ALL, ids=IDS)
-def test_every_cell_has_a_derivation_result_first(att, norm, readout):
-    cell = _cell(att, norm, readout)
+@pytest.mark.parametrize("att,norm,readout,kind,affine", ALL, ids=IDS)
+def test_every_cell_has_a_derivation_result_first(att, norm, readout, kind, affine):
+    cell = _cell(att, norm, readout, kind, affine)
     sections = derivation(cell)
     titles = [s.title for s in sections]
     assert titles[0] == "result" and "counting conditions" in titles
@@ -53,14 +65,15 @@ def test_every_cell_has_a_derivation_result_first(att, norm, readout):
 
 # --------------------------------------------------------------------------- the printed construction
 def _numeric_frame(d):
-    """c_1, p, one, e_1 as float arrays, built from their definitions (not from the toolkit)."""
+    """c_1, p, one, e_1, q as float arrays, built from their definitions (not from the toolkit)."""
     e1 = np.zeros(d)
     e1[0] = 1.0
     c1 = (e1 - 1.0 / d) / np.sqrt((d - 1) / d)
     p = np.zeros(d)
     if d >= 3:
         p[1], p[2] = 1 / np.sqrt(2), -1 / np.sqrt(2)
-    return {C1: c1, P: p, ONE: np.ones(d) / np.sqrt(d), E1: e1}
+    one = np.ones(d) / np.sqrt(d)
+    return {C1: c1, P: p, ONE: one, E1: e1, Q: (c1 - np.sqrt(d - 1) * one) / np.sqrt(d)}
 
 
 def _evaluate_rows(rows, d, point):
@@ -92,16 +105,18 @@ def _evaluate_rows(rows, d, point):
     return vectors, scalars
 
 
-VECTOR_NAMES = {"e_s", "e_a", "g", "beta", "w", "h_s", "h_a", "v"}
+VECTOR_NAMES = {"e_s", "e_a", "g", "beta", "w", "h_s", "h_a", "v", "q"}
 POINTS = {"segment": (3.0, 9, 5.0, 17.5, 0.25), "arc": (2.0, 10, 7.0, 11.0, 0.0),
           "line": (1.3, 6, 1.0, 0.95, 0.125)}
 
 
-@pytest.mark.parametrize("att,norm", list(itertools.product(ATTENTIONS, NORMS)))
-@pytest.mark.parametrize("d", [3, 8])
-def test_printed_construction_is_the_construction(att, norm, d):
+@pytest.mark.parametrize("att,norm,kind,affine", REG, ids=REG_IDS)
+@pytest.mark.parametrize("d", [2, 3, 8])
+def test_printed_construction_is_the_construction(att, norm, kind, affine, d):
     """The construction section, evaluated on its own with numpy, gives the toolkit's vectors."""
-    cell = _cell(att, norm, d=d)
+    cell = _cell(att, norm, kind=kind, affine=affine, d=d)
+    if cell.post and d < laws.smallest_d(cell):
+        pytest.skip("post-norm needs a plane in the image")
     des = design(cell)
     rows = next(s for s in derivation(cell) if s.title == "construction at budget B").rows
     Bv, Lv, tv, Av, Cv = POINTS[des.family]
@@ -133,9 +148,9 @@ def _used(expr):
     return {str(s) for s in expr.free_symbols - bound}
 
 
-@pytest.mark.parametrize("att,norm,readout", ALL, ids=IDS)
-def test_every_symbol_is_defined_before_use(att, norm, readout):
-    cell = _cell(att, norm, readout)
+@pytest.mark.parametrize("att,norm,readout,kind,affine", ALL, ids=IDS)
+def test_every_symbol_is_defined_before_use(att, norm, readout, kind, affine):
+    cell = _cell(att, norm, readout, kind, affine)
     defined = set(INTRODUCED)
     for sec in derivation(cell):
         for row in sec.rows:
@@ -147,16 +162,16 @@ def test_every_symbol_is_defined_before_use(att, norm, readout):
 
 
 def test_construction_has_no_anonymous_temporaries():
-    for att, norm in itertools.product(ATTENTIONS, NORMS):
-        out = render(_cell(att, norm), "text")
+    for att, norm, kind, affine in REG:
+        out = render(_cell(att, norm, kind=kind, affine=affine), "text")
         assert not re.search(r"\bs_\d+\b", out), (att, norm)
         assert not re.search(r"(?<![\w.])E(?![\w(])", out), (att, norm)  # Euler's number spelt exp(1)
 
 
 # --------------------------------------------------------------------------- formats
-@pytest.mark.parametrize("att,norm,readout", ALL, ids=IDS)
-def test_text_is_plain(att, norm, readout):
-    out = render(_cell(att, norm, readout), "text")
+@pytest.mark.parametrize("att,norm,readout,kind,affine", ALL, ids=IDS)
+def test_text_is_plain(att, norm, readout, kind, affine):
+    out = render(_cell(att, norm, readout, kind, affine), "text")
     # every LaTeX macro starts with a backslash; groups and math mode need braces and dollars
     assert not set("\\{}$") & set(out)
 
@@ -183,8 +198,8 @@ def test_latex_compiles(tmp_path):
         if REQUIRE_PDFLATEX:
             pytest.fail("pdflatex is not installed (COUNTING_COST_REQUIRE_PDFLATEX=1)")
         pytest.skip("pdflatex not installed")
-    body = "\n\n".join(f"\\section*{{{'/'.join(c).replace('_', ' ')}}}\n" + render(_cell(*c), "latex")
-                       for c in ALL)
+    body = "\n\n".join(f"\\section*{{{name.replace('_', ' ')}}}\n" + render(_cell(*c), "latex")
+                       for name, c in zip(IDS, ALL))
     big = render(_cell("softmax", "post_learned", d=65536), "latex")
     (tmp_path / "d.tex").write_text("\\documentclass{article}\n\\usepackage{amsmath}\n\\begin{document}\n"
                                     + body + "\n\n" + big + "\n\\end{document}\n")
@@ -194,11 +209,12 @@ def test_latex_compiles(tmp_path):
     assert (tmp_path / "d.pdf").stat().st_size > 0
 
 
-@pytest.mark.parametrize("att,norm,readout", ALL, ids=IDS)
-def test_json_round_trips(att, norm, readout):
-    cell = _cell(att, norm, readout)
+@pytest.mark.parametrize("att,norm,readout,kind,affine", ALL, ids=IDS)
+def test_json_round_trips(att, norm, readout, kind, affine):
+    cell = _cell(att, norm, readout, kind, affine)
     data = json.loads(render(cell, "json"))
-    assert data["cell"] == {"attention": att, "variant": norm, "readout": readout, "d": 8, "eps": 0.0}
+    assert data["cell"] == {"attention": att, "variant": norm, "norm": kind, "affine": cell.affine.name,
+                            "readout": readout, "d": 8, "eps": 0.0}
     namespace = vars(sympy)
     rows = [r for s in derivation(cell) for r in s.rows]
     assert len(data["steps"]) == len(rows)
@@ -259,6 +275,20 @@ def test_cli_in_process(capsys):
     assert err.count("\n") == 1 and err.startswith("derive: error:")
 
 
+def test_cli_norm_kind_and_affine(capsys):
+    """--norm and --affine choose the cell: post-RMSNorm counts at d = 2, LayerNorm with a gain
+    has no bias, and linear attention with post-RMSNorm is refused in one line."""
+    assert main(["--variant", "post_learned", "--norm", "rmsnorm", "--d", "2", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["cell"]["norm"], data["cell"]["affine"], data["cell"]["d"]) == ("rmsnorm", "gain", 2)
+    assert main(["--variant", "pre_learned", "--affine", "gain", "--format", "text"]) == 0
+    out = capsys.readouterr().out
+    assert "layernorm gain" in out and "beta" not in out
+    assert main(["--variant", "post_bare", "--attention", "linear", "--norm", "rmsnorm"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the symmetric arc (n0 = L/2) is not realisable" in err
+
+
 def test_cli_interrupt_exits_130(monkeypatch, capsys):
     def interrupted(cell, fmt):
         raise KeyboardInterrupt
@@ -271,7 +301,9 @@ def test_cli_interrupt_exits_130(monkeypatch, capsys):
 BAD = [["--variant", "bogus"], ["--variant", "none", "--d", "1"], ["--variant", "none", "--d", "70000"],
        ["--variant", "none", "--d", "x"], ["--variant", "none", "--eps", "-1"],
        ["--variant", "none", "--eps", "nan"], ["--variant", "none", "--format", "pdf"],
-       ["--variant", "post_bare", "--d", "2"], ["--attention", "softmax"]]
+       ["--variant", "post_bare", "--d", "2"], ["--attention", "softmax"],
+       ["--variant", "post_bare", "--attention", "linear", "--norm", "rmsnorm"],
+       ["--variant", "none", "--affine", "gain"], ["--variant", "pre_learned", "--norm", "batchnorm"]]
 
 
 def test_cli_bad_input_is_one_line_exit_2():
@@ -305,7 +337,7 @@ def test_cli_closed_pipe_and_full_disk():
 def test_cli_help_covers_every_option():
     res = _run("--help")
     assert res.returncode == 0
-    for option in ("--variant", "--attention", "--readout", "--d", "--eps", "--format"):
+    for option in ("--variant", "--attention", "--readout", "--d", "--norm", "--affine", "--eps", "--format"):
         line = next(ln for ln in res.stdout.splitlines() if ln.strip().startswith(option))
         block = res.stdout.split(line, 1)[1].split("\n  -", 1)[0]
         assert len((line + block).split()) > 3, option
