@@ -18,10 +18,14 @@ from bounds.lower import line_lower
 from bounds.lstar import l_star
 from constructions import arc, closed_forms as cf, laws, segment
 from constructions.cell import ATTENTIONS, NORMS, Cell
-from constructions.regression import capacity_branches, design, family
+from constructions.regression import capacity_branches, design, family, refusal
 from constructions.symbols import A, L, k, kk, lam, rho, sigma, x
 
 REG_CELLS = list(itertools.product(ATTENTIONS, NORMS))
+#: every (attention, variant, norm kind, affine) with a construction, the new kinds and affines included
+ALL_PARTS = [(att, norm, kind, affine) for att, norm in REG_CELLS for kind in ("layernorm", "rmsnorm")
+             for affine in ((None,) if norm == "none" or norm.endswith("bare") else ("gain", "gain_bias"))
+             if refusal(Cell(att, norm, "regression", norm=kind, affine=affine)) is None]
 
 
 def test_corner_identities_hold_symbolically():
@@ -107,12 +111,13 @@ def test_arc_multiple_of_four_simplification():
     assert sympy.simplify(cf.X_STAR.subs(L, 4 * m) - m) == 0
 
 
-@pytest.mark.parametrize("att,norm", REG_CELLS, ids=["/".join(c) for c in REG_CELLS])
-@pytest.mark.parametrize("d", [3, 8, 100])
-def test_budget_inverts_the_capacity(att, norm, d):
+@pytest.mark.parametrize("att,norm,kind,affine", ALL_PARTS,
+                         ids=[f"{a}/{n}/{k}-{f or 'bare'}" for a, n, k, f in ALL_PARTS])
+@pytest.mark.parametrize("d", [2, 3, 8, 100])
+def test_budget_inverts_the_capacity(att, norm, kind, affine, d):
     """cap(shape, budget(A, shape)) = A on the binding branch and >= A on every branch; a
     slightly smaller budget reaches less (mpmath, 40 digits)."""
-    cell = Cell(att, norm, "regression", d=d)
+    cell = Cell(att, norm, "regression", d=d, norm=kind, affine=affine)
     cap = design(cell).capacity_mp
     with mpmath.workdps(40):
         for amp, shape in ((sympy.Rational(7, 2), sympy.Integer(3)), (sympy.Integer(150), sympy.Integer(120)),
@@ -122,7 +127,7 @@ def test_budget_inverts_the_capacity(att, norm, d):
             t_value = mpmath.mpf(sympy.N(shape, 50))
             reach = cap(t_value, B_value)
             assert reach >= amp * (1 - mpmath.mpf("1e-30"))
-            if family(cell) == "segment" and norm != "pre_bare":
+            if family(cell) == "segment" and not laws.rigid(cell):
                 # the score-gap reach sigma <= reach B^2 may bind instead of the capacity
                 floor = sympy.sqrt(sympy.sqrt(d) * sympy.log(shape) / laws.score_gap_max(cell, 1))
                 if abs(mpmath.mpf(sympy.N(floor, 50)) - B_value) < mpmath.mpf("1e-30") * B_value:
@@ -132,11 +137,11 @@ def test_budget_inverts_the_capacity(att, norm, d):
 
 
 def test_budget_law_has_one_branch_per_capacity_branch():
-    for att, norm in REG_CELLS:
-        cell = Cell(att, norm, "regression")
+    for att, norm, kind, affine in ALL_PARTS:
+        cell = Cell(att, norm, "regression", norm=kind, affine=affine)
         law = cf._budget_law(cell)
         pieces = law.args if isinstance(law, sympy.Max) else (law,)
-        floor = family(cell) == "segment" and norm != "pre_bare"
+        floor = family(cell) == "segment" and not laws.rigid(cell)
         assert len(pieces) == len(capacity_branches(cell)) + floor
         assert law.free_symbols <= {A, sigma}
 

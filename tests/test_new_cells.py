@@ -163,6 +163,26 @@ def test_classification_head_counts(cell):
     assert res.verdict == "counts" and res.certified and res.min_margin > 0, res
 
 
+@pytest.mark.parametrize("norm,affine", [("rmsnorm", None), ("rmsnorm", "gain"), ("rmsnorm", "gain_bias"),
+                                         ("layernorm", "gain")], ids=["rmsnorm-bare", "rmsnorm-gain",
+                                                                      "rmsnorm-gain_bias", "layernorm-gain"])
+def test_classification_arc_head_at_large_width(norm, affine):
+    """At d = 65536 the arc head reads along the kind's top axis (bare) or through g = e_1,
+    built without d-long symbolic vectors; every vector has norm at most 1."""
+    variant = "post_bare" if affine is None else "post_learned"
+    cell = Cell("softmax", variant, "classification", d=1 << 16, norm=norm, affine=affine)
+    params = classification.design(cell).build(4)
+    assert params.bound() <= 1 + 1e-12
+    # the read-out direction is e_1 in every case: RMSNorm's top axis, or g = e_1
+    if affine is not None:
+        g = params.vectors["g"]
+        assert g[0] == 1 and all(x == 0 for x in g[1:])
+        assert ("beta" in params.vectors) is (affine == "gain_bias")
+    for row in params.vectors["u"]:
+        assert all(x == 0 for x in row[1:])
+    assert params.vectors["u"][0][0] < 0 < params.vectors["u"][-1][0]
+
+
 SEGMENT_CELLS = [c for c in CELLS if regression.family(c) == "segment" and c.pre]
 
 
