@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from constructions import arc, basis, classification, regression, segment
+from constructions import arc, basis, classification, laws, regression, segment
 from constructions.basis import FrameVector
 from constructions.cell import ATTENTIONS, MAX_D, NORMS, Cell, Params
 from constructions.symbols import ARGS, C1, E1, ONE, P, A, B, C, L, t
@@ -30,6 +30,24 @@ from verify import counts_to
 
 REG_CELLS = list(itertools.product(ATTENTIONS, NORMS))
 REG_IDS = ["/".join(c) for c in REG_CELLS]
+def _reg_parts():
+    """Every built regression cell at d = 8 and 3, and at d = 2 the ones with a plane or a line
+    there that are new (RMSNorm, LayerNorm with a gain and no bias): (attention, variant, norm
+    kind, affine, d)."""
+    out = []
+    for (att, norm), kind, d in itertools.product(REG_CELLS, ("layernorm", "rmsnorm"), (8, 3, 2)):
+        if norm == "none" and kind == "rmsnorm":
+            continue  # the kind is immaterial without a norm
+        for affine in (None,) if norm == "none" or norm.endswith("bare") else ("gain", "gain_bias"):
+            cell = Cell(att, norm, "regression", d=d, norm=kind, affine=affine)
+            new = not cell.kind.centred or cell.affine.name == "gain"
+            if regression.refusal(cell) is None and d >= laws.smallest_d(cell) and (d > 2 or new):
+                out.append((att, norm, kind, affine, d))
+    return out
+
+
+REG_PARTS = _reg_parts()
+REG_PARTS_IDS = [f"{a}/{n}/{k}-{f or 'bare'}/d{d}" for a, n, k, f, d in REG_PARTS]
 SMALL_L = (2, 5, 16)
 FAST = settings(max_examples=25, deadline=None)
 
@@ -256,10 +274,9 @@ def test_linear_post_rmsnorm_is_refused_with_its_reason(variant, affine):
         assert P_vec @ Q_vec >= 0
 
 
-@pytest.mark.parametrize("d", [8, 3])
-@pytest.mark.parametrize("att,norm", REG_CELLS, ids=REG_IDS)
-def test_symbolic_free_symbols(att, norm, d):
-    cell = _cell(att, norm, "regression", d=d)
+@pytest.mark.parametrize("att,norm,kind,affine,d", REG_PARTS, ids=REG_PARTS_IDS)
+def test_symbolic_free_symbols(att, norm, kind, affine, d):
+    cell = Cell(att, norm, "regression", d=d, norm=kind, affine=affine)
     sym = regression.design(cell).symbolic()
     names = {k for k in sym if not k.startswith("_")}
     assert names == set(cell.vector_names()) | set(cell.scalar_names())
@@ -277,9 +294,9 @@ POINTS = {"segment": (3.0, 9, 5.0, 17.5, 0.25), "arc": (2.0, 10, 7.0, 11.0, 0.0)
           "line": (1.3, 6, 1.0, 0.95, 0.125)}
 
 
-@pytest.mark.parametrize("att,norm", REG_CELLS, ids=REG_IDS)
-def test_evaluate_matches_evalf(att, norm):
-    cell = _cell(att, norm, "regression")
+@pytest.mark.parametrize("att,norm,kind,affine,d", REG_PARTS, ids=REG_PARTS_IDS)
+def test_evaluate_matches_evalf(att, norm, kind, affine, d):
+    cell = Cell(att, norm, "regression", d=d, norm=kind, affine=affine)
     des = regression.design(cell)
     Bv, Lv, tv, Av, Cv = POINTS[des.family]
     sym = des.symbolic()
@@ -309,11 +326,10 @@ def _family_readout(family, n, Lv, tv, Av, Cv):
     return mpmath.mpf(Lv) / 2 + Av * x / mpmath.sqrt(tv**2 + x**2)
 
 
-@pytest.mark.parametrize("d", [8, 3])
-@pytest.mark.parametrize("att,norm", REG_CELLS, ids=REG_IDS)
-def test_symbolic_construction_reads_out_the_family(att, norm, d):
+@pytest.mark.parametrize("att,norm,kind,affine,d", REG_PARTS, ids=REG_PARTS_IDS)
+def test_symbolic_construction_reads_out_the_family(att, norm, kind, affine, d):
     """Through an independent forward pass the construction is exactly ``C + A f_t(n)``."""
-    cell = _cell(att, norm, "regression", d=d)
+    cell = Cell(att, norm, "regression", d=d, norm=kind, affine=affine)
     des = regression.design(cell)
     Bv, Lv, tv, Av, Cv = POINTS[des.family]
     with mpmath.workdps(60):
