@@ -72,7 +72,7 @@ so ``b* ~ L^{3/2}/(4 sqrt(2))``.
 ``(sqrt(d)(1 - 1/L))^{1/4}/H^{3/4}`` (pre-norm with a gain, ``H`` the law's value reach:
 ``1 + sqrt(d-1)`` for LayerNorm with a bias, ``sqrt(d-1)`` without, ``1 + sqrt(d)`` and
 ``sqrt(d)`` for RMSNorm), for every ``L >= 2`` and ``d`` (Cauchy-Schwarz: the line's capacity is
-attained, :func:`bounds.lower.line_lower` for LayerNorm).
+attained; :func:`bounds.lower.line_lower`).
 
 All closed forms are for ``eps = 0`` (:func:`formula` returns None otherwise).
 """

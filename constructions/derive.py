@@ -1,7 +1,7 @@
 """The derivation of a cell: the result first, then how it follows.
 
-    python -m constructions.derive --variant V [--attention A] [--readout R] [--d D] [--eps E]
-        [--format text|latex|json]
+    python -m constructions.derive --variant V [--attention A] [--readout R] [--d D]
+        [--norm layernorm|rmsnorm] [--affine gain|gain_bias] [--eps E] [--format text|latex|json]
 
 :func:`derivation` returns the derivation as :class:`Section` s of :class:`Row` s: ``lhs rel
 rhs`` with sympy sides, a plain-words note saying what the left side is, and the range of
@@ -24,7 +24,9 @@ in a standard article with ``amsmath``), ``text`` (plain: no LaTeX macros) or ``
 object: the cell, every row with its LaTeX and ``sympy.srepr``, and ``closed_forms`` whose
 ``B_min`` entry is the ``srepr`` of the closed form in ``L`` with its range; ``srepr`` strings
 evaluate back in sympy's namespace).  The constructions are derived for ``eps = 0``; with
-``eps > 0`` the derivation says so and gives no closed form.
+``eps > 0`` the derivation says so and gives no closed form.  A cell without a construction
+(:func:`constructions.regression.refusal`: linear attention with post-RMSNorm) is a
+``ValueError`` with the reason.
 """
 
 from __future__ import annotations
