@@ -208,11 +208,6 @@ class Cell:
         return f"{self.placement.name}_{'learned' if self.affine.gain else 'bare'}"
 
     @property
-    def norm(self) -> str:
-        """The variant name (kept for the callers that predate the parts)."""
-        return self.variant
-
-    @property
     def tau(self):
         """The fixed score temperature ``1/sqrt(d)`` (exact as a sympy number)."""
         return 1 / sympy.sqrt(self.d)

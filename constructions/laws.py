@@ -49,6 +49,14 @@ norm of a basis vector's part in the image (:meth:`~constructions.cell.NormKind.
 ``sqrt((d-1)/d)`` for LayerNorm, 1 for RMSNorm), attained by ``w = g`` on one axis whose image
 lies in the plane.  The embeddings are free (scale invariance).  The plane needs an image of
 dimension 2: LayerNorm needs ``d >= 3``, RMSNorm ``d >= 2``.
+
+*Not attained: linear attention with post-RMSNorm.*  There ``r(n) = P + n Q`` with
+``P = (1 + tau|e_s|^2) e_s`` and ``Q = tau <e_s, e_a> e_a``, so ``<P, Q> = (1 + tau|e_s|^2) tau
+<e_s, e_a>^2 >= 0``: the foot of the residual line is at a count ``n0 <= 0`` whatever the
+embeddings, and the symmetric arc (``n0 = L/2``) that attains the capacity above is out of
+reach (LayerNorm escapes this by centring away a common component of ``e_s`` and ``e_a``).
+The capacity is still an upper bound there, but ``B_min`` lies above its inverse; the
+constructions refuse the cell (:func:`constructions.regression.refusal`).
 """
 
 from __future__ import annotations
