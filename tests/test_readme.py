@@ -73,3 +73,47 @@ def test_post_norm_gap_as_stated(attention, variant, L, gap):
     row = search.regression_row(Cell(attention, variant, "regression"), L)
     assert row["certified"]
     assert row["B_min"] / row["B_lower"] - 1 <= gap
+
+
+def _table(title: str) -> list[list[str]]:
+    section = README.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+    return [[c.strip() for c in line.strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("| ") and not line.startswith("| attention")]
+
+
+def _number_at(text: str):
+    """The first number of a cell and the ``L`` it is stated at (4096 unless another is named)."""
+    m = re.match(r"([0-9.]+)", text)
+    at = re.search(r"at (?:`L = )?(\d+)", text)
+    return float(m.group(1)), (int(at.group(1)) if at else 4096)
+
+
+def test_layernorm_against_rmsnorm_table():
+    """Every number of the table is the cell's closed form (itself checked against the certified
+    sweep by tests/test_closed_form_sweep.py); "the same" and "no construction" hold too."""
+    from constructions.closed_forms import closed_form
+    from constructions.regression import design
+    from constructions.laws import smallest_d
+
+    rows = _table("LayerNorm against RMSNorm")
+    assert len(rows) == 10
+    for attention, part, _exponent, ln, rms, dims in rows:
+        placement, _, rest = part.partition(", ")
+        affine = rest.split(" ")[0] or "bare"
+        variant = "none" if placement == "none" else f"{placement}_{'bare' if affine == 'bare' else 'learned'}"
+        learned = None if variant in ("none", f"{placement}_bare") else affine
+        value, L = _number_at(ln)
+        cells = {k: Cell(attention, variant, "regression", d=8, norm=k, affine=learned)
+                 for k in ("layernorm", "rmsnorm")}
+        assert closed_form(cells["layernorm"], L)["B"] == pytest.approx(value, rel=1e-5)
+        if rms == "no construction":
+            with pytest.raises(ValueError, match="not built"):
+                design(cells["rmsnorm"])
+        elif rms.startswith("the same"):
+            assert closed_form(cells["rmsnorm"], L)["B"] == closed_form(cells["layernorm"], L)["B"]
+        else:
+            assert closed_form(cells["rmsnorm"], L)["B"] == pytest.approx(_number_at(rms)[0], rel=1e-5)
+        want = dims.split(" / ")
+        assert str(smallest_d(cells["layernorm"])) == want[0]
+        if want[1] != "-":
+            assert str(smallest_d(cells["rmsnorm"])) == want[1]
