@@ -24,6 +24,8 @@ from constructions.cell import ATTENTIONS, NORMS, READOUTS
 
 HEADLINE = ("softmax", "post_learned", "regression")
 TARGETS = {"headline": 5.0, "cell": 10.0}
+#: the most runs per cell (each is a whole sweep)
+MAX_REPEAT = 20
 
 
 def _children_cpu() -> float:
@@ -70,8 +72,8 @@ def parse(argv):
     args = _parser().parse_args(argv)
     if not 1 <= args.Lmax <= MAX_L:
         raise cli.UsageError(f"--Lmax must be between 1 and {MAX_L}, got {args.Lmax}")
-    if args.repeat < 1:
-        raise cli.UsageError(f"--repeat must be >= 1, got {args.repeat}")
+    if not 1 <= args.repeat <= MAX_REPEAT:
+        raise cli.UsageError(f"--repeat must be between 1 and {MAX_REPEAT}, got {args.repeat}")
     args.cells = ([_cell(c) for c in args.cells] if args.cells
                   else list(itertools.product(ATTENTIONS, NORMS, READOUTS)))
     return args

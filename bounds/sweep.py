@@ -57,7 +57,7 @@ def _parser() -> cli.Parser:
     p.add_argument("--readout", choices=READOUTS, default="regression",
                    help="regression (default: y = <w, z> + w0, rounded) or classification "
                         "(argmax of <u_c, z> + b_c)")
-    p.add_argument("--eps", type=float, default=0.0,
+    p.add_argument("--eps", type=cli.nonnegative_float, default=0.0,
                    help="the LayerNorm epsilon (default 0; constructions are derived for 0)")
     p.add_argument("--fit-from", type=int, default=64, dest="fit_from",
                    help="fit the rate over L >= this (default 64)")
@@ -144,11 +144,8 @@ def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int) -> list[dict
             pool = mp.get_context("fork").Pool(min(jobs, len(Ls)), initializer=_worker_init)
         done = dict(zip(order, pool.map(task, order, chunksize=1)))
         pool.close()
-    except BaseException:
-        for proc in mp.active_children():  # SIGKILL: the rows are pure, nothing to clean up
-            proc.kill()
-        raise
-    finally:
+    finally:  # SIGTERM to the workers (never SIGKILL: a worker killed holding the task
+        # queue's lock would deadlock the pool's own shutdown)
         if pool is not None:
             pool.terminate()
             pool.join()

@@ -44,6 +44,11 @@ READOUTS = ("regression", "classification")
 #: the largest width accepted: parameters are stored as d-long vectors of exact numbers and
 #: every backend converts them, so the cost of a verification grows like d
 MAX_D = 1 << 16
+#: the largest count accepted anywhere (constructions, the judge): every count ``0..L`` is
+#: evaluated, in chunks, so the cost grows like ``L``
+MAX_L = 1 << 20
+#: the largest budget a construction is built at (its exponentials and squares stay in range)
+MAX_B = 1e150
 
 
 @dataclass(frozen=True)
@@ -181,8 +186,10 @@ class Cell:
             raise ValueError(f"d must be at least 2, got {d}")
         if d > MAX_D:
             raise ValueError(f"d must be at most {MAX_D} (the toolkit's limit on the width), got {d}")
+        if isinstance(eps, (bool, str, np.bool_)):
+            raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
         try:
-            eps_f = float(eps)
+            eps_f = float(eps) + 0.0  # -0.0 becomes 0.0
         except (TypeError, ValueError):
             raise ValueError(f"eps must be a finite number >= 0, got {eps!r}") from None
         if not math.isfinite(eps_f) or eps_f < 0:

@@ -48,10 +48,29 @@ class Terminated(BaseException):
 
 
 class Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are :class:`UsageError` (one line, exit 2)."""
+    """An argument parser whose errors are :class:`UsageError` (one line, exit 2) and whose
+    help text is written like any output (a full or closed stdout is reported, not ignored)."""
 
     def error(self, message):
         raise UsageError(message)
+
+    def _print_message(self, message, file=None):
+        if message:
+            emit(message.rstrip("\n"), file or sys.stderr)
+
+
+def nonnegative_float(text: str) -> float:
+    """A float option that must be finite and >= 0, and not a positive number that rounds to 0
+    (``1e-400``); ``-0`` is 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (value >= 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    if value == 0 and any(ch in "123456789" for ch in text.lower().split("e")[0]):
+        raise argparse.ArgumentTypeError(f"{text} is positive but rounds to 0 in double precision")
+    return value + 0.0  # -0.0 becomes 0.0
 
 
 def check_out_dir(folder: str, option: str = "--out") -> str:
@@ -98,13 +117,19 @@ def write_files(folder: str, files: dict[str, str]) -> None:
     dir_fd = os.open(folder, os.O_RDONLY)
     try:
         fcntl.flock(dir_fd, fcntl.LOCK_EX)  # one writer of the set at a time
+        umask = os.umask(0)
+        os.umask(umask)
         for name, text in files.items():
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".partial")
             temps[name] = tmp
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
+            try:
+                os.fchmod(fd, 0o666 & ~umask)  # as open() would create it
+                with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                    fh.write(text)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:  # name the file, not the temporary one
+                raise OSError(exc.errno, exc.strerror, os.path.join(folder, name)) from None
         with held_signals():
             for name, tmp in temps.items():
                 os.replace(tmp, os.path.join(folder, name))
@@ -117,15 +142,19 @@ def write_files(folder: str, files: dict[str, str]) -> None:
         os.close(dir_fd)
 
 
-def emit(text: str) -> None:
-    """Print ``text`` and a newline on stdout and flush (errors surface here, inside :func:`run`)."""
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+def emit(text: str, stream=None) -> None:
+    """Print ``text`` and a newline on stdout (or ``stream``) and flush: write errors surface
+    here, inside :func:`run`; a stdout closed before start (``>&-``) is a closed pipe."""
+    stream = sys.stdout if stream is None else stream
+    if stream is None:
+        raise BrokenPipeError("standard output is closed")
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)

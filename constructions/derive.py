@@ -577,7 +577,7 @@ def _parser() -> cli.Parser:
     p.add_argument("--affine", choices=("gain", "gain_bias"), default=None,
                    help="the affine of a *_learned variant (default: the kind's usual one, gain_bias "
                         "for layernorm, gain for rmsnorm)")
-    p.add_argument("--eps", type=float, default=0.0,
+    p.add_argument("--eps", type=cli.nonnegative_float, default=0.0,
                    help="the norm epsilon (default 0; the constructions are derived for 0)")
     p.add_argument("--format", choices=FORMATS, default="text",
                    help="text (plain), latex (align* environments) or json (default text)")

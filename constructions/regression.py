@@ -90,7 +90,7 @@ import sympy
 
 from constructions import arc, basis, laws, segment, zoom
 from constructions.basis import FrameVector
-from constructions.cell import Cell, Params, to_mpf
+from constructions.cell import MAX_B, MAX_L, Cell, Params, to_mpf
 from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, Q, W, W0, A, B, C, H,
                                    L, N_1, P, S, V, V_norm, X, alpha, beta_1, ell, eta, gamma,
                                    inner, kappa, mu, n, nu, omega, r, rho, sigma, t, tau, xi)
@@ -420,6 +420,8 @@ def _check_count(L_value) -> int:
         raise ValueError(f"L must be an integer >= 1, got {L_value!r}")
     if L_value < 1:
         raise ValueError(f"L must be an integer >= 1, got {L_value}")
+    if L_value > MAX_L:
+        raise ValueError(f"L = {L_value} is beyond the limit MAX_L = {MAX_L} (constructions.cell.MAX_L)")
     return int(L_value)
 
 
@@ -433,6 +435,8 @@ def _check_budget(B_value) -> mpmath.mpf:
         value = mpmath.mpf(float(B_value))  # other reals (fractions.Fraction)
     if not mpmath.isfinite(value) or value <= 0:
         raise ValueError(f"B must be a finite real number > 0, got {B_value!r}")
+    if value > MAX_B:
+        raise ValueError(f"B = {B_value!r} is beyond the limit MAX_B = {MAX_B:g} (constructions.cell.MAX_B)")
     return value
 
 

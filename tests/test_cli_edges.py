@@ -233,3 +233,57 @@ def test_benchmark_reports_wall_and_cpu(capsys):
     fields = lines[1].split()
     wall, cpu = float(fields[3]), float(fields[5])
     assert wall > 0 and cpu > 0
+
+
+# --------------------------------------------------------------------------- found by hostile use
+
+
+@pytest.mark.parametrize("module", ["bounds.sweep", "constructions.derive", "bounds.benchmark"])
+def test_help_on_a_full_stdout_is_an_error(module):
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 2
+    _one_line_error(proc.stderr)
+
+
+@pytest.mark.parametrize("argv", [SWEEP + QUICK, [sys.executable, "-m", "constructions.derive",
+                                                  "--variant", "none"]], ids=["sweep", "derive"])
+def test_stdout_closed_before_start_is_quiet(argv):
+    proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, timeout=120, preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 141
+    assert proc.stderr == ""
+
+
+@pytest.mark.parametrize("eps", ["1e-400", "-1e-400", "0x1p-2000"])
+def test_eps_that_is_not_representable_is_refused(eps, capsys):
+    assert sweep.main(["--variant", "post_bare", "--Lmax", "4", "--eps", eps]) == 2
+    _one_line_error(capsys.readouterr().err)
+
+
+def test_negative_zero_eps_is_zero(capsys):
+    assert sweep.main(["--variant", "none", "--Lmax", "2", "--eps", "-0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["eps"] == 0.0 and str(out["eps"]) == "0.0"
+
+
+def test_failed_file_names_the_file(tmp_path):
+    failed = _sweep_to(tmp_path / "res", limit=200)
+    assert failed.returncode == 2
+    _one_line_error(failed.stderr)
+    assert "sweep.json" in failed.stderr or "sweep.csv" in failed.stderr
+
+
+def test_files_follow_the_umask(tmp_path):
+    out = tmp_path / "res"
+    proc = subprocess.run(SWEEP + QUICK + ["--out", str(out)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, preexec_fn=lambda: os.umask(0o027))
+    assert proc.returncode == 0, proc.stderr
+    for name in ("sweep.json", "sweep.csv"):
+        assert (out / name).stat().st_mode & 0o777 == 0o640
+
+
+def test_benchmark_repeat_is_bounded(capsys):
+    assert benchmark.main(["--repeat", str(benchmark.MAX_REPEAT + 1)]) == 2
+    _one_line_error(capsys.readouterr().err)

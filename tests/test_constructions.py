@@ -541,3 +541,14 @@ def test_arc_needs_lambda_of_order_L_three_halves():
 
     ratio = smallest(256) / smallest(64)
     assert 4 ** 1.5 * 0.8 < ratio < 4 ** 1.5 * 1.2
+
+
+def test_build_refuses_beyond_its_limits_up_front():
+    from constructions.cell import MAX_B, MAX_L
+
+    des = regression.design(Cell("softmax", "post_learned", "regression"))
+    with pytest.raises(ValueError, match="MAX_L"):
+        des.build(MAX_L + 1, 6.0)
+    with pytest.raises(ValueError, match="MAX_B"):
+        des.build(4, MAX_B * 10)
+    assert des.build(4, MAX_B).bound() <= MAX_B * (1 + 1e-12)

@@ -60,6 +60,8 @@ DIS = Cell("softmax", "none", "regression", d=D, distractor=True)
     (dict(eps=math.nan), r"eps must be a finite number >= 0"),
     (dict(eps=math.inf), r"eps must be a finite number >= 0"),
     (dict(eps=-math.inf), r"eps must be a finite number >= 0"),
+    (dict(eps="1e-3"), r"eps must be a finite number >= 0"),
+    (dict(eps=True), r"eps must be a finite number >= 0"),
 ])
 def test_cell_rejects(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -341,8 +343,10 @@ def test_counts_to_classes_must_match_L():
     ("mp", r"unknown backend"),
     ("arb", r"unknown backend"),
     ("numpy", r"unknown backend"),
-    ("mp10", r"at least 15 digits"),
-    ("arb32", r"at least 53 bits"),
+    ("mp10", r"needs 15 to 5000 digits"),
+    ("arb32", r"needs 53 to 32768 bits"),
+    ("mp99999999", r"needs 15 to 5000 digits"),
+    ("arb99999999", r"needs 53 to 32768 bits"),
 ])
 def test_bad_backend(spec, match):
     with pytest.raises(ValueError, match=match):

@@ -24,6 +24,11 @@ import mpmath
 import numpy as np
 
 
+#: the largest working precisions accepted (far beyond any certification's need; the cost of
+#: an operation grows faster than linearly with the precision)
+MAX_DIGITS, MAX_BITS = 5000, 1 << 15
+
+
 class Backend:
     """Interface shared by all backends (see the module docstring)."""
 
@@ -139,8 +144,8 @@ class MpmathBackend(ObjectBackend):
     """mpmath at a fixed number of decimal digits (object arrays of mpf)."""
 
     def __init__(self, dps: int):
-        if dps < 15:
-            raise ValueError(f"mpmath backend needs at least 15 digits, got {dps}")
+        if not 15 <= dps <= MAX_DIGITS:
+            raise ValueError(f"mpmath backend needs 15 to {MAX_DIGITS} digits, got {dps}")
         self.dps = int(dps)
         self.name = f"mp{self.dps}"
         self._exp = np.frompyfunc(mpmath.exp, 1, 1)
@@ -186,8 +191,8 @@ class ArbBackend(ObjectBackend):
     rigorous = True
 
     def __init__(self, prec: int):
-        if prec < 53:
-            raise ValueError(f"ball backend needs at least 53 bits, got {prec}")
+        if not 53 <= prec <= MAX_BITS:
+            raise ValueError(f"ball backend needs 53 to {MAX_BITS} bits, got {prec}")
         self.prec = int(prec)
         self.name = f"arb{self.prec}"
         self._exp = np.frompyfunc(lambda v: v.exp(), 1, 1)

@@ -28,14 +28,14 @@ from dataclasses import dataclass
 import flint
 import numpy as np
 
-from constructions.cell import Cell, Params
+from constructions.cell import MAX_L, Cell, Params
 from verify.backends import NumpyBackend, arb_bounds, get_backend
 from verify.forward import logits, numbers, outputs
 
 #: The largest ``L`` judged (the counts ``n = 0..L``).  Regression costs about 1 us per count in
 #: float64, 25 us on balls (arb256; 40 us at arb1024) and 150-250 us in mpmath (mp50-mp200) at
 #: d = 8, so ``L = MAX_COUNTS`` takes about a second, under a minute and a few minutes.
-MAX_COUNTS = 1 << 20
+MAX_COUNTS = MAX_L
 #: Numbers per intermediate array of one chunk: ``CHUNK`` counts of regression (one output
 #: each), ``CHUNK // d`` counts of classification (a vector ``z`` each), whose logits are
 #: formed in tiles of at most ``CHUNK`` entries (512 KiB of float64: they stay in cache).
