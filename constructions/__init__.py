@@ -1,6 +1,22 @@
 """Parameter constructions for every architecture cell, built symbolically and evaluated at any precision."""
 
+import os as _os
+import signal as _signal
+import sys as _sys
+
 __version__ = "0.2.0"
+
+if _sys.argv[:1] == ["-m"]:
+    # Started as a command (``python -m ...``, every command imports this package first): a
+    # signal while the modules load ends the run in one line, until the command's own handling
+    # takes over (:func:`constructions.cli.run`).
+    def _while_loading(signum, frame):
+        word = "interrupted" if signum == _signal.SIGINT else "terminated"
+        _os.write(2, f"{word} while starting\n".encode())
+        _os._exit(128 + signum)
+
+    _signal.signal(_signal.SIGINT, _while_loading)
+    _signal.signal(_signal.SIGTERM, _while_loading)
 
 from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell, Params
 

@@ -179,6 +179,7 @@ def run(prog: str, parse, execute, argv=None) -> int:
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is KeyboardInterrupt again
     if hasattr(signal, "SIGXFSZ"):  # a file-size limit is an OSError, not a silent kill
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:

@@ -287,3 +287,16 @@ def test_files_follow_the_umask(tmp_path):
 def test_benchmark_repeat_is_bounded(capsys):
     assert benchmark.main(["--repeat", str(benchmark.MAX_REPEAT + 1)]) == 2
     _one_line_error(capsys.readouterr().err)
+
+
+def test_signal_while_the_modules_load_is_one_line():
+    """Between the interpreter's start and the command's own handling, the package's start-up
+    handler ends the run: one line, 130 / 143, no traceback."""
+    for sig, status in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        proc = subprocess.Popen(SWEEP + QUICK, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        time.sleep(0.4)  # the interpreter is up (about 0.05 s), the toolkit still importing
+        os.killpg(proc.pid, sig)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == status, err
+        _one_line_error(err)
