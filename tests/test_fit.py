@@ -142,3 +142,20 @@ def test_theory_matches_measured_segment_margin():
         ms.append(des.margin(t, L))
     out = fit(Ls, ms, L_from=1)
     assert out["exponent"] == pytest.approx(-3.0, abs=0.02)
+
+
+@pytest.mark.parametrize("variant,theory", [("post_bare", 1.5), ("post_learned", 0.75)])
+def test_local_and_corrected_exponents_converge_where_the_plain_interval_does_not(variant, theory):
+    """On the exact B_min(L) of the arc (its closed form, L = 64..4096) the plain fit's 95%
+    interval excludes the theory exponent (finite-L bias), while the local exponent and the fit
+    with a 1/L correction come within 3e-4 of it."""
+    from constructions.closed_forms import closed_form
+
+    cell = Cell("softmax", variant, "regression")
+    Ls = [2**k for k in range(6, 13)]
+    out = fit(Ls, [closed_form(cell, L)["B"] for L in Ls], L_from=64)
+    lo, hi = out["ci95"]
+    assert not lo <= theory <= hi
+    assert abs(out["local_exponent"] - theory) < 3e-4
+    assert abs(out["corrected"]["exponent"] - theory) < 3e-4
+    assert abs(out["corrected"]["exponent"] - theory) < abs(out["exponent"] - theory) / 5
