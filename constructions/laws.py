@@ -64,6 +64,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import flint
 import mpmath
 import numpy as np
 import sympy
@@ -84,13 +85,8 @@ SYMPY = Ops(sympy.sqrt, sympy.log, sympy.Min)
 MPMATH = Ops(mpmath.sqrt, mpmath.log, min)
 NUMPY = Ops(np.sqrt, np.log, np.minimum)
 FLOAT = Ops(math.sqrt, math.log, min)
-ARB = Ops(lambda v: _arb(v).sqrt(), lambda v: _arb(v).log(), lambda a, b: _arb(a).min(_arb(b)))
-
-
-def _arb(v):
-    import flint
-
-    return v if isinstance(v, flint.arb) else flint.arb(v)
+ARB = Ops(lambda v: flint.arb(v).sqrt(), lambda v: flint.arb(v).log(),
+          lambda a, b: flint.arb(a).min(flint.arb(b)))
 
 
 def family(cell: Cell) -> str:
