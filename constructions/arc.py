@@ -30,7 +30,7 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions.symbols import L, lam, x
+from constructions.symbols import L, lam, n, t, x
 
 #: the smallest read-out amplitude allowed by the outermost count
 B_LO = sympy.sqrt(lam**2 + L**2 / 4) * (1 - 1 / L)
@@ -41,6 +41,15 @@ _lo = sympy.lambdify((lam, L), B_LO, "mpmath")
 _hi_x = sympy.lambdify((lam, x), B_HI_X, "mpmath")
 _lo_np = sympy.lambdify((lam, L), B_LO, "numpy")
 _hi_np = sympy.lambdify((lam, x), B_HI_X, "numpy")
+
+
+#: ``y(n) = C + A * SHAPE`` with ``C = L/2`` (the symmetric construction), shape ``t = lam``
+SHAPE = (n - L / 2) / sympy.sqrt(t**2 + (n - L / 2) ** 2)
+
+
+def centre(t_value, A_value, L_value: int):
+    """The constant of the symmetric construction: the middle count ``L/2`` (the error is odd)."""
+    return mpmath.mpf(L_value) / 2
 
 
 def offsets(L_value: int) -> np.ndarray:

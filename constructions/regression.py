@@ -15,7 +15,7 @@ no/pre-norm)
 =================  ==========================  ===========  ================================
 
 For each ``t`` the counting amplitudes form an open interval ``(lo(t), hi(t))``
-(:mod:`constructions.segment`, :mod:`constructions.arc`; for the line :data:`LINE_INTERVAL`),
+(:mod:`constructions.segment`, :mod:`constructions.arc`, :mod:`constructions.line`),
 and at budget ``B`` the cell can reach amplitudes up to a *capacity* ``cap(t, B)``, derived in
 :mod:`constructions.laws` (:func:`capacity_branches` writes it as a minimum of increasing
 branches).  The constructions below attain it:
@@ -88,7 +88,7 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions import arc, basis, laws, segment, zoom
+from constructions import arc, basis, laws, line, segment, zoom
 from constructions.basis import FrameVector
 from constructions.cell import MAX_B, MAX_L, Cell, Params, to_mpf
 from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, Q, W, W0, A, B, C, H,
@@ -99,16 +99,13 @@ from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ON
 #: :meth:`RegressionDesign.frame` and everything numeric work up to ``Cell``'s ``MAX_D``
 SYMBOLIC_MAX_D = 4096
 
+#: the module of each read-out family: one interface (``SHAPE``, ``interval``,
+#: ``interval_float``, ``centre``)
+FAMILIES = {"segment": segment, "arc": arc, "line": line}
 #: ``f_t(n)`` of each family: ``y(n) = C + A f_t(n)`` (the arc has ``C = L/2``)
-SHAPE_FUNCTION = {
-    "segment": n / (t + n),
-    "arc": (n - L / 2) / sympy.sqrt(t**2 + (n - L / 2) ** 2),
-    "line": n,
-}
-#: the counting slopes of the line: ``|C + K n - n| < 1/2`` at ``n = 0`` and ``n = L``
-LINE_INTERVAL = (1 - 1 / L, 1 + 1 / L)
-_line_mp = sympy.lambdify(L, LINE_INTERVAL, "mpmath")
-_line_np = sympy.lambdify(L, LINE_INTERVAL, "numpy")
+SHAPE_FUNCTION = {name: module.SHAPE for name, module in FAMILIES.items()}
+#: the counting slopes of the line
+LINE_INTERVAL = line.INTERVAL
 
 
 #: the family of a cell (segment, arc or line)
@@ -459,6 +456,7 @@ class RegressionDesign:
             raise ValueError(f"{cell.describe()}: {reason}")
         self.cell = cell
         self.family = family(cell)
+        self.module = FAMILIES[self.family]
         self.capacity_expr = laws.capacity(cell, t, B)
         self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
         self.capacity_mp = sympy.lambdify((t, B), self.capacity_expr, "mpmath")
@@ -544,16 +542,11 @@ class RegressionDesign:
 
     def interval(self, t_value, L_value: int):
         """``(lo, hi)``: the counting amplitudes at shape ``t`` (mpmath)."""
-        if self.family == "line":
-            return tuple(_line_mp(mpmath.mpf(L_value)))
-        mod = segment if self.family == "segment" else arc
-        return mod.interval(t_value, L_value)
+        return self.module.interval(t_value, L_value)
 
     def interval_float(self, t_value, L_value: int):
-        if self.family == "line":
-            return tuple(np.full(np.shape(t_value), v) for v in _line_np(float(L_value)))
-        mod = segment if self.family == "segment" else arc
-        return mod.interval_float(t_value, L_value)
+        """``(lo, hi)`` in float64 (a screen), vectorised over ``t``."""
+        return self.module.interval_float(t_value, L_value)
 
     def capacity(self, t_value, B_value):
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -624,12 +617,7 @@ class RegressionDesign:
             lo, hi = self.interval(tv, L_value)
             cap = self.capacity_mp(tv, Bv)
             Av = (lo + min(hi, cap)) / 2
-            if self.family == "segment":
-                Cv = segment.centre(tv, Av, L_value)
-            elif self.family == "line":
-                Cv = -(Av - 1) * L_value / 2
-            else:
-                Cv = mpmath.mpf(L_value) / 2
+            Cv = self.module.centre(tv, Av, L_value)
             out = self.evaluate(L_value, Bv, tv, Av, Cv)
             vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
             return Params(self.cell, vectors, {"w0": out["w0"]})

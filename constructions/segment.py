@@ -35,7 +35,11 @@ import math
 import mpmath
 import numpy as np
 
-from constructions.symbols import L, k, kk, rho
+from constructions.symbols import L, k, kk, n, rho, t
+
+
+#: ``y(n) = C + A * SHAPE``, shape ``t = rho``
+SHAPE = n / (t + n)
 
 
 def lo_term(k, rho, L):
