@@ -259,3 +259,34 @@ def test_regression_judge_agrees_with_the_rule(attention, variant, kind, affine,
     # the ball backend agrees wherever the error is not within 1e-12 of 1/2
     if np.all(np.abs(err - 0.5) > 1e-12):
         assert counts_to(q, L, "arb256").verdict == res.verdict
+
+
+def test_tiny_head_is_not_certified_by_an_underflowing_radius():
+    """Head vectors below 1.5e-154: their float squares vanish, and a norm computed from them
+    would be 0 and drop the rounding term of the radius.  Here the float logits pick class 0 at
+    n = 0 while the exact ones (mpmath at 100 digits) pick class 1: the balls must not certify."""
+    Z1 = 1.2345678901234567e10
+    Z2 = float(np.nextafter(np.nextafter(np.nextafter(Z1, 0), 0), 0))
+    t, s = 1.8474337369372327e-165, 8.937121780061447e-181
+    cell = Cell("softmax", "none", "classification", d=2)
+    p = Params(cell, {"e_s": [Z1 / 2, Z2 / 2], "e_a": [0.0, 1e13], "u": [[t, -t], [s, 0.0]]},
+               {"b": [0.0, 0.0]})
+    exact = counts_to(p, 1, "mp100")
+    assert exact.verdict == "fails" and exact.first_failure == 0
+    assert counts_to(p, 1, "arb256").verdict != "counts"
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.lists(st.floats(allow_nan=False, allow_infinity=False, max_value=1e150,
+                                        min_value=-1e150), min_size=3, max_size=3),
+                     min_size=1, max_size=4))
+def test_row_norms_bound_the_exact_norms_at_every_magnitude(rows):
+    """The float norms the classification radius is built from are upper bounds, also for
+    entries whose squares underflow (exact check in rationals)."""
+    a = np.array(rows, dtype=np.float64)
+    up = judge._row_norms(a)
+    for row, bound in zip(rows, up):
+        exact_sq = sum(F(x) ** 2 for x in row)
+        assert F(float(bound)) ** 2 >= exact_sq
+        if exact_sq > F(1e-300) ** 2:  # tight where the norm is a normal float
+            assert F(float(bound)) ** 2 <= exact_sq * F(1 + 1e-12)

@@ -159,9 +159,22 @@ def _float_enclosure(x: np.ndarray):
 
 
 def _row_norms(a: np.ndarray) -> np.ndarray:
-    """Float Euclidean norms of the rows, the squares summed in the fixed order of
-    :func:`verify.forward.logits` (so a row's norm does not depend on the other rows)."""
-    return np.sqrt(logits(a.T, a.T, 0.0))
+    """Float upper bounds of the Euclidean norms of the rows, safe against underflow.
+
+    Each row is scaled by a power of two (exact, :func:`numpy.ldexp`) so that its largest
+    entry lies in ``[1/2, 1)``; its squares are summed in the fixed order of
+    :func:`verify.forward.logits` (a row's norm does not depend on the other rows), with
+    relative error below ``(d + 3) u`` (a square that underflows is below ``2^-1074`` against
+    a sum of at least ``1/4``, well inside the callers' ``1e-3`` inflation); the square root is
+    scaled back and rounded up one float (a norm in the subnormal range would otherwise round
+    to fewer digits).  Unscaled, the squares of entries below ``1.5e-154`` vanish and a
+    non-zero row could get the norm 0.
+    """
+    top = np.abs(a).max(axis=1, initial=0.0)
+    _, exponent = np.frexp(top)
+    scaled = np.ldexp(a, -exponent[:, None])
+    norm = np.ldexp(np.sqrt(logits(scaled.T, scaled.T, 0.0)), exponent)
+    return np.where(top > 0, np.nextafter(norm, np.inf), 0.0)
 
 
 class _Head:
