@@ -94,11 +94,11 @@ def cell_l_star(cell: Cell) -> int | None:
 
     Softmax regression with rigid values (bare pre-norm, either norm kind: ``|h| = sqrt(d)``
     and the score gap reaches ``2 d`` at ``h_a = -h_s``): :func:`l_star`.  Below the smallest
-    width of post-norm (:func:`constructions.laws.smallest_d`) every input maps to one of two
-    points: 1.
+    width of post-norm (:func:`constructions.laws.smallest_d`) with ``eps = 0`` every input
+    maps to one of two points: 1.
     """
-    if cell.post and cell.d < laws.smallest_d(cell):
-        return 1
+    if cell.post and cell.d < laws.smallest_d(cell) and cell.eps == 0:
+        return 1  # eps = 0: scale invariance leaves two points (with eps > 0 it does not)
     if cell.readout == "regression" and laws.family(cell) == "segment" and laws.rigid(cell):
         return l_star(cell.d)
     return None

@@ -87,3 +87,14 @@ def test_feasibility_is_monotone_in_rho(L):
 def test_l_star_rejects_small_d():
     with pytest.raises(ValueError):
         l_star(1)
+
+
+def test_post_norm_below_its_width_is_limited_only_at_eps_zero():
+    """With eps = 0 post-norm at d = 2 (LayerNorm) leaves two points: L* = 1; with eps > 0
+    the norm is not scale-invariant and no such claim is made."""
+    from bounds.lstar import cell_l_star
+    from constructions.cell import Cell
+
+    assert cell_l_star(Cell("softmax", "post_bare", "regression", d=2)) == 1
+    assert cell_l_star(Cell("softmax", "post_bare", "regression", d=2, eps=1.0)) is None
+    assert cell_l_star(Cell("softmax", "post_bare", "regression", d=2, norm="rmsnorm")) is None
