@@ -70,9 +70,20 @@ def interval(lam_value, L_value: int):
     return lo, hi
 
 
+#: shapes x offsets evaluated at once by :func:`interval_float` (bounded memory at any L)
+CHUNK = 1 << 20
+
+
 def interval_float(lam_value: np.ndarray, L_value: int):
-    """Vectorised float64 version of :func:`interval` (a fast screen)."""
+    """Vectorised float64 version of :func:`interval` (a fast screen).
+
+    The minimum over the offsets is taken in slices of at most :data:`CHUNK` shape-offset pairs
+    (a minimum is exact, so the result does not depend on the slicing).
+    """
     lv = np.asarray(lam_value, dtype=np.float64)
     xs = offsets(L_value)
-    hi = _hi_np(lv[..., None], xs).min(axis=-1)
+    step = max(1, CHUNK // max(lv.size, 1))
+    hi = np.full(lv.shape, np.inf)
+    for i in range(0, xs.size, step):
+        hi = np.minimum(hi, _hi_np(lv[..., None], xs[i:i + step]).min(axis=-1))
     return _lo_np(lv, L_value), hi

@@ -552,3 +552,18 @@ def test_build_refuses_beyond_its_limits_up_front():
     with pytest.raises(ValueError, match="MAX_B"):
         des.build(4, MAX_B * 10)
     assert des.build(4, MAX_B).bound() <= MAX_B * (1 + 1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(L=st.integers(2, 3000), chunk=st.integers(1, 5000))
+def test_arc_screen_does_not_depend_on_its_slicing(L, chunk):
+    """The float arc interval is a minimum over the offsets: slicing them (bounded memory) gives
+    the same numbers as one array."""
+    lam = np.geomspace(1e-3, 1e8, 37)
+    whole = arc._hi_np(lam[:, None], arc.offsets(L)).min(axis=-1)
+    saved = arc.CHUNK
+    try:
+        arc.CHUNK = chunk
+        assert np.array_equal(arc.interval_float(lam, L)[1], whole)
+    finally:
+        arc.CHUNK = saved
