@@ -67,7 +67,7 @@ infimum is the degenerate arc ``lam -> 0``.  Then ``b* = b_lo(lam*)`` and ``B_mi
 so ``b* ~ L^{3/2}/(4 sqrt(2))``.
 
 **Line (linear attention without post-norm).**  The slope must exceed ``1 - 1/L``
-(:data:`constructions.regression.LINE_INTERVAL`), so ``B_min`` is the budget of that slope:
+(:data:`constructions.line.INTERVAL`), so ``B_min`` is the budget of that slope:
 ``(sqrt(d)(1 - 1/L))^{1/4}`` (none), ``(1 - 1/L)/d`` (bare pre-norm, either kind),
 ``(sqrt(d)(1 - 1/L))^{1/4}/H^{3/4}`` (pre-norm with a gain, ``H`` the law's value reach:
 ``1 + sqrt(d-1)`` for LayerNorm with a bias, ``sqrt(d-1)`` without, ``1 + sqrt(d)`` and
@@ -85,9 +85,9 @@ from dataclasses import dataclass, field
 import sympy
 
 from bounds.lstar import l_star
-from constructions import arc, laws, segment
+from constructions import arc, laws, line, segment
 from constructions.cell import Cell
-from constructions.regression import LINE_INTERVAL, capacity_branches, family, refusal
+from constructions.regression import capacity_branches, family, refusal
 from constructions.symbols import A, B, L, lam, sigma, x
 
 #: the corner equation lo_k(rho) = hi_k'(rho), as a polynomial in rho (numerator of the difference)
@@ -229,7 +229,7 @@ def formula(cell: Cell) -> ClosedForm | None:
         return None
     fam = family(cell)
     if fam == "line":
-        return ClosedForm((Piece(budget(cell, LINE_INTERVAL[0]), 2, None, {"K": LINE_INTERVAL[0]}),))
+        return ClosedForm((Piece(budget(cell, line.INTERVAL[0]), 2, None, {"K": line.INTERVAL[0]}),))
     if fam == "arc":
         if cell.d < laws.smallest_d(cell):
             return None

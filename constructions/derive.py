@@ -38,11 +38,11 @@ import sympy
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter
 
-from constructions import arc, cli, closed_forms, laws, segment
+from constructions import arc, cli, closed_forms, laws, line, segment
 from constructions.basis import E1_ON_FRAME, PATTERN
 from constructions.cell import ATTENTIONS, KINDS, MAX_D, NORMS, READOUTS, Cell
 from constructions.classification import MARGIN_EXPONENT
-from constructions.regression import LINE_INTERVAL, SHAPE_FUNCTION, axes, design, family, refusal
+from constructions.regression import SHAPE_FUNCTION, axes, design, family, refusal
 from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, LN, ONE, P, Q, U, U_c, W, A, B, B_min, C,
                                    D, D_hi, D_lo, D_star, K, K_min, L, L_star, argmax, b, b_c, b_hi,
                                    b_lo, b_star, budget, c, cap, coord, d, delta, i, infimum, inner,
@@ -242,8 +242,8 @@ def _conditions(cell: Cell) -> Section:
                  Row(D_hi(rho), "=", minimum(hi_k(rho), kk, 1, L), "the largest"),
                  Row(D_lo(rho), "<", D, "the counting amplitudes"), Row(D, "<", D_hi(rho))]
     elif fam == "line":
-        rows += [Row(LINE_INTERVAL[0], "<", K, "the counting slopes: n = 0 and n = L"),
-                 Row(K, "<", LINE_INTERVAL[1])]
+        rows += [Row(line.INTERVAL[0], "<", K, "the counting slopes: n = 0 and n = L"),
+                 Row(K, "<", line.INTERVAL[1])]
     else:
         rows += [Row(b_lo(lam), "=", arc.B_LO, "the smallest counting amplitude: the count L"),
                  Row(b_hi(lam), "=", minimum(arc.B_HI_X.xreplace({x: n - L / 2}), n, sympy.floor(L / 2) + 1, L),
@@ -299,7 +299,7 @@ def _bound(cell: Cell) -> Section:
                      "the closest arc that counts: b_lo increases with lambda"),
                  Row(B_min(L), "=", budget(b_lo(lam_star)), "")]
     else:
-        rows.append(Row(B_min(L), "=", budget(LINE_INTERVAL[0]), "the budget of the smallest counting slope"))
+        rows.append(Row(B_min(L), "=", budget(line.INTERVAL[0]), "the budget of the smallest counting slope"))
     return Section("bound", rows)
 
 
@@ -337,7 +337,7 @@ def _closed(cell: Cell) -> Section:
                 Row(b_star, "=", cf.B_ARC_STAR_MULT4, "for L a multiple of 4", mult4),
                 Row(B_min(L), "=", cf.budget(cell, b_star), "the budget of b^*")]
         return Section("closed form", rows)
-    return Section("closed form", [Row(K_min, "=", LINE_INTERVAL[0], "the smallest counting slope"),
+    return Section("closed form", [Row(K_min, "=", line.INTERVAL[0], "the smallest counting slope"),
                                    Row(B_min(L), "=", cf.budget(cell, K_min), "its budget", form.main.condition)])
 
 

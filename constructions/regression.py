@@ -104,28 +104,10 @@ SYMBOLIC_MAX_D = 4096
 FAMILIES = {"segment": segment, "arc": arc, "line": line}
 #: ``f_t(n)`` of each family: ``y(n) = C + A f_t(n)`` (the arc has ``C = L/2``)
 SHAPE_FUNCTION = {name: module.SHAPE for name, module in FAMILIES.items()}
-#: the counting slopes of the line
-LINE_INTERVAL = line.INTERVAL
 
 
 #: the family of a cell (segment, arc or line)
 family = laws.family
-
-
-def segment_reach(cell: Cell, sqrt=sympy.sqrt):
-    """Constants of the segment capacity for ``none`` and ``pre_learned`` (:mod:`constructions.laws`).
-
-    Returns ``(c, kappa, reach)``: the value gap ``X = |h_s - h_a|`` obeys
-    ``X^2 - c B X - sigma <= 0`` and ``X <= kappa B``, and the score gap ``sigma <= reach B^2``
-    (``c = H``, ``kappa = 2 V``, ``reach = 2 H V`` of :func:`constructions.laws.value_reach`).
-    ``sqrt`` chooses the number type (sympy by default; balls for the lower bounds).
-    """
-    reach = laws.value_reach(cell, laws.Ops(sqrt, None, None))
-    if family(cell) != "segment" or reach is None:
-        raise ValueError(f"{cell.describe()}: no segment capacity constants (segment cells without "
-                         "bare pre-norm only)")
-    H, V = reach
-    return H, 2 * V, 2 * H * V
 
 
 def _branches(expr) -> list:
