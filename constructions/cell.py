@@ -13,7 +13,11 @@ composed of parts, each an object that says what it does:
 * ``readout`` -- ``regression`` (``y = <w, z> + w0``) or ``classification``
   (logits ``<u_c, z> + b_c`` for the counts ``c = 0..L``);
 * ``eps`` -- the norm's epsilon;
-* ``distractor`` -- whether the vocabulary has the distractor token ``b``.
+* ``task`` (:class:`Task`) -- ``count`` (inputs ``(s, a^n)``) or ``select`` (inputs
+  ``(s, x_1..x_m)`` over ``{a, b}``: count the ``a`` tokens; the vocabulary has the distractor ``b``);
+* ``read`` (:class:`Read`) -- where the count is read: ``bos`` (position 0, query ``h_0``,
+  residual ``e_s + A``) or ``last`` (the last position ``m`` under a causal mask: query ``h_m``,
+  residual ``e_{x_m} + A``).
 
 The five *variant* names of the command line decode into a placement and an affine in one
 place (:data:`VARIANTS`): ``none``, ``pre_bare``, ``post_bare`` and ``pre_learned``,
@@ -135,6 +139,44 @@ class Placement:
 
 
 NONE, PRE, POST = Placement("none"), Placement("pre"), Placement("post")
+
+
+@dataclass(frozen=True)
+class Task:
+    """What is counted: ``count`` the ``a`` tokens of ``(s, a^n)``, or ``select`` the ``a`` tokens among
+    ``a`` tokens and ``b`` tokens of ``(s, x_1..x_m)``."""
+
+    name: str
+
+    @property
+    def distractor(self) -> bool:
+        """Whether the vocabulary has the distractor token ``b``."""
+        return self.name == "select"
+
+    @property
+    def tokens(self) -> str:
+        """The tokens that may follow ``s``."""
+        return "ab" if self.distractor else "a"
+
+
+COUNT, SELECT = Task("count"), Task("select")
+TASKS = {t.name: t for t in (COUNT, SELECT)}
+
+
+@dataclass(frozen=True)
+class Read:
+    """Where the count is read: at ``s`` (``bos``) or at the last position (``last``, causal)."""
+
+    name: str
+
+    @property
+    def last(self) -> bool:
+        """The query and the residual are those of the last token ``x_m`` (``s`` when ``m = 0``)."""
+        return self.name == "last"
+
+
+BOS, LAST = Read("bos"), Read("last")
+READS = {r.name: r for r in (BOS, LAST)}
 #: the variant names: placement and whether the affine is learned (None: no norm)
 VARIANTS = {"none": (NONE, None), "pre_bare": (PRE, False), "pre_learned": (PRE, True),
             "post_bare": (POST, False), "post_learned": (POST, True)}
@@ -150,9 +192,10 @@ def _choice(kind: str, value, options) -> None:
 class Cell:
     """One architecture cell of the model (README, "The model in brief").  Validated on construction.
 
-    ``Cell(attention, variant, readout, d, eps, distractor, norm="layernorm", affine=None)``:
-    ``variant`` is one of :data:`NORMS`, ``norm`` a :data:`KINDS` name, ``affine`` an
-    :data:`AFFINES` name for a learned variant (default: the kind's usual one).
+    ``Cell(attention, variant, readout, d, eps, norm="layernorm", affine=None, task="count",
+    read="bos")``: ``variant`` is one of :data:`NORMS`, ``norm`` a :data:`KINDS` name,
+    ``affine`` an :data:`AFFINES` name for a learned variant (default: the kind's usual one),
+    ``task`` a :data:`TASKS` name and ``read`` a :data:`READS` name.
     """
 
     attention: str
@@ -162,14 +205,17 @@ class Cell:
     readout: str
     d: int
     eps: float
-    distractor: bool
+    task: Task
+    read: Read
 
     def __init__(self, attention="softmax", variant="none", readout="regression", d=8, eps=0.0,
-                 distractor=False, norm="layernorm", affine=None):
+                 norm="layernorm", affine=None, task="count", read="bos"):
         _choice("attention", attention, ATTENTIONS)
         _choice("norm placement (variant)", variant, NORMS)
         _choice("read-out", readout, READOUTS)
         _choice("norm kind", norm, tuple(KINDS))
+        _choice("task", task, tuple(TASKS))
+        _choice("read position", read, tuple(READS))
         placement, learned = VARIANTS[variant]
         kind = KINDS[norm]
         if affine is not None:
@@ -196,14 +242,15 @@ class Cell:
             raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
         for name, value in (("attention", attention), ("placement", placement), ("kind", kind),
                             ("affine", aff), ("readout", readout), ("d", int(d)), ("eps", eps_f),
-                            ("distractor", bool(distractor))):
+                            ("task", TASKS[task]), ("read", READS[read])):
             object.__setattr__(self, name, value)
 
     def replace(self, **changes) -> "Cell":
         """This cell with some parts changed (``readout="regression"``, ``d=3``, ...)."""
         args = dict(attention=self.attention, variant=self.variant, readout=self.readout, d=self.d,
-                    eps=self.eps, distractor=self.distractor, norm=self.kind.name,
-                    affine=self.affine.name if self.affine.gain else None)
+                    eps=self.eps, norm=self.kind.name,
+                    affine=self.affine.name if self.affine.gain else None, task=self.task.name,
+                    read=self.read.name)
         args.update(changes)
         return Cell(**args)
 
@@ -213,6 +260,11 @@ class Cell:
         if self.placement is NONE or self.placement == NONE:
             return "none"
         return f"{self.placement.name}_{'learned' if self.affine.gain else 'bare'}"
+
+    @property
+    def distractor(self) -> bool:
+        """Whether the vocabulary has the distractor ``b`` (the ``select`` task)."""
+        return self.task.distractor
 
     @property
     def tau(self):
@@ -245,7 +297,8 @@ class Cell:
     def keys(self) -> dict:
         """The cell as the command line and the JSON output name it."""
         return {"attention": self.attention, "variant": self.variant, "norm": self.kind.name,
-                "affine": self.affine.name, "readout": self.readout, "d": self.d, "eps": self.eps}
+                "affine": self.affine.name, "readout": self.readout, "d": self.d, "eps": self.eps,
+                "task": self.task.name, "read": self.read.name}
 
     def describe(self) -> str:
         parts = "" if self.placement == NONE else f", {self.kind.name} {self.affine.name}"

@@ -184,7 +184,7 @@ B = [0, 0.5, -1]
 def hand_params(attention, norm, readout, eps=0.0, distractor=False, kind="layernorm", affine=None):
     """``(Params, vectors, scalars)`` of the hand vectors above for a cell at d = 3 (``norm``
     the variant, ``kind`` the norm kind)."""
-    cell = Cell(attention, norm, readout, d=3, eps=eps, distractor=distractor, norm=kind,
+    cell = Cell(attention, norm, readout, d=3, eps=eps, task="select" if distractor else "count", norm=kind,
                 affine=affine)
     vectors = {"e_s": E_S, "e_a": E_A}
     if distractor:

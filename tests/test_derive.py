@@ -214,7 +214,7 @@ def test_json_round_trips(att, norm, readout, kind, affine):
     cell = _cell(att, norm, readout, kind, affine)
     data = json.loads(render(cell, "json"))
     assert data["cell"] == {"attention": att, "variant": norm, "norm": kind, "affine": cell.affine.name,
-                            "readout": readout, "d": 8, "eps": 0.0}
+                            "readout": readout, "d": 8, "eps": 0.0, "task": "count", "read": "bos"}
     namespace = vars(sympy)
     rows = [r for s in derivation(cell) for r in s.rows]
     assert len(data["steps"]) == len(rows)

@@ -68,7 +68,7 @@ def assert_enclosed(balls, values, S):
 def draws(draw, arch, distractor=True, max_len=200):
     d = draw(st.integers(3, 8), label="d")
     eps = draw(st.sampled_from([0.0, 0.0, 0.125, 1e-3]), label="eps")
-    cell = arch_cell(arch, d=d, eps=eps, distractor=distractor)
+    cell = arch_cell(arch, d=d, eps=eps, task="select" if distractor else "count")
     seed = draw(st.integers(0, 2**32 - 1), label="seed")
     scale = draw(st.floats(0.3, 2.0), label="scale")
     classes = draw(st.integers(2, 5), label="classes")
@@ -111,7 +111,7 @@ def test_explicit_equals_reduced(arch, data):
 def test_explicit_differs_from_reduced_for_different_counts():
     """Guard against a vacuous comparison: the output does depend on the counts."""
     rng = np.random.default_rng(7)
-    p = random_params(Cell("softmax", "post_bare", "regression", d=5, distractor=True), rng)
+    p = random_params(Cell("softmax", "post_bare", "regression", d=5, task="select"), rng)
     assert abs(to_mp(explicit(p, "saab", "mp50")) - to_mp(reduced(p, [1], [2], "mp50")[0])) > 1e-6
 
 
@@ -243,7 +243,7 @@ def test_pre_norm_output_invariant_under_scaling_counted_embeddings(arch):
     """Pre-norm, eps = 0: h_a = LN(e_a) and h_b = LN(e_b) ignore the scale of e_a, e_b; e_a, e_b
     enter nowhere else (the residual uses the raw e_s only), so the outputs are unchanged."""
     rng = np.random.default_rng(11)
-    cell = arch_cell(arch, d=5, distractor=True)
+    cell = arch_cell(arch, d=5, task="select")
     p = random_params(cell, rng, classes=3)
     V = {k: v for k, v in p.vectors.items()}
     with mpmath.workprec(100):
@@ -259,7 +259,7 @@ def test_pre_norm_output_invariant_under_scaling_counted_embeddings(arch):
     r = Params(cell, dict(V, e_s=[2 * x for x in V["e_s"]]), p.scalars)
     assert max_abs_diff(y0, reduced(r, na, nb, "mp50")) > 1e-6
     # and with eps > 0 the invariance is lost
-    cell_eps = arch_cell(arch, d=5, distractor=True, eps=0.5)
+    cell_eps = arch_cell(arch, d=5, task="select", eps=0.5)
     pe, qe = Params(cell_eps, V, p.scalars), Params(cell_eps, scaled, p.scalars)
     assert max_abs_diff(reduced(pe, na, nb, "mp50"), reduced(qe, na, nb, "mp50")) > 1e-6
 
@@ -326,7 +326,7 @@ def test_float64_matches_mp50_and_balls_enclose(arch, seed, L, d, eps):
 def test_explicit_ball_contains_reference(arch):
     """explicit on arb256 (with a distractor) encloses a 90-digit hand reference."""
     rng = np.random.default_rng(21)
-    cell = arch_cell(arch, d=4, distractor=True)
+    cell = arch_cell(arch, d=4, task="select")
     p = random_params(cell, rng, classes=3)
     seq = "sabbaab"
     ref = ref_mp(p, seq, dps=90).out
@@ -378,7 +378,7 @@ def test_softmax_with_huge_scores_is_stable(backend):
     d = 4, tau = 1/2: sigma_s = 800, sigma_a = 780, sigma_b = 2000.  By hand, with n_a copies
     of a and n_b of b, the weights are proportional to 1, n_a e^-20, n_b e^1200.
     """
-    cell = Cell("softmax", "none", "regression", d=4, distractor=True)
+    cell = Cell("softmax", "none", "regression", d=4, task="select")
     e_s, e_a, e_b = [40, 0, 0, 0], [39, 1, 0, 0], [100, 0, 0, 0]
     w = [0.25, 1.0, 0.0, 0.0]
     p = Params(cell, {"e_s": e_s, "e_a": e_a, "e_b": e_b, "w": w}, {"w0": -1.0})

@@ -32,7 +32,7 @@ def vecs(cell: Cell, classes: int = 3, **override):
 REG = Cell("softmax", "none", "regression", d=D)
 REG_LEARNED = Cell("softmax", "post_learned", "regression", d=D)
 CLS = Cell("linear", "pre_bare", "classification", d=D)
-DIS = Cell("softmax", "none", "regression", d=D, distractor=True)
+DIS = Cell("softmax", "none", "regression", d=D, task="select")
 
 
 # ------------------------------------------------------------------ cells
@@ -69,7 +69,7 @@ def test_cell_rejects(kwargs, match):
 
 
 def test_cell_accepts_and_normalises():
-    c = Cell("linear", "post_learned", "classification", d=np.int64(5), eps=1, distractor=True)
+    c = Cell("linear", "post_learned", "classification", d=np.int64(5), eps=1, task="select")
     assert c.d == 5 and type(c.d) is int and c.eps == 1.0 and type(c.eps) is float
     assert c.post and c.learned and not c.pre
     assert c.vector_names() == ("e_s", "e_a", "e_b", "g", "beta", "u")

@@ -211,7 +211,7 @@ def _check_tokens(params: Params, tokens) -> str:
     seq = "".join(tokens) if not isinstance(tokens, str) else tokens
     if not seq or seq[0] != "s":
         raise ValueError("a sequence must start with the token s")
-    allowed = "ab" if params.cell.distractor else "a"
+    allowed = params.cell.task.tokens
     bad = sorted(set(seq[1:]) - set(allowed))
     if bad:
         raise ValueError(
