@@ -279,6 +279,11 @@ def error_scales(params: Params, pairs) -> list:
             kappa = max(norm(V[f"e_{t}"]) / norm(centred(V[f"e_{t}"])) for t in toks)
         smax = max(abs(s) for s in ref.scores)
         es = norm(V["e_s"])
+        if cell.read.last:  # any token may be the query and give the residual its embedding
+            tau = 1 / mpmath.sqrt(cell.d)
+            smax = max(abs(tau * mpmath.fsum(x * y for x, y in zip(ref.h[t], ref.h[u])))
+                       for t in toks for u in toks)
+            es = max(norm(V[f"e_{t}"]) for t in toks)
         gmax = max([1] + [abs(x) for x in V["g"]]) if "g" in V else 1
         zmax = gmax * mpmath.sqrt(cell.d) + (norm(V["beta"]) if "beta" in V else 0)
         if cell.readout == "regression":

@@ -68,7 +68,8 @@ def assert_enclosed(balls, values, S):
 def draws(draw, arch, distractor=True, max_len=200):
     d = draw(st.integers(3, 8), label="d")
     eps = draw(st.sampled_from([0.0, 0.0, 0.125, 1e-3]), label="eps")
-    cell = arch_cell(arch, d=d, eps=eps, task="select" if distractor else "count")
+    read = draw(st.sampled_from(["bos", "last"]), label="read")
+    cell = arch_cell(arch, d=d, eps=eps, task="select" if distractor else "count", read=read)
     seed = draw(st.integers(0, 2**32 - 1), label="seed")
     scale = draw(st.floats(0.3, 2.0), label="scale")
     classes = draw(st.integers(2, 5), label="classes")
@@ -90,22 +91,23 @@ def test_explicit_equals_reduced(arch, data):
     and the arb256 balls of both contain the 100-digit value."""
     params, seq = data.draw(draws(arch))
     na, nb = seq.count("a"), seq.count("b")
+    q = [seq[-1]] if params.cell.read.last else None  # the read position's token
     N = len(seq) - 1
     S = error_scale(params, na, nb)
     ex50 = explicit(params, seq, "mp50")
-    rd50 = reduced(params, [na], [nb], "mp50")[0]
+    rd50 = reduced(params, [na], [nb], "mp50", query=q)[0]
     assert max_abs_diff(ex50, rd50) <= mp50_tol(N, S)
     ex64 = explicit(params, seq, "float64")
-    rd64 = reduced(params, [na], [nb], "float64")[0]
+    rd64 = reduced(params, [na], [nb], "float64", query=q)[0]
     tol = f64_tol(N, S)
     assert max_abs_diff(ex64, rd64) <= tol
     # each float64 pass is also close to the (much more precise) mp50 value
     assert max_abs_diff(ex64, rd50) <= tol
     assert max_abs_diff(rd64, rd50) <= tol
-    rd100 = reduced(params, [na], [nb], "mp100")[0]
+    rd100 = reduced(params, [na], [nb], "mp100", query=q)[0]
     assert max_abs_diff(ex50, rd100) <= mp50_tol(N, S)
     assert_enclosed(explicit(params, seq, "arb256"), rd100, S)
-    assert_enclosed(reduced(params, [na], [nb], "arb256")[0], rd100, S)
+    assert_enclosed(reduced(params, [na], [nb], "arb256", query=q)[0], rd100, S)
 
 
 def test_explicit_differs_from_reduced_for_different_counts():
@@ -125,8 +127,11 @@ def test_gram_readout_equals_the_readout_of_z(arch, data):
     params, seq = data.draw(draws(arch, max_len=40))
     n_a = list(range(0, 41, 5))
     n_b = [seq.count("b")] * len(n_a)
-    y = as_mp_list(reduced(params, n_a, n_b, "mp50"))
-    z = reduced(params, n_a, n_b, "mp50", readout=False)
+    # at the last read: b last where there is one, else a (s for the empty input)
+    q = ([("b" if nb else "a" if na else "s") for na, nb in zip(n_a, n_b)]
+         if params.cell.read.last else None)
+    y = as_mp_list(reduced(params, n_a, n_b, "mp50", query=q))
+    z = reduced(params, n_a, n_b, "mp50", readout=False, query=q)
     w, w0 = params.vectors["w"], params.scalars["w0"]
     S = error_scales(params, list(zip(n_a, n_b)))
     for k, row in enumerate(z):
@@ -141,8 +146,11 @@ def test_gram_readout_equals_the_readout_of_z(arch, data):
 @settings(max_examples=examples(40))
 @given(data=st.data(), arch=st.sampled_from(ARCHS))
 def test_permutation_invariance(data, arch):
+    """Permuting x_1..x_m changes nothing (at the last read: keeping the last token)."""
     params, seq = data.draw(draws(arch, max_len=60))
-    shuffled = "s" + "".join(data.draw(st.permutations(list(seq[1:])), label="perm"))
+    keep = 1 if params.cell.read.last and len(seq) > 1 else 0
+    body, tail = seq[1:len(seq) - keep], seq[len(seq) - keep:]
+    shuffled = "s" + "".join(data.draw(st.permutations(list(body)), label="perm")) + tail
     S = error_scale(params, seq.count("a"), seq.count("b"))
     out = explicit(params, seq, "mp50")
     assert max_abs_diff(out, explicit(params, shuffled, "mp50")) <= mp50_tol(len(seq), S)

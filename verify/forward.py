@@ -10,10 +10,12 @@ For an input ``(s, x_1, ..., x_n)`` with ``x_i`` in ``{a, b}``:
   ``|C(v)|^2 / d`` is the population variance; RMSNorm ``C(v) = v``, the mean square.  Then the
   affine: ``LN(v) = N(v)`` (bare), ``g * N(v)`` (gain) or ``g * N(v) + beta`` (gain_bias);
 * ``h_j = e_{x_j}`` (no norm, post-norm) or ``h_j = LN(e_{x_j})`` (pre-norm);
-* ``score_j = tau <h_0, h_j>`` with ``tau = 1/sqrt(d)``, for ``j = 0..n``;
+* ``score_j = tau <h_q, h_j>`` with ``tau = 1/sqrt(d)``, for ``j = 0..n``, where ``q`` is the
+  read position: 0 (``bos``) or the last, ``n`` (``last``: under the causal mask it attends to
+  ``0..n``, every position);
 * softmax: ``A = sum_j softmax(score)_j h_j`` (computed with the maximum score subtracted);
   linear: ``A = sum_j score_j h_j``;
-* ``r = e_s + A``; ``z = LN(r)`` under post-norm, else ``z = r``;
+* ``r = e_{x_q} + A``; ``z = LN(r)`` under post-norm, else ``z = r``;
 * regression ``y = <w, z> + w0``; classification logits ``<u_c, z> + b_c``, always summed in
   one fixed order (:func:`logits`).
 
@@ -22,15 +24,16 @@ With ``eps = 0`` the norm is undefined where ``C(v) = 0`` (the kind's
 vector for RMSNorm); the pass raises :class:`NormUndefined` there.
 
 :func:`explicit` follows these formulas token by token.  :func:`reduced` uses that the output
-depends on the sequence only through the counts ``(n_a, n_b)``: with the three token values
-``h_s, h_a, h_b`` and their scores ``sigma_x = tau <h_s, h_x>``,
+depends on the sequence only through the counts ``(n_a, n_b)`` and the query token ``x_q``
+(:mod:`verify.inputs`): with the three token values ``h_s, h_a, h_b`` and their scores
+``sigma_x = tau <h_{x_q}, h_x>``,
 
     softmax: ``A = (w_s h_s + n_a w_a h_a + n_b w_b h_b) / (w_s + n_a w_a + n_b w_b)``,
              ``w_x = exp(sigma_x - m)``, ``m`` the largest score present;
     linear:  ``A = sigma_s h_s + n_a sigma_a h_a + n_b sigma_b h_b``,
 
 vectorised over all the counts given.  The regression read-out then needs only inner products
-of the four vectors ``e_s, h_s, h_a, h_b`` (:func:`_regression_gram`): ``O(d)`` work once and
+of the four vectors ``e_{x_q}, h_s, h_a, h_b`` (:func:`_regression_gram`): ``O(d)`` work once and
 ``O(1)`` per count; classification forms the vectors ``z``, ``O(d)`` per count.  Both passes
 run unchanged on every backend of :mod:`verify.backends`.  Every count is computed by the same
 operations whichever other counts share the call, so a range of counts may be evaluated in
@@ -46,6 +49,7 @@ import numpy as np
 
 from constructions.cell import Params
 from verify.backends import Backend, get_backend
+from verify.inputs import Q_A, Q_B, Q_S, QUERY_TOKENS
 
 
 class NormUndefined(ValueError):
@@ -223,6 +227,9 @@ def _check_tokens(params: Params, tokens) -> str:
 def explicit(params: Params, tokens, backend="float64"):
     """Output at the read position for one token sequence, computed position by position.
 
+    The read position is 0 (BOS read) or the last one (last read: under the causal mask it
+    attends to every position, ``0..m``).
+
     ``tokens`` is a string such as ``"saab"`` (or a sequence of ``"s"``, ``"a"``, ``"b"``).
     Returns ``y`` (regression) or the vector of logits (classification) in backend numbers.
     """
@@ -232,20 +239,27 @@ def explicit(params: Params, tokens, backend="float64"):
         nums = numbers(params, bk)
         E = np.stack([nums.e[t] for t in seq])  # raw embeddings, one row per position
         H = np.stack([nums.h[t] for t in seq])  # values h_j
-        scores = (H @ H[0]) * nums.tau
+        read = -1 if params.cell.read.last else 0  # the read position (causal: it sees 0..m)
+        scores = (H @ H[read]) * nums.tau
         if params.cell.attention == "softmax":
             m = functools.reduce(bk.maximum, scores)
             weights = bk.exp(scores - m)
             weights = weights / weights.sum()
         else:
             weights = scores
-        A = weights @ H
-        r = E[0] + A
+        attended = weights @ H
+        r = E[read] + attended
         return _readout(params, nums, r[None, :])[0]
 
 
-def _check_counts(params: Params, n_a, n_b):
-    """The counts as equal-length 1-D int64 arrays (``n_b = 0`` when omitted), validated."""
+def _check_counts(params: Params, n_a, n_b, query=None):
+    """The counts as equal-length 1-D int64 arrays (``n_b = 0`` when omitted) and the query
+    tokens coded as in :data:`verify.inputs.QUERY_TOKENS`, validated.
+
+    At the BOS read the query is ``s``.  At the last read it is the last token: ``s`` for the
+    empty input, else one of the tokens present; omitted, it is the only token present (an
+    input with both ``a`` and ``b`` must say which is last).
+    """
     n_a = np.atleast_1d(np.asarray(n_a, dtype=np.int64))
     n_b = np.zeros_like(n_a) if n_b is None else np.atleast_1d(np.asarray(n_b, dtype=np.int64))
     if n_a.shape != n_b.shape or n_a.ndim != 1:
@@ -254,32 +268,71 @@ def _check_counts(params: Params, n_a, n_b):
         raise ValueError("counts must be non-negative")
     if (n_b > 0).any() and not params.cell.distractor:
         raise ValueError("this cell has no distractor token b, so n_b must be 0")
-    return n_a, n_b
+    empty = n_a + n_b == 0
+    if not params.cell.read.last:
+        if query is not None and np.any(np.asarray(query) != "s"):
+            raise ValueError("at the BOS read the query token is s")
+        return n_a, n_b, np.full(n_a.shape, Q_S)
+    if query is None:
+        if ((n_a > 0) & (n_b > 0)).any():
+            raise ValueError("an input with both a and b needs its last token (query)")
+        return n_a, n_b, np.where(empty, Q_S, np.where(n_a > 0, Q_A, Q_B))
+    labels = np.broadcast_to(np.asarray(query, dtype=object), n_a.shape)
+    if not set(labels) <= set(QUERY_TOKENS):
+        raise ValueError(f"the last token must be one of {', '.join(QUERY_TOKENS)}")
+    q = np.array([QUERY_TOKENS.index(t) for t in labels], dtype=np.int64)
+    present = np.where(q == Q_S, empty, np.where(q == Q_A, n_a > 0, n_b > 0))
+    if not present.all():
+        raise ValueError("the last token must be s for the empty input and a token present otherwise")
+    return n_a, n_b, q
 
 
-def reduced(params: Params, n_a, n_b=None, backend="float64", readout=True):
-    """Outputs for many inputs at once, each given by its counts ``(n_a, n_b)``.
+def reduced(params: Params, n_a, n_b=None, backend="float64", readout=True, query=None):
+    """Outputs for many inputs at once, each given by its counts ``(n_a, n_b)`` and, at the
+    last read, its last token ``query`` (``"s"``, ``"a"`` or ``"b"``; see :func:`_check_counts`).
 
-    By permutation invariance of attention the output depends only on the counts.  Returns an
-    array of ``y`` (regression, shape ``(K,)``) or of logits (classification, ``(K, L+1)``);
-    with ``readout=False`` the vectors ``z`` fed to the read-out (shape ``(K, d)``).
+    The output depends only on these (:mod:`verify.inputs`).  Returns an array of ``y``
+    (regression, shape ``(K,)``) or of logits (classification, ``(K, L+1)``); with
+    ``readout=False`` the vectors ``z`` fed to the read-out (shape ``(K, d)``).
     """
     bk = get_backend(backend)
-    n_a, n_b = _check_counts(params, n_a, n_b)
+    n_a, n_b, q = _check_counts(params, n_a, n_b, query)
     with bk.context():
-        return outputs(params, numbers(params, bk, readout=readout), n_a, n_b, readout)
+        return outputs(params, numbers(params, bk, readout=readout), n_a, n_b, readout, q)
 
 
-def outputs(params: Params, nums: Numbers, n_a: np.ndarray, n_b: np.ndarray, readout=True):
+def outputs(params: Params, nums: Numbers, n_a: np.ndarray, n_b: np.ndarray, readout=True,
+            query: np.ndarray | None = None):
     """:func:`reduced` on parameters already converted by :func:`numbers` (with the same
-    ``readout``), for valid int64 count arrays; call inside ``nums.backend.context()``.
+    ``readout``), for valid int64 count arrays and query codes (default: all ``s``); call inside
+    ``nums.backend.context()``.
 
-    Converting once and calling this per chunk of counts gives the same numbers as one call.
+    Converting once and calling this per chunk of counts gives the same numbers as one call:
+    the inputs of each query token are computed together, by the same operations.
     """
+    if query is None:
+        query = np.full(n_a.shape, Q_S)
+    groups = [(q, np.flatnonzero(query == q)) for q in range(len(QUERY_TOKENS))]
+    groups = [(q, idx) for q, idx in groups if idx.size]
+    if len(groups) == 1:
+        return _outputs_at(params, nums, n_a, n_b, readout, QUERY_TOKENS[groups[0][0]])
+    out = None
+    for q, idx in groups:
+        part = _outputs_at(params, nums, n_a[idx], n_b[idx], readout, QUERY_TOKENS[q])
+        if out is None:
+            out = np.empty((len(n_a),) + part.shape[1:], dtype=part.dtype)
+        out[idx] = part
+    return out
+
+
+def _outputs_at(params: Params, nums: Numbers, n_a: np.ndarray, n_b: np.ndarray, readout,
+                q: str):
+    """The outputs of inputs that share the query token ``q``: scores ``tau <h_q, h_x>``,
+    residual ``e_q + A``."""
     bk = nums.backend
     h = nums.h
     toks = ["s", "a"] + (["b"] if params.cell.distractor else [])
-    sigma = {t: (h["s"] @ h[t]) * nums.tau for t in toks}
+    sigma = {t: (h[q] @ h[t]) * nums.tau for t in toks}
     na = bk.vec(n_a.astype(object))
     nb = bk.vec(n_b.astype(object))
     cnt = {"s": None, "a": na, "b": nb}
@@ -297,8 +350,8 @@ def outputs(params: Params, nums: Numbers, n_a: np.ndarray, n_b: np.ndarray, rea
     else:
         coef = {"s": bk.full(n_a.shape, sigma["s"])}
         coef.update({t: cnt[t] * sigma[t] for t in toks[1:]})
-    # r = e_s + sum_t coef_t h_t
-    terms = [(bk.vec(np.ones(n_a.shape, dtype=object)), nums.e["s"])]
+    # r = e_q + sum_t coef_t h_t
+    terms = [(bk.vec(np.ones(n_a.shape, dtype=object)), nums.e[q])]
     terms += [(coef[t], h[t]) for t in toks]
     if readout and params.cell.readout == "regression":
         return _regression_gram(params, nums, terms, (n_a, n_b))

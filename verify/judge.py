@@ -1,18 +1,20 @@
 """The counting judge: do parameters count to ``L``?
 
-The rules of the README's model (section "The model in brief"), for the inputs ``(s, a^n)``,
-``n = 0..L``:
+The rules of the README's model (section "The model in brief"), for every input of the cell's
+task up to length ``L`` (:class:`verify.inputs.InputSet`: ``(s, a^n)``, ``n = 0..L``, for the
+count task; every ``(n_a, n_b)`` with ``n_a + n_b <= L`` for the select task, and at the last
+read each possible last token), whose target is its count ``n = n_a``:
 
-* regression: correct for ``n`` iff ``|y(n) - n| < 1/2`` (strict);
+* regression: correct iff ``|y - n| < 1/2`` (strict);
 * classification: correct iff ``n`` is the unique argmax of the logits, i.e. the margin
-  ``logit_n(n) - max_{c != n} logit_c(n)`` is ``> 0``.
+  ``logit_n - max_{c != n} logit_c`` is ``> 0``.
 
 On the ball backend the verdict is rigorous: a count is *correct* only if the whole enclosure
 satisfies the rule, *wrong* only if no point of it does, and otherwise *undecided*; then the
 parameters are not certified ("cannot certify").  On every other backend the verdict is that
 of the computed numbers (a screen).
 
-Resources.  The counts are judged in chunks (:data:`CHUNK`); every count is computed by the
+Resources.  The inputs are judged in chunks (:data:`CHUNK`); every input is computed by the
 same operations whatever the chunk (:mod:`verify.forward`, :func:`verify.forward.logits`), and
 the chunks' findings are merged exactly (:class:`_Tally`), so the result does not depend on the
 chunk size.  Memory is ``O(CHUNK)`` numbers for regression; a classification head has ``L+1``
@@ -31,11 +33,15 @@ import numpy as np
 from constructions.cell import MAX_L, Cell, Params
 from verify.backends import NumpyBackend, arb_bounds, get_backend
 from verify.forward import logits, numbers, outputs
+from verify.inputs import Input, InputSet
 
 #: The largest ``L`` judged (the counts ``n = 0..L``).  Regression costs about 1 us per count in
 #: float64, 25 us on balls (arb256; 40 us at arb1024) and 150-250 us in mpmath (mp50-mp200) at
 #: d = 8, so ``L = MAX_COUNTS`` takes about a second, under a minute and a few minutes.
 MAX_COUNTS = MAX_L
+#: The most inputs judged (``L + 1`` for the count task; the select task to ``L = 2048`` at the
+#: BOS read, to ``L = 2047`` at the last read): about 4 s in float64, 2 minutes on balls.
+MAX_INPUTS = 1 << 22
 #: Numbers per intermediate array of one chunk: ``CHUNK`` counts of regression (one output
 #: each), ``CHUNK // d`` counts of classification (a vector ``z`` each), whose logits are
 #: formed in tiles of at most ``CHUNK`` entries (512 KiB of float64: they stay in cache).
@@ -62,18 +68,20 @@ class CountResult:
     in the backend's own numbers (on balls: exactly).  ``worst_error`` is the largest ``|y - n|``
     (regression; rounded to the nearest float, so it may print as 0.5 when the exact value is
     just below), ``min_margin`` the smallest logit margin (classification; a rigorous lower
-    bound on the ball backend); ``*_at`` give the count where they occur.
+    bound on the ball backend); ``first_failure``, ``undecided`` and ``*_at`` name inputs: by
+    their count ``n`` for the count task at the BOS read, else as :class:`verify.inputs.Input`
+    ``(n_a, n_b, query)`` (:meth:`verify.inputs.InputSet.label`).
     """
 
     L: int
     backend: str
     verdict: str
-    first_failure: int | None
+    first_failure: int | Input | None
     undecided: tuple
     worst_error: float | None = None
-    worst_error_at: int | None = None
+    worst_error_at: int | Input | None = None
     min_margin: float | None = None
-    min_margin_at: int | None = None
+    min_margin_at: int | Input | None = None
 
     @property
     def counts(self) -> bool:
@@ -91,23 +99,30 @@ class CountResult:
 def check_cost(cell: Cell, L: int, backend="arb256") -> None:
     """Refuse, with a ``ValueError`` naming the limit, a judgement too large to run.
 
-    Regression costs ``O(1)`` per count: ``L <= MAX_COUNTS``.  Classification compares every
-    count with every class, ``(L+1)^2 d`` multiply-adds: at most ``MAX_LOGIT_TERMS`` in floats
-    (float and ball backends), ``MAX_OBJECT_LOGIT_TERMS`` on the other (object) backends.
+    Regression costs ``O(1)`` per input: ``L <= MAX_COUNTS`` and at most ``MAX_INPUTS`` inputs
+    (the select task has about ``L^2/2``, ``L^2`` at the last read).  Classification compares
+    every input with every class, ``K (L+1) d`` multiply-adds for ``K`` inputs: at most
+    ``MAX_LOGIT_TERMS`` in floats (float and ball backends), ``MAX_OBJECT_LOGIT_TERMS`` on the
+    other (object) backends.
     """
     if L > MAX_COUNTS:
         raise ValueError(f"L = {L} is beyond the judge's limit MAX_COUNTS = {MAX_COUNTS} "
                          "(verify.judge.MAX_COUNTS)")
+    size = InputSet(cell, L).size
+    if size > MAX_INPUTS:
+        raise ValueError(f"the {cell.task.name} task at L = {L} (read {cell.read.name}) has {size} "
+                         f"inputs, beyond the judge's limit MAX_INPUTS = {MAX_INPUTS} "
+                         "(verify.judge.MAX_INPUTS)")
     if cell.readout == "classification":
         bk = get_backend(backend)
         floats = bk.rigorous or isinstance(bk, NumpyBackend)
         name, limit = (("MAX_LOGIT_TERMS", MAX_LOGIT_TERMS) if floats
                        else ("MAX_OBJECT_LOGIT_TERMS", MAX_OBJECT_LOGIT_TERMS))
-        terms = (L + 1) ** 2 * cell.d
+        terms = size * (L + 1) * cell.d
         if terms > limit:
             raise ValueError(
                 f"a classification judgement at L = {L}, d = {cell.d} on {bk.name} costs "
-                f"(L+1)^2 d = {terms} multiply-adds, beyond the limit {name} = {limit} "
+                f"{size} inputs x (L+1) classes x d = {terms} multiply-adds, beyond the limit {name} = {limit} "
                 f"(verify.judge.{name})")
 
 
@@ -138,9 +153,10 @@ class _Tally:
         return "cannot certify" if self.undecided else "counts"
 
 
-def _regression_chunk(bk, params: Params, nums, n: np.ndarray):
-    """``(surely correct, surely wrong, |y - n| to the nearest float)`` for the counts ``n``."""
-    y = outputs(params, nums, n, np.zeros_like(n))
+def _regression_chunk(bk, params: Params, nums, n: np.ndarray, n_b: np.ndarray, query: np.ndarray):
+    """``(surely correct, surely wrong, |y - n| to the nearest float)`` for the inputs of
+    counts ``(n, n_b)`` and query tokens ``query``; the target is ``n``."""
+    y = outputs(params, nums, n, n_b, query=query)
     err = y - bk.vec(n.astype(object)) if y.dtype == object else y - n
     good, bad = bk.within(err, 0.5)  # decided in the backend's own numbers
     # |y - n| to the nearest float, for reporting (the verdict above is exact)
@@ -282,17 +298,18 @@ def _classification_block(bk, head: _Head, z: np.ndarray, n: np.ndarray, width: 
     return good, bad, m_lo
 
 
-def _judge_classification(bk, params: Params, nums, L: int, chunk: int, tally: _Tally) -> None:
+def _judge_classification(bk, params: Params, nums, inputs: InputSet, chunk: int,
+                          tally: _Tally) -> None:
     """Classification in chunks of ``chunk // d`` vectors ``z``; their logits in tiles of at
     most ``chunk`` entries: ``width = min(L+1, chunk // TILE_ROWS)`` classes by
-    ``chunk // width`` counts."""
+    ``chunk // width`` inputs.  The target class of an input is its count ``n_a``."""
     head = _Head(params, bk, nums)
     rows = max(1, chunk // params.cell.d)
-    width = min(L + 1, max(1, chunk // TILE_ROWS))
+    width = min(inputs.L + 1, max(1, chunk // TILE_ROWS))
     block = max(1, min(rows, chunk // width))
-    for start in range(0, L + 1, rows):
-        n = np.arange(start, min(start + rows, L + 1))
-        z = outputs(params, nums, n, np.zeros_like(n), readout=False)
+    for start in range(0, inputs.size, rows):
+        n, n_b, query = inputs.chunk(start, start + rows)
+        z = outputs(params, nums, n, n_b, readout=False, query=query)
         for s in range(0, len(n), block):
             found = _classification_block(bk, head, z[s:s + block], n[s:s + block], width)
             tally.add(start + s, *found)
@@ -313,6 +330,7 @@ def counts_to(params: Params, L: int, backend="float64", chunk: int = CHUNK) -> 
     if params.classes is not None and params.classes != L + 1:
         raise ValueError(f"a classification head with {params.classes} classes judges L={params.classes - 1}, not L={L}")
     check_cost(params.cell, L, bk)
+    inputs = InputSet(params.cell, L)
     classify = params.cell.readout == "classification"
     tally = _Tally(sign=-1 if classify else 1)
     with bk.context():
@@ -320,12 +338,14 @@ def counts_to(params: Params, L: int, backend="float64", chunk: int = CHUNK) -> 
         # not converted to balls
         nums = numbers(params, bk, readout=not (classify and bk.rigorous))
         if classify:
-            _judge_classification(bk, params, nums, L, chunk, tally)
+            _judge_classification(bk, params, nums, inputs, chunk, tally)
         else:
-            for start in range(0, L + 1, chunk):
-                n = np.arange(start, min(start + chunk, L + 1))
-                tally.add(start, *_regression_chunk(bk, params, nums, n))
-    extra = (dict(min_margin=tally.value, min_margin_at=tally.at) if classify
-             else dict(worst_error=tally.value, worst_error_at=tally.at))
-    return CountResult(L=L, backend=bk.name, verdict=tally.verdict(),
-                       first_failure=tally.first_failure, undecided=tuple(tally.undecided), **extra)
+            for start in range(0, inputs.size, chunk):
+                tally.add(start, *_regression_chunk(bk, params, nums, *inputs.chunk(start, start + chunk)))
+    label = inputs.label
+    at = None if tally.at is None else label(tally.at)
+    extra = (dict(min_margin=tally.value, min_margin_at=at) if classify
+             else dict(worst_error=tally.value, worst_error_at=at))
+    first = None if tally.first_failure is None else label(tally.first_failure)
+    return CountResult(L=L, backend=bk.name, verdict=tally.verdict(), first_failure=first,
+                       undecided=tuple(label(i) for i in tally.undecided), **extra)
