@@ -117,3 +117,22 @@ def test_layernorm_against_rmsnorm_table():
         assert str(smallest_d(cells["layernorm"])) == want[0]
         if want[1] != "-":
             assert str(smallest_d(cells["rmsnorm"])) == want[1]
+
+
+def _property_example_with(params):
+    """The README's property test, run on ``params``: it raises where they do not count."""
+    namespace = {"params": params, "explicit": __import__("verify").explicit}
+    exec(compile(_block("python", "from hypothesis"), "README.md", "exec"), namespace)
+    namespace["test_counts"]()
+
+
+def test_property_example_passes_a_counter_and_fails_a_non_counter():
+    from constructions.regression import design
+
+    cell = Cell("softmax", "none", "regression", d=4)
+    good = design(cell).build(64, design(cell).estimate(64) * 1.01)
+    _property_example_with(good)
+    bad = design(cell).build(64, design(cell).estimate(64) * 0.9)
+    assert not judge.counts_to(bad, 64, "mp50").counts
+    with pytest.raises(AssertionError):
+        _property_example_with(bad)
