@@ -305,6 +305,23 @@ class Cell:
         return f"{self.attention}/{self.variant}/{self.readout} (d={self.d}, eps={self.eps:g}{parts})"
 
 
+def architectures(readouts=READOUTS, **parts) -> list[Cell]:
+    """Every architecture: attention x placement x norm kind x affine x read-out, once each
+    (without a norm the kind is immaterial: one cell).  ``parts`` fixes the others (``d``,
+    ``eps``, ``task``, ``read``)."""
+    cells = []
+    for readout in readouts:
+        for attention in ATTENTIONS:
+            for variant, (placement, learned) in VARIANTS.items():
+                kinds = ("layernorm",) if placement is NONE else tuple(KINDS)
+                for kind in kinds:
+                    affines = (None,) if not learned else ("gain", "gain_bias")
+                    for affine in affines:
+                        cells.append(Cell(attention, variant, readout, norm=kind, affine=affine,
+                                          **parts))
+    return cells
+
+
 def to_mpf(x) -> mpmath.mpf:
     """Convert a number (int, float, str, mpf, sympy number) to an mpf at the current precision."""
     if isinstance(x, mpmath.mpf):

@@ -17,6 +17,7 @@ import pytest
 
 from bounds import benchmark, sweep
 from constructions import __version__, cli, derive
+from constructions.cell import architectures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SWEEP = [sys.executable, "-m", "bounds.sweep"]
@@ -300,3 +301,16 @@ def test_signal_while_the_modules_load_is_one_line():
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == status, err
         _one_line_error(err)
+
+
+@pytest.mark.parametrize("cell", architectures(d=4), ids=lambda c: c.describe())
+def test_every_architecture_sweeps_or_is_refused_in_one_line(cell, capsys):
+    argv = ["--variant", cell.variant, "--attention", cell.attention, "--readout", cell.readout,
+            "--norm", cell.kind.name, "--d", "4", "--Lmax", "2", "--jobs", "1", "--json"]
+    argv += ["--affine", cell.affine.name] if cell.learned else []
+    rc = sweep.main(argv)
+    out, err = capsys.readouterr()
+    if rc == 0:
+        assert json.loads(out)["rows"][-1]["L"] == 2 and not err
+    else:
+        assert rc == 2 and not out and len(err.strip().splitlines()) == 1

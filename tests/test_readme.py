@@ -136,3 +136,11 @@ def test_property_example_passes_a_counter_and_fails_a_non_counter():
     assert not judge.counts_to(bad, 64, "mp50").counts
     with pytest.raises(AssertionError):
         _property_example_with(bad)
+
+
+def test_report_usage_lists_every_option():
+    from bounds import report
+
+    documented = set(re.findall(r"--[A-Za-z][A-Za-z-]*", _block("bash", "python -m bounds.report")))
+    assert documented == _options(report._parser())
+    assert "52 cells" in README and len(cell_mod.architectures()) == 52

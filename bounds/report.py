@@ -1,0 +1,345 @@
+"""Command line: the report of every cell -- a table and the figures a paper needs.
+
+    python -m bounds.report [--Lmax 4096] [--d 8] [--out DIR] [--jobs J]
+
+Sweeps every architecture (:func:`constructions.cell.architectures`: attention x placement x
+norm kind x affine x read-out) at width ``d`` over the sweep's grid to ``Lmax`` and writes, into
+``DIR`` (default ``report``), atomically as one set:
+
+* ``report.md`` and ``report.csv`` -- one line per cell: the fitted exponent with its 95%
+  interval, the theory exponent, ``B_min`` and ``B_lower`` at a few ``L``, ``L*``, the storage
+  and the margin of classification, whether every row is certified;
+* figures, each as PNG and PDF: ``bmin`` (``B_min`` against ``L`` for every regression cell,
+  with the fitted and the theory slopes), ``geometry`` (the read-out representation ``z(n)``
+  of each placement on its principal plane), ``lstar`` (``L*(d)`` of bare pre-norm),
+  ``norm_kinds`` (RMSNorm against LayerNorm), ``margin`` (the classification margins).
+
+The Markdown table is also printed on stdout.  Every number comes from the sweep
+(:func:`bounds.sweep.sweep`), so the report says what the sweep says.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+
+import numpy as np
+
+from bounds import sweep as sweeping
+from bounds.lstar import l_star
+from constructions import cli, regression
+from constructions.cell import MAX_D, Cell, architectures
+from verify import reduced
+
+#: the counts of the table's B_min / B_lower columns (those in the grid)
+TABLE_L = (16, 256, 4096)
+#: the widths of the L*(d) figure
+LSTAR_D = tuple(range(2, 33))
+#: the count up to which the geometry figure draws z(n)
+GEOMETRY_L = 16
+
+
+def _parser() -> cli.Parser:
+    p = cli.Parser(prog="python -m bounds.report", description=__doc__.split("\n")[0])
+    p.add_argument("--Lmax", type=int, default=4096, help="the largest count of every sweep (default 4096)")
+    p.add_argument("--d", type=int, default=8, help="the width d of every cell (default 8)")
+    p.add_argument("--out", default="report", metavar="DIR",
+                   help="the folder of the report (default: report), written atomically")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="worker processes for the rows of each sweep (default: the number of CPUs)")
+    return p
+
+
+def parse(argv):
+    args = _parser().parse_args(argv)
+    if not 2 <= args.Lmax <= sweeping.MAX_L:
+        raise cli.UsageError(f"--Lmax must be between 2 and {sweeping.MAX_L}, got {args.Lmax}")
+    if not 3 <= args.d <= MAX_D:
+        raise cli.UsageError(f"--d must be between 3 and {MAX_D} (post-norm needs d >= 3), got {args.d}")
+    if args.jobs is not None and args.jobs < 1:
+        raise cli.UsageError(f"--jobs must be >= 1, got {args.jobs}")
+    cli.check_out_dir(args.out)
+    return args
+
+
+def name(cell: Cell) -> str:
+    """A short label: ``attention/variant[ kind affine]/readout``."""
+    norm = "" if cell.placement.name == "none" else f" {cell.kind.name} {cell.affine.name}"
+    return f"{cell.attention}/{cell.variant}{norm}/{cell.readout}"
+
+
+def run_cells(Lmax: int, d: int, jobs: int | None) -> list[tuple[Cell, dict | None, str | None]]:
+    """``(cell, sweep result or None, why not)`` for every architecture."""
+    out = []
+    Ls = sweeping.grid(2, Lmax)
+    argv_common = ["--Lmax", str(Lmax), "--d", str(d)] + ([] if jobs is None else ["--jobs", str(jobs)])
+    for cell in architectures(d=d):
+        argv = ["--variant", cell.variant, "--attention", cell.attention, "--readout", cell.readout,
+                "--norm", cell.kind.name, *argv_common]
+        if cell.learned:
+            argv += ["--affine", cell.affine.name]
+        try:
+            args, cell, Ls = sweeping.parse(argv)  # the sweep's own up-front checks
+        except (cli.UsageError, ValueError) as exc:
+            out.append((cell, None, str(exc)))
+            continue
+        out.append((cell, sweeping.sweep(cell, Ls, jobs=args.jobs), None))
+    return out
+
+
+def _at(rows, L, key):
+    row = next((r for r in rows if r["L"] == L), None)
+    return None if row is None else row.get(key)
+
+
+def _num(x, spec="{:.6g}"):
+    return "" if x is None else spec.format(x)
+
+
+def table_rows(results) -> list[dict]:
+    """One flat dict per cell (the columns of ``report.csv`` and ``report.md``)."""
+    table = []
+    for cell, res, why in results:
+        entry = {"cell": name(cell), "readout": cell.readout}
+        if res is None:
+            entry["note"] = why
+            table.append(entry)
+            continue
+        rows, f = res["rows"], res["fit"]
+        Ls = [L for L in TABLE_L if any(r["L"] == L for r in rows)]
+        entry.update(exponent=f["exponent"], ci95_low=(f["ci95"] or [None, None])[0],
+                     ci95_high=(f["ci95"] or [None, None])[1], theory=f["theory"],
+                     L_star=res["L_star"], certified=all(r.get("certified") for r in rows))
+        if cell.readout == "regression":
+            for L in Ls:
+                entry[f"B_min@{L}"] = _at(rows, L, "B_min")
+                entry[f"B_lower@{L}"] = _at(rows, L, "B_lower")
+        else:
+            top = rows[-1]["L"]
+            entry.update({f"margin@{top}": _at(rows, top, "margin"),
+                          f"storage@{top}": _at(rows, top, "storage")})
+        notes = sorted({r["note"] for r in rows if r.get("note") and r["L"] > 1})
+        if notes:
+            entry["note"] = "; ".join(notes)
+        table.append(entry)
+    return table
+
+
+def _columns(table) -> list[str]:
+    cols = []
+    for entry in table:
+        cols += [k for k in entry if k not in cols]
+    return [c for c in cols if c != "note"] + ["note"]
+
+
+def csv_text(table) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=_columns(table))
+    writer.writeheader()
+    writer.writerows(table)
+    return buf.getvalue()
+
+
+def markdown(table, figures) -> str:
+    lines = []
+    for readout in ("regression", "classification"):
+        part = [e for e in table if e["readout"] == readout]
+        cols = [c for c in _columns(part) if c != "readout"]
+        lines += [f"## {readout.capitalize()}", "", "| " + " | ".join(cols) + " |",
+                  "|" + "---|" * len(cols)]
+        for e in part:
+            cells = []
+            for c in cols:
+                v = e.get(c)
+                cells.append("" if v is None else ("yes" if v is True else "no" if v is False
+                                                   else _num(v) if isinstance(v, float) else str(v)))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["## Figures", ""] + [f"![{f}]({f}.png) ([PDF]({f}.pdf))" for f in figures]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------- figures
+
+
+def _figure(rows=1, cols=1, size=(6.4, 4.8)):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False, layout="constrained")
+    for ax in axes.flat:  # up to 20 distinguishable series per panel
+        ax.set_prop_cycle(color=plt.cm.tab20.colors)
+    return fig, axes
+
+
+def _save(fig) -> dict[str, bytes]:
+    from matplotlib import pyplot as plt
+
+    out = {}
+    for fmt in ("png", "pdf"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=150, bbox_inches="tight",
+                    metadata={"CreationDate": None} if fmt == "pdf" else None)
+        out[fmt] = buf.getvalue()
+    plt.close(fig)
+    return out
+
+
+def _series(res, key):
+    pts = [(r["L"], r[key]) for r in res["rows"] if r.get("certified") and r.get(key)]
+    return np.array(pts, dtype=float).reshape(-1, 2)
+
+
+def _slope_line(ax, pts, slope, L_from, style, color):
+    """A line of ``slope`` on log-log axes through the geometric mean of the points at
+    ``L >= L_from`` (for the fitted slope this is the least-squares line), over those ``L``."""
+    sel = pts[pts[:, 0] >= L_from]
+    if slope is None or len(sel) == 0:
+        return
+    x0, y0 = np.exp(np.log(sel[:, 0]).mean()), np.exp(np.log(sel[:, 1]).mean())
+    xs = np.array([sel[0, 0], sel[-1, 0]])
+    ax.plot(xs, y0 * (xs / x0) ** float(slope), style, color=color, lw=1.6, alpha=0.8)
+
+
+def figure_bmin(results):
+    fig, axes = _figure(2, 2, (12, 9))
+    for i, attention in enumerate(("softmax", "linear")):
+        for j, kind in enumerate(("layernorm", "rmsnorm")):
+            ax = axes[i][j]
+            for cell, res, _ in results:
+                if (res is None or cell.readout != "regression" or cell.attention != attention
+                        or (cell.placement.name != "none" and cell.kind.name != kind)):
+                    continue
+                pts = _series(res, "B_min")
+                if len(pts) < 2:
+                    continue
+                label = name(cell).split("/", 1)[1].rsplit("/", 1)[0]
+                f = res["fit"]
+                fitted = "-" if f["exponent"] is None else f"{f['exponent']:.3f}"
+                theory = (f"theory {f['theory']:g}" if f["theory"] is not None
+                          else f"L* = {res['L_star']}" if res["L_star"] else "no power law")
+                (line,) = ax.loglog(pts[:, 0], pts[:, 1], "o", ms=3,
+                                    label=f"{label}: fit {fitted}, {theory}")
+                _slope_line(ax, pts, f["exponent"], f["L_from"], "--", line.get_color())
+                _slope_line(ax, pts, f["theory"], f["L_from"], ":", line.get_color())
+            ax.set_title(f"{attention} attention, {kind}")
+            ax.set_xlabel("L (largest count)")
+            ax.set_ylabel("certified B_min(L)")
+            ax.grid(True, which="major", alpha=0.3)
+            ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle("Certified B_min against L (regression read-out): points; dashed: the fitted "
+                 "power law, dotted: the theory exponent (both over the fit's range L >= 64)")
+    return _save(fig)
+
+
+def figure_geometry(d: int):
+    """``z(n)``, ``n = 0..GEOMETRY_L``, of the optimal softmax construction of each placement
+    (no norm: the Mobius segment; bare pre-norm: the bounded segment; post-norm: the arc), on
+    the plane of its two principal directions."""
+    fig, axes = _figure(1, 3, (15, 4.6))
+    cases = [("none", "no norm: the segment"), ("pre_bare", "bare pre-norm: the bounded segment"),
+             ("post_bare", "bare post-norm: the arc")]
+    for ax, (variant, title) in zip(axes[0], cases):
+        cell = Cell("softmax", variant, "regression", d=d)
+        L = min(GEOMETRY_L, l_star(d)) if variant == "pre_bare" else GEOMETRY_L
+        design = regression.design(cell)
+        params = design.build(L, design.estimate(L) * (1 + 1e-3))
+        z = np.asarray(reduced(params, np.arange(L + 1), readout=False), dtype=float)
+        centred = z - z.mean(axis=0)
+        _, _, vt = np.linalg.svd(centred, full_matrices=False)
+        xy = centred @ vt[:2].T
+        ax.plot(xy[:, 0], xy[:, 1], "-", color="0.7", lw=0.8)
+        sc = ax.scatter(xy[:, 0], xy[:, 1], c=np.arange(L + 1), cmap="viridis", s=18, zorder=3)
+        for n in sorted({0, L // 2, L}):
+            ax.annotate(f"n={n}", xy[n], textcoords="offset points", xytext=(0, 8), fontsize=8,
+                        ha="center")
+        ax.margins(0.12)
+        ax.set_title(f"{title} (L = {L})", fontsize=10)
+        ax.set_xlabel("first principal direction")
+        ax.set_ylabel("second principal direction")
+        ax.set_aspect("equal", adjustable="datalim")
+        fig.colorbar(sc, ax=ax, label="count n")
+    fig.suptitle(f"The read-out representation z(n) of the softmax constructions (d = {d})")
+    return _save(fig)
+
+
+def figure_lstar():
+    fig, axes = _figure()
+    ax = axes[0][0]
+    values = [l_star(d) for d in LSTAR_D]
+    ax.semilogy(LSTAR_D, values, "o-", ms=3)
+    ax.set_xlabel("width d")
+    ax.set_ylabel("L*(d): the largest countable L")
+    ax.set_title("Bare pre-norm (softmax, LayerNorm or RMSNorm): L*(d)")
+    ax.grid(True, which="both", alpha=0.3)
+    return _save(fig)
+
+
+def figure_norm_kinds(results):
+    """``B_min`` of each RMSNorm regression cell over that of its LayerNorm twin."""
+    fig, axes = _figure(1, 1, (8, 5))
+    ax = axes[0][0]
+    by = {(c.attention, c.variant, c.kind.name, c.affine.name, c.readout): r for c, r, _ in results}
+    for (attention, variant, kind, affine, readout), res in by.items():
+        twin = by.get((attention, variant, "layernorm", affine, readout))
+        if kind != "rmsnorm" or readout != "regression" or res is None or twin is None:
+            continue
+        mine, theirs = dict(map(tuple, _series(res, "B_min"))), dict(map(tuple, _series(twin, "B_min")))
+        Ls = sorted(set(mine) & set(theirs))
+        if Ls:
+            ax.semilogx(Ls, [mine[L] / theirs[L] for L in Ls], "o-", ms=3,
+                        label=f"{attention}/{variant} {affine}")
+    ax.axhline(1.0, color="0.5", lw=0.8)
+    ax.set_xlabel("L")
+    ax.set_ylabel("B_min(RMSNorm) / B_min(LayerNorm)")
+    ax.set_title("RMSNorm against LayerNorm, same placement and affine")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig)
+
+
+def figure_margin(results):
+    fig, axes = _figure(1, 2, (12, 4.8))
+    for ax, attention in zip(axes[0], ("softmax", "linear")):
+        for cell, res, _ in results:
+            if res is None or cell.readout != "classification" or cell.attention != attention:
+                continue
+            pts = _series(res, "margin")
+            if len(pts) >= 2:
+                ax.loglog(pts[:, 0], pts[:, 1], "o-", ms=3, lw=1,
+                          label=name(cell).split("/", 1)[1].rsplit("/", 1)[0])
+        ax.set_title(f"{attention} attention: certified margin at unit norm")
+        ax.set_xlabel("L")
+        ax.set_ylabel("smallest logit margin")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=7)
+    return _save(fig)
+
+
+def figures(results, d: int) -> dict[str, dict[str, bytes]]:
+    return {"bmin": figure_bmin(results), "geometry": figure_geometry(d), "lstar": figure_lstar(),
+            "norm_kinds": figure_norm_kinds(results), "margin": figure_margin(results)}
+
+
+def execute(args) -> int:
+    results = run_cells(args.Lmax, args.d, args.jobs)
+    table = table_rows(results)
+    drawn = figures(results, args.d)
+    text = markdown(table, list(drawn))
+    files = {"report.md": text, "report.csv": csv_text(table)}
+    for fig, formats in drawn.items():
+        files.update({f"{fig}.{fmt}": data for fmt, data in formats.items()})
+    cli.write_files(args.out, files)
+    cli.emit(text)
+    return 0
+
+
+def main(argv=None) -> int:
+    return cli.run("report", parse, execute, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
