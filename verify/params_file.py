@@ -160,6 +160,8 @@ def _show(value) -> str:
     """A file value as it was written (numbers as their text, strings quoted), shortened."""
     if isinstance(value, (_Text, _NonFinite)):
         return _short(str(value))
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "an object"
     try:
         return _short(json.dumps(value))
     except (TypeError, ValueError):
