@@ -438,7 +438,10 @@ def witness_files(params: Params, L: int, stem: str) -> tuple[dict, str | None]:
     the files (:func:`constructions.cli.write_files`).
     """
     files = {f"{stem}.json": to_json(params)}
-    verdict = certify(rounded_to_double(params), L).verdict
+    try:
+        verdict = certify(rounded_to_double(params), L).verdict
+    except ValueError:  # an entry beyond the range of doubles
+        verdict = "an entry overflows float64"
     if verdict == "counts":
         files[f"{stem}{SAFETENSORS_SUFFIX}"] = to_safetensors(params)
         return files, None
