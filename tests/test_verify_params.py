@@ -365,3 +365,25 @@ def test_missing_file(tmp_path, capsys):
         rc, _, err = run(["--params", tmp_path / name, "--L", 3], capsys)
         assert rc == 2
         _one_line_naming(err, name)
+
+
+def test_readme_usage_lists_every_option():
+    import re
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    (block,) = [b for lang, b in re.findall(r"```(\w*)\n(.*?)```", readme, flags=re.S)
+                if lang == "bash" and b.lstrip().startswith("python -m verify")]
+    documented = set(re.findall(r"--[A-Za-z][A-Za-z-]*", block))
+    parser = verify_cli._parser()
+    assert documented == {o for a in parser._actions for o in a.option_strings} - {"--help", "-h"}
+
+
+def test_an_undefined_norm_cannot_be_certified(tmp_path, capsys):
+    """Bare pre-LayerNorm of a constant embedding (eps = 0) is undefined: never "counts"."""
+    cell = Cell("softmax", "pre_bare", "regression", d=3)
+    params = Params(cell, {"e_s": [1, 1, 1], "e_a": [1, 0, 0], "w": [0, 1, 0]}, {"w0": 0})
+    rc, out, err = run(["--params", write_json(tmp_path, params), "--L", 2, "--json"], capsys)
+    report = json.loads(out)
+    assert (rc, report["verdict"], report["certified"], err) == (1, "cannot certify", False, "")
+    assert report["undecided"] == 3 and report["first_undecided"] == 0
