@@ -187,13 +187,15 @@ def _cell(keys: dict, where: str, task=None, read=None) -> Cell:
             raise ParamsFileError(f"{where}.{name}: expected a string, got {_show(keys[name])}")
     if "d" in keys:
         d = keys["d"]
-        if not (isinstance(d, str) and re.fullmatch(r"\d{1,7}", d)):
+        if not (isinstance(d, str) and re.fullmatch(r"-?\d{1,7}", d)):
             raise ParamsFileError(f"{where}.d: expected an integer, got {_show(d)}")
         keys["d"] = int(d)
     if "eps" in keys:
         eps = keys["eps"]
         if not (isinstance(eps, str) and _DECIMAL.match(eps)):
             raise ParamsFileError(f"{where}.eps: expected a number, got {_show(eps)}")
+        if float(eps) == 0 and exact_number(eps, f"{where}.eps")[0] != 0:
+            raise ParamsFileError(f"{where}.eps: {_short(eps)} is positive but rounds to 0 as a double")
         keys["eps"] = float(eps)
     # a variant without a learned affine names its affine "bare" in Cell.keys(); Cell takes None
     if keys.get("affine") == "bare" and not VARIANTS.get(keys["variant"], (None, True))[1]:

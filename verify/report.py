@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 from constructions.cell import BOS, COUNT, Params
+from constructions.closed_forms import closed_form
 from verify.certify import certify, rigorous_bound
 
 VERDICTS = {"counts": "counts", "fails": "does not count", "cannot certify": "cannot certify"}
@@ -36,8 +37,6 @@ def _b_min(params: Params, L: int, counts: bool) -> dict:
             return {"B_min": 0.0, "B_min_is_infimum": True,
                     "B_min_source": "an infimum: with free biases the argmax is scale-free"}
         return {"B_min": None, "B_min_source": "not known here"}
-    from constructions.closed_forms import closed_form  # sympy: loaded only where it is used
-
     form = closed_form(cell, L) if known else None
     if form is None:
         return {"B_min": None, "B_min_source": "not known: no exact closed form for this cell at this L"}
@@ -74,6 +73,11 @@ def exit_status(report: dict) -> int:
     return 0 if report["verdict"] == "counts" else 1
 
 
+def _input(at) -> str:
+    """An input as the judge names it: a count ``n``, or the counts of its tokens."""
+    return f"n = {at}" if isinstance(at, int) else f"counts {tuple(at) if isinstance(at, list) else at}"
+
+
 def text(report: dict, source: str = "") -> str:
     """The report as lines for a person."""
     cell = report["cell"]
@@ -85,13 +89,13 @@ def text(report: dict, source: str = "") -> str:
            else f"decided in ball arithmetic, {report['backend']}")
     lines.append(f"L = {report['L']}: {report['verdict']} ({how})")
     if report["first_failure"] is not None:
-        lines.append(f"first failing input: n = {report['first_failure']}")
+        lines.append(f"first failing input: {_input(report['first_failure'])}")
     if report["undecided"]:
-        lines.append(f"undecided inputs: {report['undecided']}, the first n = {report['first_undecided']}")
+        lines.append(f"undecided inputs: {report['undecided']}, the first {_input(report['first_undecided'])}")
     if "worst_error" in report and report["worst_error"] is not None:
-        lines.append(f"worst |y - n|: {report['worst_error']:.10g} at n = {report['worst_error_at']}")
+        lines.append(f"worst |y - n|: {report['worst_error']:.10g} at {_input(report['worst_error_at'])}")
     if "min_margin" in report and report["min_margin"] is not None:
-        lines.append(f"smallest logit margin: {report['min_margin']:.6e} at n = {report['min_margin_at']}"
+        lines.append(f"smallest logit margin: {report['min_margin']:.6e} at {_input(report['min_margin_at'])}"
                      + (" (a rigorous lower bound)" if report["certified"] else ""))
     lines.append(f"B(theta): {report['B']:.10g} (rigorous upper bound)")
     if report["B_min"] is None:
