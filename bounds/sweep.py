@@ -139,24 +139,23 @@ def _worker_init() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
-def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save_params: str | None) -> dict:
-    """One row; with ``save_params`` its certified witness is written into that directory (one
-    atomic pair ``L<L>.json``, ``L<L>.safetensors``), named in the row's ``saved``."""
-    r = sweep_row(cell, L, rtol=rtol, arc_boxes=arc_boxes, witness=save_params is not None)
+def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool) -> dict:
+    """One row; with ``save`` the files of its certified witness
+    (:func:`verify.params_file.witness_files`) ride along under ``_files`` for :func:`sweep`
+    to write, and are named in the row's ``saved``."""
+    r = sweep_row(cell, L, rtol=rtol, arc_boxes=arc_boxes, witness=save)
     witness = r.pop("witness", None)
     if witness is not None:
-        files, note = params_file.witness_files(witness, L, f"L{L}")
-        cli.write_files(save_params, files)
-        r["saved"] = " ".join(files)
+        r["_files"], note = params_file.witness_files(witness, L, f"L{L}")
+        r["saved"] = " ".join(r["_files"])
         if note:
             r["note"] = f"{r['note']}; {note}" if r.get("note") else note
     return r
 
 
-def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int,
-          save_params: str | None = None) -> list[dict]:
+def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int, save: bool = False) -> list[dict]:
     """The rows, computed in ``jobs`` forked worker processes (largest L first), in L order."""
-    task = functools.partial(_row, cell, rtol=rtol, arc_boxes=lower_boxes, save_params=save_params)
+    task = functools.partial(_row, cell, rtol=rtol, arc_boxes=lower_boxes, save=save)
     if jobs <= 1 or len(Ls) <= 1 or "fork" not in mp.get_all_start_methods():
         return [task(L) for L in Ls]
     warm_up(cell)  # build the lambdified constructions once; the workers inherit them
@@ -178,9 +177,13 @@ def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int,
 
 def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
           lower_boxes: int = ARC_BOXES, jobs: int = 1, save_params: str | None = None) -> dict:
-    """Every row, the rate fit and ``L*``: the object printed by ``--json`` (``save_params``:
-    a directory the certified witnesses are written to, :func:`_row`)."""
-    rows = _rows(cell, Ls, rtol, lower_boxes, jobs, save_params)
+    """Every row, the rate fit and ``L*``: the object printed by ``--json``.  With
+    ``save_params`` (a directory) the certified witness of every row is written there, one
+    atomic pair of files per row (:func:`constructions.cli.write_files`)."""
+    rows = _rows(cell, Ls, rtol, lower_boxes, jobs, save=save_params is not None)
+    for r in rows:
+        if "_files" in r:
+            cli.write_files(save_params, r.pop("_files"))
     quantity = "B_min" if cell.readout == "regression" else "margin"
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
