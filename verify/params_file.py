@@ -195,7 +195,7 @@ def _cell(keys: dict, where: str, task=None, read=None) -> Cell:
         if not (isinstance(eps, str) and _DECIMAL.match(eps)):
             raise ParamsFileError(f"{where}.eps: expected a number, got {_show(eps)}")
         if float(eps) == 0 and exact_number(eps, f"{where}.eps")[0] != 0:
-            raise ParamsFileError(f"{where}.eps: {_short(eps)} is positive but rounds to 0 as a double")
+            raise ParamsFileError(f"{where}.eps: {_short(eps)} is not 0 but rounds to 0 as a double")
         keys["eps"] = float(eps)
     # a variant without a learned affine names its affine "bare" in Cell.keys(); Cell takes None
     if keys.get("affine") == "bare" and not VARIANTS.get(keys["variant"], (None, True))[1]:
