@@ -30,7 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DPS = 60
 MISS = mpmath.mpf("1e-12")
 REPORT_KEYS = {"file", "cell", "L", "verdict", "certified", "backend", "first_failure", "undecided",
-               "first_undecided", "B", "B_min", "B_min_source", "ratio", "rounded"}
+               "first_undecided", "B", "B_min", "B_min_exact", "B_min_is_infimum", "B_min_source",
+               "ratio", "rounded"}
 
 
 def run(argv, capsys):
@@ -136,6 +137,7 @@ def test_report_keys_and_bound(tmp_path, capsys, post_bare_64):
     b_star = 63 * 66 / (4 * 129 ** 0.5)
     assert report["B_min"] == pytest.approx(b_star / 8 ** 0.5, rel=1e-12)
     assert report["ratio"] == pytest.approx(report["B"] / report["B_min"], rel=1e-15)
+    assert report["B_min_is_infimum"] is False and report["B_min_exact"]
     assert 1 < report["ratio"] < 1.02  # built at 1.01 times the estimate of B_min
 
 

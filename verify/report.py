@@ -30,17 +30,19 @@ VERDICTS = {"counts": "counts", "fails": "does not count", "cannot certify": "ca
 
 
 def _b_min(params: Params, L: int, counts: bool) -> dict:
+    """``B_min``, ``B_min_exact``, ``B_min_is_infimum`` and ``B_min_source`` (module docstring)."""
     cell = params.cell
     known = cell.task == COUNT and cell.read == BOS
+    out = {"B_min": None, "B_min_exact": None, "B_min_is_infimum": False}
     if cell.readout == "classification":
         if known and counts:
-            return {"B_min": 0.0, "B_min_is_infimum": True,
+            return {**out, "B_min": 0.0, "B_min_exact": "0", "B_min_is_infimum": True,
                     "B_min_source": "an infimum: with free biases the argmax is scale-free"}
-        return {"B_min": None, "B_min_source": "not known here"}
+        return {**out, "B_min_source": "not known here"}
     form = closed_form(cell, L) if known else None
     if form is None:
-        return {"B_min": None, "B_min_source": "not known: no exact closed form for this cell at this L"}
-    return {"B_min": form["B"], "B_min_exact": form["B_exact"],
+        return {**out, "B_min_source": "not known: no exact closed form for this cell at this L"}
+    return {**out, "B_min": form["B"], "B_min_exact": form["B_exact"],
             "B_min_source": f"closed form ({form['valid_for']})"}
 
 
