@@ -16,53 +16,16 @@ from __future__ import annotations
 
 import time
 
-import flint
-import numpy as np
-
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star
 from constructions import classification, laws, regression
 from constructions.closed_forms import closed_form
-from constructions.cell import Cell, Params
-from verify.backends import get_backend
-from verify.forward import LayerNormUndefined
-from verify.judge import CountResult, counts_to
+from constructions.cell import Cell
+from verify.certify import certify, rigorous_bound
+from verify.judge import counts_to
 
-CERTIFY = ("arb256", "arb1024")
 #: the budget of the certified witness of an infimum row (L = 1)
 INFIMUM_FLOOR = 1e-3
-
-
-def rigorous_bound(params: Params) -> float:
-    """A float upper bound on ``B(theta)``, computed in ball arithmetic."""
-    bk = get_backend("arb256")
-    with bk.context():
-        best = 0.0
-        for v in params.vectors.values():
-            rows = bk.vec(v)
-            rows = rows if rows.ndim == 2 else rows[None, :]
-            for row in rows:
-                norm = flint.arb(sum((x * x for x in row), flint.arb(0))).sqrt()
-                best = max(best, float(bk.upper(np.array([norm], dtype=object))[0]))
-        return best
-
-
-def certify(params: Params, L: int):
-    """Judge in ball arithmetic, raising the precision once if the balls are too wide.
-
-    A LayerNorm input that the balls cannot tell from constant is "cannot certify" too.
-    """
-    res = None
-    for backend in CERTIFY:
-        try:
-            res = counts_to(params, L, backend=backend)
-        except LayerNormUndefined:
-            res = CountResult(L=L, backend=backend, verdict="cannot certify", first_failure=None,
-                              undecided=tuple(range(L + 1)))
-            continue
-        if res.verdict != "cannot certify":
-            return res
-    return res
 
 
 def _unavailable(cell: Cell, L: int):
@@ -77,8 +40,12 @@ def _unavailable(cell: Cell, L: int):
 
 
 def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,
-                   lower: bool = True) -> dict:
-    """One sweep row: certified ``B_min(L)`` of a regression cell (``lower=False``: no ``B_lower``)."""
+                   lower: bool = True, witness: bool = False) -> dict:
+    """One sweep row: certified ``B_min(L)`` of a regression cell (``lower=False``: no ``B_lower``).
+
+    ``witness=True`` adds the certified parameter set behind ``B_min`` as ``row["witness"]``
+    (a :class:`~constructions.cell.Params`, not JSON: the caller takes it out of the row).
+    """
     start = time.perf_counter()
     row = {"L": L, "B_min": None, "B_lower": None, "certified": False}
     why = _unavailable(cell, L)
@@ -88,7 +55,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
         row.update(note=why or "no construction counts to this L", seconds=time.perf_counter() - start)
         return row
     if L == 1:
-        return _infimum_row(row, design, L, start)
+        return _infimum_row(row, design, L, start, witness)
     counts = lambda b: counts_to(design.build(L, b), L, "float64").counts
     # bracket [lo, hi] around the estimate: lo fails, hi counts (widen until both hold)
     step = 1e-5
@@ -131,10 +98,12 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     )
     if not res.counts:
         row["note"] = f"cannot certify ({res.verdict})"
+    elif witness and res.certified:
+        row["witness"] = params
     return row
 
 
-def _infimum_row(row: dict, design, L: int, start: float) -> dict:
+def _infimum_row(row: dict, design, L: int, start: float, witness: bool = False) -> dict:
     """L = 1: B_min is 0, not attained.
 
     In every family the counting amplitudes at L = 1 start at 0 (``D_lo = 0``, ``b_lo = 0``,
@@ -147,11 +116,14 @@ def _infimum_row(row: dict, design, L: int, start: float) -> dict:
                witness_bound=rigorous_bound(params), worst_error=res.worst_error,
                note=f"every budget > 0 counts (witness certified at B = {INFIMUM_FLOOR:g})",
                seconds=time.perf_counter() - start)
+    if witness and res.certified:
+        row["witness"] = params
     return row
 
 
-def classification_row(cell: Cell, L: int) -> dict:
-    """One sweep row of a classification cell: the certified margin of a unit-norm head."""
+def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
+    """One sweep row of a classification cell: the certified margin of a unit-norm head
+    (``witness=True``: and the certified head as ``row["witness"]``, as in :func:`regression_row`)."""
     start = time.perf_counter()
     row = {"L": L, "B_min": 0.0, "B_min_is_infimum": True, "B_lower": 0.0, "certified": False,
            "margin": None, "storage": None}
@@ -171,6 +143,8 @@ def classification_row(cell: Cell, L: int) -> dict:
     )
     if not res.counts:
         row["note"] = f"cannot certify ({res.verdict})"
+    elif witness and res.certified:
+        row["witness"] = params
     return row
 
 
@@ -182,7 +156,8 @@ def warm_up(cell: Cell) -> None:
         classification.design(cell).geometry.compiled()
 
 
-def row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES) -> dict:
+def row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,
+        witness: bool = False) -> dict:
     if cell.readout == "regression":
-        return regression_row(cell, L, rtol, arc_boxes)
-    return classification_row(cell, L)
+        return regression_row(cell, L, rtol, arc_boxes, witness=witness)
+    return classification_row(cell, L, witness=witness)

@@ -3,10 +3,12 @@
     python -m bounds.sweep --variant post_learned --Lmax 4096 [--Lmin N] [--d D]
         [--attention softmax|linear] [--readout regression|classification] [--eps E]
         [--fit-from L] [--rtol R] [--lower-boxes N] [--jobs J] [--json] [--out DIR]
+        [--save-params DIR]
 
 Default grid: powers of two from ``Lmin`` (default 2) to ``Lmax``, ``Lmin`` and ``Lmax``
 included.  Prints a table, or one JSON object with ``--json``; ``--out DIR`` also writes
-``sweep.csv`` and ``sweep.json``.  Bad input: one line on stderr, exit status 2.
+``sweep.csv`` and ``sweep.json``; ``--save-params DIR`` writes every certified witness
+(:func:`verify.params_file.witness_files`).  Bad input: one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from bounds.search import row as sweep_row
 from bounds.search import warm_up
 from constructions import __version__, classification, cli, regression
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, Cell
+from verify import params_file
 
 
 MEANING = {
@@ -70,6 +73,10 @@ def _parser() -> cli.Parser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write DIR/sweep.json and DIR/sweep.csv (atomically, both or neither)")
+    p.add_argument("--save-params", default=None, metavar="DIR", dest="save_params",
+                   help="write the certified parameter set of every row as DIR/L<L>.json (exact "
+                        "decimals) and DIR/L<L>.safetensors (rounded to float64, written only if "
+                        "that rounding is certified too), for python -m verify --params")
     return p
 
 
@@ -106,6 +113,8 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
         raise cli.UsageError(f"--Lmax must be at most {MAX_L}, got {args.Lmax}")
     if args.out is not None:
         cli.check_out_dir(args.out)
+    if args.save_params is not None:
+        cli.check_out_dir(args.save_params, "--save-params")
     if args.jobs < 1:
         raise cli.UsageError(f"--jobs must be >= 1, got {args.jobs}")
     if args.lower_boxes < 1:
@@ -130,9 +139,23 @@ def _worker_init() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
-def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int) -> list[dict]:
+def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool) -> dict:
+    """One row; with ``save`` the files of its certified witness
+    (:func:`verify.params_file.witness_files`) ride along under ``_files`` for :func:`sweep`
+    to write, and are named in the row's ``saved``."""
+    r = sweep_row(cell, L, rtol=rtol, arc_boxes=arc_boxes, witness=save)
+    witness = r.pop("witness", None)
+    if witness is not None:
+        r["_files"], note = params_file.witness_files(witness, L, f"L{L}")
+        r["saved"] = " ".join(r["_files"])
+        if note:
+            r["note"] = f"{r['note']}; {note}" if r.get("note") else note
+    return r
+
+
+def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int, save: bool = False) -> list[dict]:
     """The rows, computed in ``jobs`` forked worker processes (largest L first), in L order."""
-    task = functools.partial(sweep_row, cell, rtol=rtol, arc_boxes=lower_boxes)
+    task = functools.partial(_row, cell, rtol=rtol, arc_boxes=lower_boxes, save=save)
     if jobs <= 1 or len(Ls) <= 1 or "fork" not in mp.get_all_start_methods():
         return [task(L) for L in Ls]
     warm_up(cell)  # build the lambdified constructions once; the workers inherit them
@@ -153,9 +176,14 @@ def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int) -> list[dict
 
 
 def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
-          lower_boxes: int = ARC_BOXES, jobs: int = 1) -> dict:
-    """Every row, the rate fit and ``L*``: the object printed by ``--json``."""
-    rows = _rows(cell, Ls, rtol, lower_boxes, jobs)
+          lower_boxes: int = ARC_BOXES, jobs: int = 1, save_params: str | None = None) -> dict:
+    """Every row, the rate fit and ``L*``: the object printed by ``--json``.  With
+    ``save_params`` (a directory) the certified witness of every row is written there, one
+    atomic pair of files per row (:func:`constructions.cli.write_files`)."""
+    rows = _rows(cell, Ls, rtol, lower_boxes, jobs, save=save_params is not None)
+    for r in rows:
+        if "_files" in r:
+            cli.write_files(save_params, r.pop("_files"))
     quantity = "B_min" if cell.readout == "regression" else "margin"
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
@@ -258,7 +286,7 @@ def write_out(result: dict, folder: str) -> None:
 
 def execute(parsed) -> int:
     args, cell, Ls = parsed
-    result = sweep(cell, Ls, args.fit_from, args.rtol, args.lower_boxes, args.jobs)
+    result = sweep(cell, Ls, args.fit_from, args.rtol, args.lower_boxes, args.jobs, args.save_params)
     if args.out:
         write_out(result, args.out)
     cli.emit(json.dumps(result) if args.json else table(result))

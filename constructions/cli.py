@@ -107,8 +107,8 @@ def held_signals():
 
 
 def write_files(folder: str, files: dict[str, str | bytes]) -> None:
-    """Write ``{name: text}`` into ``folder`` atomically, as a set (module docstring); a
-    ``bytes`` value is written as it is, a ``str`` in UTF-8.
+    """Write ``{name: text}`` into ``folder`` atomically, as a set (module docstring); text is
+    written as UTF-8, bytes as they are.
 
     Raises ``OSError`` (and leaves every previous file intact, no temporary file behind) when
     a file cannot be written completely.
@@ -125,10 +125,8 @@ def write_files(folder: str, files: dict[str, str | bytes]) -> None:
             temps[name] = tmp
             try:
                 os.fchmod(fd, 0o666 & ~umask)  # as open() would create it
-                binary = isinstance(text, bytes)
-                with (os.fdopen(fd, "wb") if binary
-                      else os.fdopen(fd, "w", encoding="utf-8", newline="")) as fh:
-                    fh.write(text)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(text.encode("utf-8") if isinstance(text, str) else text)
                     fh.flush()
                     os.fsync(fh.fileno())
             except OSError as exc:  # name the file, not the temporary one

@@ -1,0 +1,111 @@
+"""The verdict on one parameter set: does it count to ``L``, how close, and at what cost?
+
+:func:`check` decides in ball arithmetic (:func:`verify.certify.certify`: ``arb256``, then
+``arb1024`` if undecided) and reports
+
+* ``verdict``: ``counts`` (certified), ``does not count`` (some input is certainly wrong: the
+  first is ``first_failure``) or ``cannot certify`` (no input is certainly wrong, but the balls
+  leave some undecided, or a norm input cannot be told from a degenerate one);
+* regression: the worst ``|y - n|`` and where (``worst_error``, ``worst_error_at``);
+  classification: the smallest logit margin and where (``min_margin``, a rigorous lower bound);
+* ``B``: a rigorous upper bound on ``B(theta)`` (:func:`verify.certify.rigorous_bound`);
+* ``B_min``: ``B_min(L)`` of the cell where the toolkit knows it exactly, and ``ratio`` =
+  ``B / B_min``.  Regression: the exact closed form
+  (:func:`constructions.closed_forms.closed_form`, derived for the ``count`` task read at
+  ``bos`` with ``eps = 0``), else not known.  Classification: 0 as an infimum once some head
+  counts to ``L`` (free biases make the argmax scale-free,
+  :mod:`constructions.classification`), so a head that is certified to count shows it, and
+  ``ratio`` is undefined.
+
+:func:`exit_status` is 0 for ``counts`` and 1 otherwise.
+"""
+
+from __future__ import annotations
+
+from constructions.cell import BOS, COUNT, Params
+from constructions.closed_forms import closed_form
+from verify.certify import certify, rigorous_bound
+
+VERDICTS = {"counts": "counts", "fails": "does not count", "cannot certify": "cannot certify"}
+
+
+def _b_min(params: Params, L: int, counts: bool) -> dict:
+    """``B_min``, ``B_min_exact``, ``B_min_is_infimum`` and ``B_min_source`` (module docstring)."""
+    cell = params.cell
+    known = cell.task == COUNT and cell.read == BOS
+    out = {"B_min": None, "B_min_exact": None, "B_min_is_infimum": False}
+    if cell.readout == "classification":
+        if known and counts:
+            return {**out, "B_min": 0.0, "B_min_exact": "0", "B_min_is_infimum": True,
+                    "B_min_source": "an infimum: with free biases the argmax is scale-free"}
+        return {**out, "B_min_source": "not known here"}
+    form = closed_form(cell, L) if known else None
+    if form is None:
+        return {**out, "B_min_source": "not known: no exact closed form for this cell at this L"}
+    return {**out, "B_min": form["B"], "B_min_exact": form["B_exact"],
+            "B_min_source": f"closed form ({form['valid_for']})"}
+
+
+def _plain(x):
+    """A count or a tuple of counts as JSON values."""
+    return list(x) if isinstance(x, tuple) else x
+
+
+def check(params: Params, L: int, rounded: int = 0) -> dict:
+    """The report of the module docstring, as one JSON-ready dict; ``rounded`` is the number of
+    file entries that were not binary numbers (:func:`verify.params_file.read`)."""
+    res = certify(params, L)
+    out = {"cell": params.cell.keys(), "L": L, "verdict": VERDICTS[res.verdict],
+           "certified": res.certified, "backend": res.backend,
+           "first_failure": _plain(res.first_failure), "undecided": len(res.undecided),
+           "first_undecided": _plain(res.undecided[0]) if res.undecided else None}
+    if params.cell.readout == "regression":
+        out.update(worst_error=res.worst_error, worst_error_at=_plain(res.worst_error_at))
+    else:
+        out.update(min_margin=res.min_margin, min_margin_at=_plain(res.min_margin_at))
+    out["B"] = rigorous_bound(params)
+    out.update(_b_min(params, L, res.counts))
+    out["ratio"] = out["B"] / out["B_min"] if out["B_min"] else None
+    out["rounded"] = rounded
+    return out
+
+
+def exit_status(report: dict) -> int:
+    """0 when the parameters count (certified), 1 when they do not or cannot be certified."""
+    return 0 if report["verdict"] == "counts" else 1
+
+
+def _input(at) -> str:
+    """An input as the judge names it: a count ``n``, or the counts of its tokens."""
+    return f"n = {at}" if isinstance(at, int) else f"counts {tuple(at) if isinstance(at, list) else at}"
+
+
+def text(report: dict, source: str = "") -> str:
+    """The report as lines for a person."""
+    cell = report["cell"]
+    head = (f"{cell['attention']}/{cell['variant']}/{cell['readout']} (d={cell['d']}, eps={cell['eps']:g}"
+            + ("" if cell["variant"] == "none" else f", {cell['norm']} {cell['affine']}")
+            + f", task {cell['task']}, read {cell['read']})")
+    lines = [f"{source}: {head}" if source else head]
+    how = (f"certified in ball arithmetic, {report['backend']}" if report["verdict"] == "counts"
+           else f"decided in ball arithmetic, {report['backend']}")
+    lines.append(f"L = {report['L']}: {report['verdict']} ({how})")
+    if report["first_failure"] is not None:
+        lines.append(f"first failing input: {_input(report['first_failure'])}")
+    if report["undecided"]:
+        lines.append(f"undecided inputs: {report['undecided']}, the first {_input(report['first_undecided'])}")
+    if "worst_error" in report and report["worst_error"] is not None:
+        lines.append(f"worst |y - n|: {report['worst_error']:.10g} at {_input(report['worst_error_at'])}")
+    if "min_margin" in report and report["min_margin"] is not None:
+        lines.append(f"smallest logit margin: {report['min_margin']:.6e} at {_input(report['min_margin_at'])}"
+                     + (" (a rigorous lower bound)" if report["certified"] else ""))
+    lines.append(f"B(theta): {report['B']:.10g} (rigorous upper bound)")
+    if report["B_min"] is None:
+        lines.append(f"B_min(L): {report['B_min_source']}")
+    else:
+        ratio = "" if report["ratio"] is None else f"; B(theta)/B_min(L) = {report['ratio']:.10g}"
+        lines.append(f"B_min(L): {report['B_min']:.10g}, {report['B_min_source']}{ratio}")
+    if report.get("rounded"):
+        lines.append(f"note: {report['rounded']} entries of the file are not binary numbers and were "
+                     "rounded (the verdict is that of the rounded numbers)")
+    return "\n".join(lines)
