@@ -194,7 +194,8 @@ class Cell:
 
     ``Cell(attention, variant, readout, d, eps, norm="layernorm", affine=None, task="count",
     read="bos")``: ``variant`` is one of :data:`NORMS`, ``norm`` a :data:`KINDS` name,
-    ``affine`` an :data:`AFFINES` name for a learned variant (default: the kind's usual one),
+    ``affine`` an :data:`AFFINES` name for a learned variant (default: the kind's usual one;
+    ``bare`` for a variant without one, so that ``Cell(**cell.keys()) == cell``),
     ``task`` a :data:`TASKS` name and ``read`` a :data:`READS` name.
     """
 
@@ -218,6 +219,8 @@ class Cell:
         _choice("read position", read, tuple(READS))
         placement, learned = VARIANTS[variant]
         kind = KINDS[norm]
+        if affine == "bare" and not learned:
+            affine = None  # what keys() names the affine of a variant without one
         if affine is not None:
             _choice("affine", affine, tuple(AFFINES))
             if not learned:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import sympy
 
-from constructions.cell import Cell, Params, to_mpf
+from constructions.cell import Cell, Params, architectures, to_mpf
 from verify import LayerNormUndefined, counts_to, explicit, reduced
 from verify.backends import get_backend
 
@@ -351,3 +351,8 @@ def test_counts_to_classes_must_match_L():
 def test_bad_backend(spec, match):
     with pytest.raises(ValueError, match=match):
         get_backend(spec)
+
+
+@pytest.mark.parametrize("cell", architectures(d=5, task="select", read="last"), ids=lambda c: c.describe())
+def test_a_cell_is_rebuilt_from_its_keys(cell):
+    assert Cell(**cell.keys()) == cell

@@ -59,7 +59,7 @@ import numpy as np
 import safetensors
 import safetensors.numpy
 
-from constructions.cell import VARIANTS, Cell, Params
+from constructions.cell import Cell, Params
 from verify.certify import certify
 
 SAFETENSORS_SUFFIX = ".safetensors"
@@ -197,9 +197,6 @@ def _cell(keys: dict, where: str, task=None, read=None) -> Cell:
         if float(eps) == 0 and exact_number(eps, f"{where}.eps")[0] != 0:
             raise ParamsFileError(f"{where}.eps: {_short(eps)} is not 0 but rounds to 0 as a double")
         keys["eps"] = float(eps)
-    # a variant without a learned affine names its affine "bare" in Cell.keys(); Cell takes None
-    if keys.get("affine") == "bare" and not VARIANTS.get(keys["variant"], (None, True))[1]:
-        keys["affine"] = None
     try:
         return Cell(**keys)
     except ValueError as exc:
