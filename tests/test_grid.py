@@ -339,3 +339,18 @@ def test_scheduler_without_dask(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     _one_line_error(err)
     assert "dask" in err and "not installed" in err
+
+
+def test_readme_documents_every_option_and_the_timeout():
+    import argparse
+    import re
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        readme = fh.read()
+    (usage,) = [b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+                if b.startswith("python -m bounds.grid")]
+    parser = grid._parser()
+    options = {o for a in parser._actions for o in a.option_strings if o.startswith("--")}
+    assert set(re.findall(r"--[A-Za-z][A-Za-z-]*", usage)) == options - {"--help"}
+    assert all(a.help and a.help != argparse.SUPPRESS for a in parser._actions)
+    assert f"within {cluster.CONNECT_TIMEOUT:g} seconds" in readme
