@@ -57,8 +57,11 @@ def connect(address: str):
         comm = await distributed.comm.connect(address, timeout=CONNECT_TIMEOUT)
         await comm.close()
 
-    # the client's own log lines (reconnection attempts, shutdown) are not this command's output
-    logging.getLogger("distributed").setLevel(logging.CRITICAL)
+    # the client's own log lines (reconnection attempts, a lost scheduler, shutdown) are not
+    # this command's output: its failures are reported once, as the command's one line
+    for name in ("distributed", *logging.root.manager.loggerDict):
+        if name == "distributed" or name.startswith("distributed."):
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     try:
         # a malformed address, no scheduler, or a server that is not one fails the probe, before
         # a client exists (a client that fails to start hangs in its finaliser)
@@ -87,8 +90,9 @@ def rows(address: str, tasks: Sequence[tuple[Cell, int]], rtol: float, arc_boxes
             except Exception as exc:  # raised on the worker, or the task was lost
                 reason = " ".join(str(exc).split())
                 cell, L = tasks[futures[future]]
-                raise cli.Failure(f"the row L = {L} of {cell.describe()} failed on the cluster: "
-                                  f"{type(exc).__name__}: {reason}") from None
+                raise cli.Failure(f"the row L = {L} of {cell.describe()} failed on the cluster "
+                                  f"({type(exc).__name__}: {reason}); the rows stored are kept, "
+                                  "a rerun computes the others") from None
             if version != __version__:
                 raise cli.Failure(f"a worker runs counting-cost {version}, this command "
                                   f"{__version__}: install the same version on every worker")
