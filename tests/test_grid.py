@@ -164,18 +164,23 @@ def test_damaged_entries_are_recomputed_never_served(populated, expected, tmp_pa
 
 def test_no_cache_recomputes_and_rewrites(populated, expected, tmp_path, capsys):
     folder = _copy(populated, tmp_path)
-    before = {n: json.loads(b) for n, b in _entries(folder).items()}
-    result = _run(capsys, folder, "--jobs", "2", "--no-cache")
-    assert result["computed"] == TOTAL and result["from_store"] == 0
-    assert _by_row(result) == expected
-    after = {n: json.loads(b) for n, b in _entries(folder).items()}
+    before = _entries(folder)
+    part = ["--variant", "none,post_bare", "--d", "3", "--Lmax", "8", "--fit-from", "2"]
+    assert grid.main([*part, "--out", str(folder), "--json", "--no-cache"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["computed"] == 2 * len(LS) and result["from_store"] == 0
+    assert _by_row(result).items() <= expected.items()
+    after = _entries(folder)
     assert after.keys() == before.keys()
-    assert all(after[n]["key"] == before[n]["key"] for n in after)
-    # rewritten: each entry now holds this run's row (its own timing)
-    seconds = {(tuple(r[k] for k in CELLS[0].keys()), r["L"]): r["seconds"] for r in result["rows"]}
-    for entry in after.values():
-        k = entry["key"]
-        assert entry["row"]["seconds"] == seconds[(tuple(k[n] for n in CELLS[0].keys()), k["L"])]
+    # each entry of the part is rewritten with this run's row (its own timing), the others kept
+    seconds = {store.entry_name(store.key(Cell("softmax", r["variant"], "regression", 3), r["L"],
+                                          1e-6, sweep.ARC_BOXES)): r["seconds"]
+               for r in result["rows"]}
+    for name, data in after.items():
+        if name in seconds:
+            assert json.loads(data)["row"]["seconds"] == seconds[name]
+        else:
+            assert data == before[name]
 
 
 def _wait_for_entries(folder, count: int, proc=None, timeout: float = 90) -> int:

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from bounds import sweep
+from bounds import grid, sweep
 from constructions import progress
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,12 +109,34 @@ def test_a_terminal_that_fails_stops_the_bar_not_the_work(monkeypatch, errno):
     assert err.getvalue() == before
 
 
-def test_sweep_without_a_terminal_writes_nothing_on_stderr(capsys):
-    assert sweep.main(["--variant", "none", "--attention", "linear", "--Lmax", "8", "--jobs", "1",
-                       "--json"]) == 0
-    captured = capsys.readouterr()
-    assert captured.err == ""
-    assert [r["L"] for r in json.loads(captured.out)["rows"]] == [2, 4, 8]
+SWEEP_ARGS = ["--variant", "none", "--attention", "linear", "--Lmax", "8", "--jobs", "1", "--json"]
+
+
+@pytest.mark.parametrize("main,argv", [(sweep.main, SWEEP_ARGS),
+                                       (grid.main, [*SWEEP_ARGS, "--d", "2,3", "--no-cache"])],
+                         ids=["sweep", "grid"])
+def test_commands_draw_the_bar_only_on_a_terminal_without_quiet(monkeypatch, capsys, tmp_path,
+                                                                main, argv):
+    if main is grid.main:
+        argv = [*argv, "--out", str(tmp_path / "store")]
+    outputs = []
+    for terminal, quiet in ((False, False), (True, True), (True, False)):
+        err = FakeTerminal() if terminal else io.StringIO()
+        monkeypatch.setattr(sys, "stderr", err)
+        assert main(argv + (["--quiet"] if quiet else [])) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+        drawn = err.getvalue()
+        if terminal and not quiet:
+            assert drawn.startswith("\r") and "0/" in drawn  # the bar, then cleared
+            assert _visible_last_line(drawn).strip() == ""
+        else:
+            assert drawn == ""
+    # the output is the same with or without the bar
+    for out in outputs:
+        for r in out["rows"]:
+            r.pop("seconds")
+        out.pop("computed", None), out.pop("from_store", None)
+    assert outputs[0] == outputs[1] == outputs[2]
 
 
 def _on_a_terminal(argv, interrupt_when=None):
@@ -164,11 +186,3 @@ def test_bar_on_a_terminal_and_ctrl_c_leaves_one_clean_line():
     assert "Traceback" not in err
     assert _visible_last_line(err) == "sweep: interrupted"
     assert err.endswith("\n")
-
-
-def test_quiet_on_a_terminal_draws_nothing():
-    status, out, err = _on_a_terminal(
-        [sys.executable, "-m", "bounds.sweep", "--variant", "none", "--attention", "linear",
-         "--Lmax", "8", "--jobs", "1", "--quiet", "--json"])
-    assert status == 0 and err == ""
-    assert [r["L"] for r in json.loads(out)["rows"]] == [2, 4, 8]
