@@ -22,14 +22,13 @@ import json
 import os
 import sys
 
-from bounds import pool, store as results
-from bounds import sweep
+from bounds import pool, store, sweep
 from bounds.lower import ARC_BOXES
 from constructions import __version__, cli, progress
 from constructions.cell import AFFINES, ATTENTIONS, KINDS, NORMS, READOUTS
 
 
-def _items(option: str, choices=None, convert=str):
+def _items(choices=None, convert=str):
     """An argparse type: a comma list of distinct, non-empty items (of ``choices``)."""
 
     def parse(text: str) -> tuple:
@@ -49,7 +48,6 @@ def _items(option: str, choices=None, convert=str):
             raise argparse.ArgumentTypeError(f"a repeated item in {text!r}")
         return tuple(values)
 
-    parse.__name__ = option  # argparse names the type in its own messages
     return parse
 
 
@@ -59,18 +57,18 @@ LEARNED = tuple(a for a in AFFINES if a != "bare")
 def _parser() -> cli.Parser:
     p = cli.Parser(prog="python -m bounds.grid", description=__doc__.split("\n")[0],
                    epilog=f"B_min: {sweep.MEANING['B_min']}.  B_lower: {sweep.MEANING['B_lower']}.")
-    p.add_argument("--variant", required=True, type=_items("variant", NORMS),
+    p.add_argument("--variant", required=True, metavar="V,...", type=_items(NORMS),
                    help=f"comma list of norm placements ({', '.join(NORMS)})")
-    p.add_argument("--attention", type=_items("attention", ATTENTIONS), default=("softmax",),
+    p.add_argument("--attention", metavar="A,...", type=_items(ATTENTIONS), default=("softmax",),
                    help="comma list of attentions: softmax (default), linear")
-    p.add_argument("--norm", type=_items("norm", tuple(KINDS)), default=("layernorm",),
+    p.add_argument("--norm", metavar="K,...", type=_items(tuple(KINDS)), default=("layernorm",),
                    help="comma list of norm kinds: layernorm (default), rmsnorm")
-    p.add_argument("--affine", type=_items("affine", LEARNED), default=None,
+    p.add_argument("--affine", metavar="F,...", type=_items(LEARNED), default=None,
                    help="comma list of the affines of the learned variants: gain, gain_bias "
                         "(default: gain_bias for layernorm, gain for rmsnorm)")
-    p.add_argument("--readout", type=_items("readout", READOUTS), default=("regression",),
+    p.add_argument("--readout", metavar="R,...", type=_items(READOUTS), default=("regression",),
                    help="comma list of read-outs: regression (default), classification")
-    p.add_argument("--d", type=_items("d", convert=int), default=(8,),
+    p.add_argument("--d", metavar="D,...", type=_items(convert=int), default=(8,),
                    help="comma list of widths d (default 8)")
     p.add_argument("--Lmax", required=True, type=int, help="the largest count of each sweep")
     p.add_argument("--Lmin", type=int, default=None, help="the smallest count (default 2)")
@@ -175,15 +173,15 @@ def _table(result: dict) -> str:
 
 def execute(parsed) -> int:
     args, cells, Ls = parsed
-    store = results.Store(args.out)
+    entries = store.Store(args.out)
     tasks = [(cell, L) for cell in cells for L in Ls]
-    keys = [results.key(cell, L, args.rtol, args.lower_boxes) for cell, L in tasks]
-    rows = [None] * len(tasks) if args.no_cache else [store.get(k) for k in keys]
+    keys = [store.key(cell, L, args.rtol, args.lower_boxes) for cell, L in tasks]
+    rows = [None] * len(tasks) if args.no_cache else [entries.get(k) for k in keys]
     missing = [i for i, r in enumerate(rows) if r is None]
     with progress.Bar(len(tasks), "grid", args.quiet, initial=len(tasks) - len(missing)) as bar:
         def done(j: int, row: dict) -> None:
             i = missing[j]
-            store.put(keys[i], row)
+            entries.put(keys[i], row)
             rows[i] = json.loads(json.dumps(row))  # as a stored row reads back
             bar.advance()
 
