@@ -175,14 +175,18 @@ def _on_a_terminal(argv, interrupt_when=None):
     return proc.returncode, out.decode(), seen.decode(errors="replace")
 
 
-def test_bar_on_a_terminal_and_ctrl_c_leaves_one_clean_line():
-    # the grid of this sweep takes far longer than the test waits: the interrupt comes first
+def test_bar_on_a_terminal_and_ctrl_c_leaves_one_clean_line(tmp_path):
+    # 32 rows, the first ones the largest: the interrupt comes long before the end
+    folder = tmp_path / "store"
     status, out, err = _on_a_terminal(
-        [sys.executable, "-m", "bounds.sweep", "--variant", "post_learned", "--Lmax", "65536",
-         "--jobs", "2"], interrupt_when=lambda err: "0/16" in err)
+        [sys.executable, "-m", "bounds.grid", "--variant", "post_learned", "--d", "3,8",
+         "--Lmax", "65536", "--jobs", "2", "--out", str(folder)],
+        interrupt_when=lambda err: "0/32" in err)
     assert status == 130
     assert out == ""
-    assert "sweep:   0%" in err and "0/16" in err  # the bar was drawn on the terminal
+    assert "grid:   0%" in err and "0/32" in err  # the bar was drawn on the terminal
     assert "Traceback" not in err
-    assert _visible_last_line(err) == "sweep: interrupted"
+    assert _visible_last_line(err) == "grid: interrupted"
     assert err.endswith("\n")
+    for entry in folder.glob("*.json") if folder.exists() else ():  # whole, if any
+        json.loads(entry.read_text())
