@@ -2,13 +2,14 @@
 
     python -m bounds.sweep --variant post_learned --Lmax 4096 [--Lmin N] [--d D]
         [--attention softmax|linear] [--readout regression|classification] [--eps E]
-        [--fit-from L] [--rtol R] [--lower-boxes N] [--jobs J] [--json] [--out DIR]
+        [--fit-from L] [--rtol R] [--lower-boxes N] [--jobs J] [--quiet] [--json] [--out DIR]
         [--save-params DIR]
 
 Default grid: powers of two from ``Lmin`` (default 2) to ``Lmax``, ``Lmin`` and ``Lmax``
 included.  Prints a table, or one JSON object with ``--json``; ``--out DIR`` also writes
 ``sweep.csv`` and ``sweep.json``; ``--save-params DIR`` writes every certified witness
-(:func:`verify.params_file.witness_files`).  Bad input: one line on stderr, exit status 2.
+(:func:`verify.params_file.witness_files`).  A progress bar over the rows is drawn on stderr
+when it is a terminal (not with ``--quiet``).  Bad input: one line on stderr, exit status 2.
 """
 
 from __future__ import annotations
@@ -19,17 +20,15 @@ import functools
 import io
 import json
 import math
-import multiprocessing as mp
 import os
-import signal
 import sys
 
 from bounds import fit as fitting
+from bounds import pool
 from bounds.lower import ARC_BOXES
 from bounds.lstar import cell_l_star
 from bounds.search import row as sweep_row
-from bounds.search import warm_up
-from constructions import __version__, classification, cli, regression
+from constructions import __version__, classification, cli, progress, regression
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, Cell
 from verify import params_file
 
@@ -70,6 +69,8 @@ def _parser() -> cli.Parser:
                         f"(default {ARC_BOXES}; a smaller cap gives a weaker, still valid bound)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="worker processes for the rows (default: the number of CPUs)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (it is drawn on stderr only when stderr is a terminal)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write DIR/sweep.json and DIR/sweep.csv (atomically, both or neither)")
@@ -123,20 +124,18 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
         raise cli.UsageError(f"--fit-from must be >= 1, got {args.fit_from}")
     cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps, norm=args.norm,
                 affine=args.affine)
-    # a cell without a derived construction is refused here
-    (regression if cell.readout == "regression" else classification).design(cell)
     Ls = grid(args.Lmin, args.Lmax)
-    if cell.readout == "classification":
-        classification.check_size(cell, max(Ls))  # the cost grows with L: the largest row decides
+    check_cell(cell, max(Ls))
     return args, cell, Ls
 
 
-def _worker_init() -> None:
-    """Workers ignore Ctrl-C (the parent ends them) and die of SIGTERM; they start with both
-    held back by the parent (:func:`constructions.cli.held_signals`) and release them here."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+def check_cell(cell: Cell, Lmax: int) -> None:
+    """Refuse (``ValueError`` naming the reason) a cell the sweep cannot run up to ``Lmax``:
+    a cell without a derived construction, a classification cell whose largest row is beyond
+    the limits (the cost grows with L: the largest row decides)."""
+    (regression if cell.readout == "regression" else classification).design(cell)
+    if cell.readout == "classification":
+        classification.check_size(cell, Lmax)
 
 
 def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool) -> dict:
@@ -153,37 +152,25 @@ def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool) -> dict:
     return r
 
 
-def _rows(cell: Cell, Ls, rtol: float, lower_boxes: int, jobs: int, save: bool = False) -> list[dict]:
-    """The rows, computed in ``jobs`` forked worker processes (largest L first), in L order."""
-    task = functools.partial(_row, cell, rtol=rtol, arc_boxes=lower_boxes, save=save)
-    if jobs <= 1 or len(Ls) <= 1 or "fork" not in mp.get_all_start_methods():
-        return [task(L) for L in Ls]
-    warm_up(cell)  # build the lambdified constructions once; the workers inherit them
-    order = sorted(Ls, reverse=True)
-    # workers leave Ctrl-C and SIGTERM to the parent, which ends them however it stops
-    pool = None
-    try:
-        with cli.held_signals():  # delivered once the pool exists, so it is always ended
-            pool = mp.get_context("fork").Pool(min(jobs, len(Ls)), initializer=_worker_init)
-        done = dict(zip(order, pool.map(task, order, chunksize=1)))
-        pool.close()
-    finally:  # SIGTERM to the workers (never SIGKILL: a worker killed holding the task
-        # queue's lock would deadlock the pool's own shutdown)
-        if pool is not None:
-            pool.terminate()
-            pool.join()
-    return [done[L] for L in Ls]
-
-
 def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
-          lower_boxes: int = ARC_BOXES, jobs: int = 1, save_params: str | None = None) -> dict:
-    """Every row, the rate fit and ``L*``: the object printed by ``--json``.  With
-    ``save_params`` (a directory) the certified witness of every row is written there, one
-    atomic pair of files per row (:func:`constructions.cli.write_files`)."""
-    rows = _rows(cell, Ls, rtol, lower_boxes, jobs, save=save_params is not None)
+          lower_boxes: int = ARC_BOXES, jobs: int = 1, save_params: str | None = None,
+          done=None) -> dict:
+    """Every row, the rate fit and ``L*``: the object printed by ``--json``.  The rows are
+    computed in ``jobs`` worker processes (:func:`bounds.pool.rows`; ``done(i, row)`` is
+    called as the row of ``Ls[i]`` completes).  With ``save_params`` (a directory) the
+    certified witness of every row is written there, one atomic pair of files per row
+    (:func:`constructions.cli.write_files`)."""
+    compute = functools.partial(_row, save=save_params is not None)
+    rows = pool.rows([(cell, L) for L in Ls], rtol, lower_boxes, jobs, done, compute)
     for r in rows:
         if "_files" in r:
             cli.write_files(save_params, r.pop("_files"))
+    return summary(cell, rows, fit_from, rtol, lower_boxes)
+
+
+def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6,
+            lower_boxes: int = ARC_BOXES) -> dict:
+    """The sweep's object for the cell's ``rows`` (in L order): the rows, the fit and ``L*``."""
     quantity = "B_min" if cell.readout == "regression" else "margin"
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
@@ -286,7 +273,9 @@ def write_out(result: dict, folder: str) -> None:
 
 def execute(parsed) -> int:
     args, cell, Ls = parsed
-    result = sweep(cell, Ls, args.fit_from, args.rtol, args.lower_boxes, args.jobs, args.save_params)
+    with progress.Bar(len(Ls), "sweep", args.quiet) as bar:
+        result = sweep(cell, Ls, args.fit_from, args.rtol, args.lower_boxes, args.jobs,
+                       args.save_params, done=lambda i, row: bar.advance())
     if args.out:
         write_out(result, args.out)
     cli.emit(json.dumps(result) if args.json else table(result))

@@ -1,0 +1,77 @@
+"""Sweep rows computed in local worker processes: the engine of ``bounds.sweep`` and ``bounds.grid``.
+
+A *task* is a pair ``(cell, L)``; its row is ``bounds.search.row(cell, L, rtol, arc_boxes)``,
+the same function whether it runs here, in a forked worker or on a remote worker, so where a
+row is computed never changes it (rows are deterministic; only their ``seconds`` differ).
+
+Workers are forked after every cell's lambdified construction is built once
+(:func:`bounds.search.warm_up`), so they inherit it; they take the largest ``L`` first (the
+most expensive rows, for an even load) and report each row as it completes.  The parent owns
+Ctrl-C and SIGTERM: the workers ignore SIGINT and die of SIGTERM, and whenever the parent
+stops (done, interrupted, terminated, an error) it ends them with SIGTERM -- never SIGKILL: a
+worker killed while holding the task queue's lock would deadlock the pool's own shutdown.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+from typing import Callable, Sequence
+
+from bounds.lower import ARC_BOXES
+from bounds.search import row, warm_up
+from constructions import cli
+from constructions.cell import Cell
+
+
+def _worker_init() -> None:
+    """Workers ignore Ctrl-C (the parent ends them) and die of SIGTERM; they start with both
+    held back by the parent (:func:`constructions.cli.held_signals`) and release them here."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def _indexed_row(job) -> tuple[int, dict]:
+    index, compute, cell, L, rtol, arc_boxes = job
+    return index, compute(cell, L, rtol, arc_boxes)
+
+
+def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,
+         jobs: int = 1, done: Callable[[int, dict], None] | None = None,
+         compute: Callable[..., dict] = row) -> list[dict]:
+    """The row of every task, in the order of ``tasks``, computed in ``jobs`` forked processes
+    (in this process if ``jobs <= 1``, for a single task, or where ``fork`` is unavailable).
+
+    ``done(i, row)`` is called in this process as the row of ``tasks[i]`` completes (in order
+    of completion), e.g. to store it or advance a progress bar.  ``compute(cell, L, rtol,
+    arc_boxes)`` makes a row (default :func:`bounds.search.row`; a module-level function or a
+    ``functools.partial`` of one, so that it reaches the workers).
+    """
+    out: list[dict | None] = [None] * len(tasks)
+
+    def finished(i: int, r: dict) -> None:
+        out[i] = r
+        if done is not None:
+            done(i, r)
+
+    if jobs <= 1 or len(tasks) <= 1 or "fork" not in mp.get_all_start_methods():
+        for i, (cell, L) in enumerate(tasks):
+            finished(i, compute(cell, L, rtol, arc_boxes))
+        return out
+    for cell in dict.fromkeys(cell for cell, _ in tasks):
+        warm_up(cell)
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][1])
+    jobs_in_order = [(i, compute, *tasks[i], rtol, arc_boxes) for i in order]
+    pool = None
+    try:
+        with cli.held_signals():  # delivered once the pool exists, so it is always ended
+            pool = mp.get_context("fork").Pool(min(jobs, len(tasks)), initializer=_worker_init)
+        for i, r in pool.imap_unordered(_indexed_row, jobs_in_order, chunksize=1):
+            finished(i, r)
+        pool.close()
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    return out
