@@ -57,6 +57,10 @@ embeddings, and the symmetric arc (``n0 = L/2``) that attains the capacity above
 reach (LayerNorm escapes this by centring away a common component of ``e_s`` and ``e_a``).
 The capacity is still an upper bound there, but ``B_min`` lies above its inverse; the
 constructions refuse the cell (:func:`constructions.regression.refusal`).
+
+**Leading terms.**  The capacity's leading power and the extremal amplitude's
+(:data:`EXTREMAL_AMPLITUDE`) give the exact ``c(d)`` of ``B_min(L) = c(d) L^p (1 + o(1))``
+(:func:`leading_term`, with the proofs).
 """
 
 from __future__ import annotations
