@@ -10,6 +10,10 @@ Theory exponents (the README's results and the constructions' docstrings):
   softmax: none, a finite ``L*``);
 * classification margin at unit norm: segment ``-3`` (bounded ``rho``), line ``-1``, arc ``-2``
   (:mod:`constructions.classification`).
+
+Leading constants of regression ``B_min`` (:func:`leading_constant`): ``c(d)`` with
+``B_min(L) = c(d) L^p (1 + o(1))`` from :func:`constructions.laws.leading_term`, and the ratio
+``B_min / (c L^p)`` at the largest certified ``L``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import math
 
 import numpy as np
 import mpmath
+import sympy
 
 from constructions.cell import Cell
 from constructions.classification import MARGIN_EXPONENT
@@ -102,4 +107,34 @@ def fit(Ls, ys, L_from: int) -> dict:
         p_c, half_c = _least_squares([x, 1 / Lv], y)
         out["corrected"]["exponent"] = p_c
         out["corrected"]["ci95"] = None if half_c is None else [p_c - half_c, p_c + half_c]
+    return out
+
+
+def leading_constant(cell: Cell, rows) -> dict | None:
+    """The leading term ``B_min(L) = c(d) L^p (1 + o(1))`` of a regression cell
+    (:func:`constructions.laws.leading_term`) and how the rows approach it (None where none is
+    derived: no power rate, classification, or ``eps > 0`` where the constant is not derived).
+
+    ``value`` and ``exact`` (a string; ``srepr`` evaluates back in sympy) are ``c`` at the cell's
+    width, ``general`` is ``c(d)`` (valid for ``d >= d_min``), ``exponent`` is ``p``;
+    ``proven`` is ``B_min`` (upper and lower bounds share the leading term) or ``construction``
+    (only ``lim sup B_min / (c L^p) <= 1`` is proven).  ``ratio`` is ``B_min / (c L^p)`` and
+    ``lower_ratio`` is ``B_lower / (c L^p)`` at the largest certified ``L`` of the rows (``L``).
+    """
+    term = laws.leading_term(cell)
+    if term is None:
+        return None
+    c, p = term.constant, term.exponent
+    out = {"value": float(c), "exact": str(c), "srepr": sympy.srepr(c), "general": str(term.general),
+           "general_srepr": sympy.srepr(term.general), "d_min": term.d_min, "exponent": str(p),
+           "exponent_value": float(p), "statement": term.statement, "proven": term.proven,
+           "L": None, "ratio": None, "lower_ratio": None}
+    certified = [r for r in rows if r.get("certified") and r.get("B_min")]
+    if certified:
+        last = max(certified, key=lambda r: r["L"])
+        scale = mpmath.mpf(sympy.N(c, 30)) * mpmath.mpf(last["L"]) ** mpmath.mpf(sympy.N(p, 30))
+        out["L"] = last["L"]
+        out["ratio"] = float(last["B_min"] / scale)
+        if last.get("B_lower") is not None:
+            out["lower_ratio"] = float(last["B_lower"] / scale)
     return out

@@ -176,6 +176,8 @@ def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
     fitted.update(quantity=quantity, theory=fitting.theory_exponent(cell))
     fitted["note"] = FIT_NOTE
+    if cell.readout == "regression":
+        fitted["leading_constant"] = fitting.leading_constant(cell, rows)
     if fitting.theory_note(cell):
         fitted["theory_note"] = fitting.theory_note(cell)
     out = {
@@ -234,6 +236,9 @@ def table(result: dict) -> str:
         c = f["corrected"]["exponent"]
         extra.append(f"local exponent between L = {f['local_between'][0]} and {f['local_between'][1]}: "
                      f"{f['local_exponent']:.4f}" + (f"; with a 1/L correction: {c:.4f}" if c is not None else ""))
+    lead = f.get("leading_constant")
+    if lead is not None:
+        extra.append(_leading_note(lead, result["d"]))
     out = [title, *legend, *lines, fit_line, *extra]
     if f.get("theory_note"):
         out.append(f"theory: {f['theory_note']}")
@@ -246,6 +251,19 @@ def table(result: dict) -> str:
     if result.get("note"):
         out.append(result["note"])
     return "\n".join(out)
+
+
+def _leading_note(lead: dict, d: int) -> str:
+    """The fit note of the leading term (:func:`bounds.fit.leading_constant`)."""
+    what = ("proven for B_min" if lead["proven"] == "B_min"
+            else "proven for the construction (an upper bound; the lower bound only at each L)")
+    note = (f"leading constant: {lead['statement']}, c(d) = {lead['general']} (d >= {lead['d_min']}), "
+            f"c({d}) = {lead['exact']} = {lead['value']:.7g}, {what}")
+    if lead["ratio"] is not None:
+        note += f"; at L = {lead['L']}: B_min/(c L^p) = {lead['ratio']:.7f}"
+        if lead["lower_ratio"] is not None:
+            note += f", B_lower/(c L^p) = {lead['lower_ratio']:.7f}"
+    return note
 
 
 #: columns of every CSV row that say what the file is about

@@ -47,7 +47,7 @@ from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, LN, ONE,
                                    D, D_hi, D_lo, D_star, K, K_min, L, L_star, argmax, b, b_c, b_hi,
                                    b_lo, b_star, budget, c, cap, coord, d, delta, i, infimum, inner,
                                    k, k_slope, k_star, kk, kk_star, lam, lam_star, lam_star_sq,
-                                   lam_x_sq, lo_k, hi_k, m, maximum, mean, minimum, n, rho, rho_star, storage,
+                                   lam_x_sq, lead_c, lo_k, hi_k, m, maximum, mean, minimum, n, rho, rho_star, storage,
                                    t, tau, var, x, x_pos, x_star, y, z)
 
 PROG = "derive"
@@ -127,6 +127,31 @@ def _result(cell: Cell) -> Section:
         rows.append(Row(L_star, "=", sympy.Integer(form.L_max),
                         "the largest count bare pre-norm reaches at this width: beyond it no parameters count"))
     return Section("result", rows, intro)
+
+
+def _leading(cell: Cell) -> Section:
+    """The leading term ``B_min(L) = c(d) L^p (1 + o(1))`` (:func:`constructions.laws.leading_term`)."""
+    term = laws.leading_term(cell)
+    if term is None:
+        if laws.rigid(cell):
+            why = "bare pre-norm counts only up to a finite L*: B_min has no power rate"
+        elif laws.on_a_line(cell):
+            why = ("the values lie on a line and their gap sqrt(2 sigma) does not grow with the "
+                   "budget: B_min grows like L^2/sqrt(log L), not a power")
+        else:
+            why = "the constant is derived for eps = 0 only in this cell"
+        return Section("leading constant", [], f"None: {why}.")
+    p = term.exponent
+    which = ("B_min itself: the construction and the lower bound share the leading term"
+             if term.proven == "B_min" else
+             "the construction, an upper bound: B_min is at most c(d) L^p (1 + o(1)); the lower bound "
+             "is proven at each L, not asymptotically")
+    rows = [Row(lead_c(d), "=", term.general, f"the leading constant, for every d >= {term.d_min}"),
+            Row(lead_c(sympy.Integer(cell.d)), "=", term.constant,
+                f"at this width: {float(term.constant):.10g}"),
+            Row(B_min(L), "~", lead_c(d) * L**p,
+                f"{term.statement} as L -> infinity, the exponent p = {p}")]
+    return Section("leading constant", rows, f"{term.statement}, with c(d) exact. Proven for {which}.")
 
 
 def _storage(cell: Cell):
@@ -383,7 +408,7 @@ def derivation(cell: Cell) -> list[Section]:
                                                                 for r in geometry],
                                "The regression construction at budget 1 without its read-out."),
                        _head(cell)]
-    return head + [_construction_section(cell), _bound(cell), _closed(cell)]
+    return [head[0], _leading(cell), *head[1:], _construction_section(cell), _bound(cell), _closed(cell)]
 
 
 # --------------------------------------------------------------------------- printing
@@ -541,6 +566,15 @@ def _json(cell: Cell, sections: list[Section]) -> str:
             forms["L_star"] = form.L_max
     out = {"cell": cell.keys(),
            "symbol": {"L": sympy.srepr(L)}, "steps": steps, "closed_forms": forms}
+    term = laws.leading_term(cell)
+    if term is not None:
+        out["leading_constant"] = {
+            "statement": term.statement, "exponent": str(term.exponent),
+            "general": {"srepr": sympy.srepr(term.general), "text": text(term.general),
+                        "latex": latex(term.general), "d_min": term.d_min},
+            "constant": {"srepr": sympy.srepr(term.constant), "text": text(term.constant),
+                         "value": float(term.constant)},
+            "proven": term.proven}
     return json.dumps(out, indent=1)
 
 

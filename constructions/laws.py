@@ -57,6 +57,10 @@ embeddings, and the symmetric arc (``n0 = L/2``) that attains the capacity above
 reach (LayerNorm escapes this by centring away a common component of ``e_s`` and ``e_a``).
 The capacity is still an upper bound there, but ``B_min`` lies above its inverse; the
 constructions refuse the cell (:func:`constructions.regression.refusal`).
+
+**Leading terms.**  The capacity's leading power and the extremal amplitude's
+(:data:`EXTREMAL_AMPLITUDE`) give the exact ``c(d)`` of ``B_min(L) = c(d) L^p (1 + o(1))``
+(:func:`leading_term`, with the proofs).
 """
 
 from __future__ import annotations
@@ -113,16 +117,17 @@ def two_values(cell: Cell) -> bool:
     return rigid(cell) and cell.kind.image_dim(cell.d) == 1
 
 
-def value_reach(cell: Cell, ops: Ops = SYMPY):
+def value_reach(cell: Cell, ops: Ops = SYMPY, d=None):
     """``(H, V)`` per unit budget: ``|h| <= H B`` and ``|v_x| <= V B`` (module docstring).
 
-    None for rigid values (bare pre-norm) and post-norm cells.
+    None for rigid values (bare pre-norm) and post-norm cells.  ``d``: the width to state it at
+    (default the cell's; a sympy symbol gives the law as a function of the width).
     """
     if cell.post or rigid(cell):
         return None
     if not cell.pre:
         return 1, 1
-    M = cell.kind.max_coordinate(cell.d, ops.sqrt)
+    M = cell.kind.max_coordinate(cell.d if d is None else d, ops.sqrt)
     return (1 + M if cell.affine.bias else M), M
 
 
@@ -145,13 +150,13 @@ def value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
     return root if H == V else ops.min(root, 2 * V * B)
 
 
-def capacity(cell: Cell, t, B, ops: Ops = SYMPY):
+def capacity(cell: Cell, t, B, ops: Ops = SYMPY, d=None):
     """``cap(t, B)``: the largest amplitude at shape ``t`` and budget ``B`` (module docstring).
 
     Segment: ``t = rho``, ``B X(B, sqrt(d) log rho)``; line: ``tau H^3 B``; arc: ``sqrt(d) B``
-    or ``sqrt(d) a B^2``.
+    or ``sqrt(d) a B^2``.  ``d`` as for :func:`value_reach` (arc and line).
     """
-    d = cell.d
+    d = cell.d if d is None else d
     fam = family(cell)
     if fam == "arc":
         sd = ops.sqrt(d)
@@ -159,7 +164,7 @@ def capacity(cell: Cell, t, B, ops: Ops = SYMPY):
     if fam == "line":
         if rigid(cell):
             return d * B
-        H, _ = value_reach(cell, ops)
+        H, _ = value_reach(cell, ops, d)
         return (H * B) ** 3 * B / ops.sqrt(d)
     return B * value_gap(cell, B, ops.sqrt(d) * ops.log(t), ops)
 
@@ -201,3 +206,144 @@ def theory_exponent(cell: Cell):
     if fam == "arc":
         return 0.75 if cell.affine.gain else 1.5
     return None if rigid(cell) else 1.0
+
+
+#: the extremal amplitude of each family as ``L -> oo``: ``A*(L) = a L^q (1 + O(1/L))``, as
+#: ``(a, q)`` (segment ``D* = floor((L+1)^2/4)``; arc ``b* ~ L^{3/2}/(4 sqrt 2)``, the symmetric
+#: arc; line ``K* = 1 - 1/L``; :mod:`constructions.closed_forms`)
+EXTREMAL_AMPLITUDE = {"segment": (sympy.Rational(1, 4), 2),
+                      "arc": (1 / (4 * sympy.sqrt(2)), sympy.Rational(3, 2)),
+                      "line": (sympy.Integer(1), 0)}
+
+
+@dataclass(frozen=True)
+class LeadingTerm:
+    """``B_min(L) = c L^p (1 + o(1))`` as ``L -> oo`` (:func:`leading_term`).
+
+    ``general`` is ``c(d)``, a sympy expression in the width ``d`` of
+    :mod:`constructions.symbols`, valid for every ``d >= d_min``; ``constant`` is ``c`` at the
+    cell's width (exact); ``exponent`` is ``p`` (a sympy Rational).  ``proven`` says what the
+    constant is proven to be: ``"B_min"`` (the construction and a lower bound share the leading
+    term) or ``"construction"`` (the construction's: ``lim sup B_min / (c L^p) <= 1`` only).
+    """
+
+    general: sympy.Expr
+    constant: sympy.Expr
+    exponent: sympy.Rational
+    d_min: int
+    proven: str
+
+    @property
+    def statement(self) -> str:
+        p = self.exponent
+        return f"B_min(L) = c(d) L^{p if p.is_integer else f'({p})'} (1 + o(1))"
+
+
+def leading_term(cell: Cell) -> LeadingTerm | None:
+    """The leading term ``c(d) L^p`` of regression ``B_min(L)`` (None where ``B_min`` has no
+    power rate, or where the constant is not derived).
+
+    With ``A*(L) ~ a L^q`` the family's extremal amplitude (:data:`EXTREMAL_AMPLITUDE`) and
+    ``cap(B) ~ k B^m`` the capacity's leading term as ``B -> oo``, ``B_min ~ (A*/k)^{1/m}``:
+
+        c = (a / k)^{1/m},    p = q / m.
+
+    *Line* (linear attention without post-norm).  ``cap = k B^m`` exactly (:func:`capacity`,
+    ``m = 1`` for bare pre-norm, 4 otherwise) and ``B_min = cap^{-1}(1 - 1/L)`` exactly: the
+    construction attains it and :func:`bounds.lower.line_lower` proves it.  So ``c = k^{-1/m}``,
+    ``p = 0`` and ``B_min / c = (1 - 1/L)^{1/m} = 1 - 1/(m L) + O(L^-2)``; proven for ``B_min``.
+
+    *Segment* (softmax, no norm or pre-norm with a gain).  ``k = H`` (:func:`value_reach`),
+    ``m = 2``: ``c = 1/(2 sqrt(H))``, ``p = 1``; proven for ``B_min``, with
+    ``B_min / (c L) = 1 + 1/L + O(log L / L^2)``.  Write ``k = ceil(L/2)``, ``k' = floor(L/2)``,
+    ``rho* = floor((L-1)^2/4)``, ``D* = floor((L+1)^2/4)`` (:mod:`constructions.closed_forms`;
+    there ``lo_k(rho*) = hi_k'(rho*) = D*`` identically).
+
+    * Lower bound (``L >= 5``).  Counting parameters have ``D_lo(rho) < D < D_hi(rho)``
+      (:mod:`constructions.segment`), and ``lo_k <= D_lo``, ``D_hi <= hi_k'``.  The numerator
+      of ``lo_k - hi_k'`` (over ``rho k k' > 0``) is a quadratic in ``rho`` with leading
+      coefficient ``(k-1)k' - k(k'+1) = -L < 0`` and value ``(k-1) L (L-k) k' >= 0`` at 0, so
+      ``lo_k < hi_k'`` holds for ``rho > 0`` iff ``rho`` exceeds its positive root ``rho*``.
+      ``lo_k = (k-1)/k (rho + 2L - k + L(L-k)/rho)`` increases for ``rho >= sqrt(L(L-k))``, which
+      ``rho*`` exceeds for ``L >= 5``; so ``D > lo_k(rho) >= lo_k(rho*) = D*``.  Also
+      ``D > lo_L(rho) = (L-1)(rho+L)/L > rho/2``, so the score gap is
+      ``sigma = sqrt(d) log rho < sqrt(d) log(2D)``.  The capacity law (``B X >= D``,
+      ``X^2 - H B X - sigma <= 0``) gives ``B >= D/sqrt(H D + sigma) > f(D)`` with
+      ``f(D) = D/sqrt(H D + sqrt(d) log(2D))``, and ``f`` increases for ``D >= 1``
+      (``(f^2)' = D (H D + sqrt(d)(2 log(2D) - 1)) / (H D + sqrt(d) log(2D))^2 > 0``).  Hence
+      ``B_min >= f(D*) = sqrt(D*/H) (1 - O(log L / L^2))``.
+    * Upper bound (``L >= 4``).  For ``rho`` just above ``rho*`` the integer extremisers of
+      ``D_lo`` (a concave function of the gap, largest at ``floor`` or ``ceil`` of
+      ``sqrt(rho + L)``) and of ``D_hi`` (convex, ``sqrt(rho)``) are ``k in {m, m+1}``,
+      ``k' in {m-1, m}`` for ``L = 2m`` and ``k in {m+1, m+2}``, ``k' in {m, m+1}`` for
+      ``L = 2m+1``; for each of these pairs the numerator of ``lo_k - hi_k'`` is ``<= 0`` at
+      ``rho*`` with a negative derivative (polynomials in ``m``, checked by sympy in the tests).
+      So ``D_lo < D_hi`` on some ``(rho*, rho* + delta)`` and ``D_lo -> D*``: the corner is a
+      limit of counting shapes, and as the construction attains the capacity,
+      ``B_min <= max(D*/sqrt(H D* + sigma*), sqrt(D*/(2V)), sqrt(sigma*/(2 H V)))`` (the closed
+      form, ``sigma* = sqrt(d) log rho*``) ``= sqrt(D*/H) (1 + O(log L / L^2))``, because
+      ``H <= 2V`` (``1 + M <= 2M`` with a bias: ``M >= 1`` for ``d >= 2``).
+    * Both: ``B_min = sqrt(D*/H) (1 + O(log L / L^2))`` with ``sqrt(D*) = (L+1)/2 + O(1/L)``.
+
+    Bare pre-norm has a finite ``L*`` (no rate).  Values on a line (LayerNorm with a gain and no
+    bias at ``d = 2``, :func:`on_a_line`) have the value gap ``sqrt(2 sigma)``, which does not
+    grow with ``B``: there ``B_min ~ D*/sqrt(2 sigma*)``, of order ``L^2 / sqrt(log L)``, not a
+    power (None; ``d_min = 3`` for that cell).
+
+    *Arc* (post-norm).  ``cap = k B^m`` exactly (``k = sqrt(d)``, ``m = 1`` bare;
+    ``k = sqrt(d) a``, ``m = 2`` with a gain) and the symmetric arc needs
+    ``b* ~ L^{3/2}/(4 sqrt 2)``: ``c = (1/(4 sqrt(2) k))^{1/m}``, ``p = 3/(2m)``.  Proven for the
+    construction, as an upper bound: with ``x`` an offset ``n - L/2 > 0``, the crossing
+    ``lam_x^2 = Num/Den`` of :data:`constructions.closed_forms.LAM_SQ_X` has
+    ``Num = (L-1)^2/4 - (x + 1/2)^2 <= L^2/4 - x^2`` and
+    ``Den = (1 + 1/(2x))^2 - (1 - 1/L)^2 >= 1/x + 2/L - 1/L^2 >= (L + 2x)(L - 1/2)/(x L^2) > 0``,
+    so ``lam_x^2 <= x (L/2 - x) L^2 / (2L - 1) <= Lam = L^4 / (16 (2L - 1))`` (AM-GM).  Every
+    ``lam^2 > Lam`` therefore allows ``b_lo(lam) < b_hi(lam)``, the construction realises every
+    arc, and ``B_min <= budget(b_lo(sqrt(Lam)))`` with
+    ``b_lo(sqrt(Lam)) = (L-1) sqrt(L^2 + 8L - 4) / (4 sqrt(2L - 1)) = L^{3/2}/(4 sqrt 2) (1 + O(1/L))``;
+    the closed form (``L`` a multiple of 4: ``b* = (L-1)(L+2)/(4 sqrt(2L+1))``) has the same
+    leading term, and ``B_min / (c L^p) = 1 + 3/(4 m L) + O(L^-2)`` there.  The matching lower
+    bound is proven at each ``L`` (:func:`bounds.arc_lower.arc_lower`, within ``1e-4`` of the
+    construction on the sweep's grid), not asymptotically: that ``lim inf B_min / (c L^p) >= 1``
+    is not proven.  (Its four counts ``0, L/4, 3L/4, L`` are the alternation points of the
+    Chebyshev cubic that the small-angle expansion of the arc leaves, whose minimax deviation
+    ``L^3/(32 lam^2) < 1`` gives the same ``lam ~ L^{3/2}/(4 sqrt 2)``: evidence, not a proof.)
+
+    *eps > 0.*  No norm: nothing changes.  Pre-norm with a gain, segment: the constant is
+    unchanged.  The lower bound holds for every ``eps`` (:func:`bounds.lower.b_lower`), and
+    ``N_eps(e) = s N_0(e)`` with ``s = |e_c| / sqrt(|e_c|^2 + d eps)`` (``e_c`` the centred
+    embedding, ``e`` itself for RMSNorm), so the ``eps = 0`` construction at budget ``B0`` with
+    embeddings of norm ``B1`` and the gain ``g / s`` counts at ``eps`` with bound ``B1`` once
+    ``B1^2 >= B0 sqrt(B1^2 + d eps)``: ``B_min(eps)^2 <= (B0^2 + sqrt(B0^4 + 4 d eps B0^2))/2 =
+    B0^2 (1 + O(1/B0^2))``.  The line with a gain keeps a bounded ``B``, so ``eps`` changes its
+    constant (between ``c`` and the bound above at ``B0 = c``): not derived (None), nor for bare
+    pre-norm or post-norm, where the norm is not scale-invariant and no lower bound is proven.
+
+    Only the ``count`` task read at ``bos`` (None otherwise).
+    """
+    if cell.readout != "regression" or cell.task.name != "count" or cell.read.name != "bos":
+        return None
+    fam = family(cell)
+    if fam == "segment" and (rigid(cell) or on_a_line(cell)):
+        return None
+    if cell.post and cell.d < smallest_d(cell):
+        return None
+    if cell.attention == "linear" and cell.post and not cell.kind.centred:
+        return None  # no construction (constructions.regression.refusal)
+    if cell.eps > 0 and cell.placement.name != "none" and not (fam == "segment" and cell.pre):
+        return None
+    from constructions.symbols import d as d_symbol
+
+    def constant(d):
+        a, q = EXTREMAL_AMPLITUDE[fam]
+        if fam == "segment":
+            k, m = value_reach(cell, SYMPY, d)[0], 2
+        else:
+            k, m = capacity(cell, 1, 1, SYMPY, d), degree(cell)
+        return sympy.simplify((a / k) ** sympy.Rational(1, m)), sympy.Rational(q, m)
+
+    general, p = constant(d_symbol)
+    value, _ = constant(sympy.Integer(cell.d))
+    d_min = next(w for w in (2, 3) if w >= smallest_d(cell)
+                 and not (fam == "segment" and on_a_line(cell.replace(d=w))))
+    return LeadingTerm(general, value, p, d_min, "construction" if fam == "arc" else "B_min")

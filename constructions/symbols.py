@@ -119,6 +119,8 @@ lam_star_sq = sympy.Symbol("lambda^*2", nonnegative=True)
 lam_x_sq = sympy.Symbol("lambda_x^2", real=True)
 K_min = sympy.Symbol("K_min", positive=True)
 L_star = sympy.Symbol("L^*", integer=True, positive=True)
+#: the constant of the leading term B_min(L) ~ c(d) L^p, a function of the width
+lead_c = sympy.Function("c")
 #: a coordinate index, a class, the margin, the positions and slopes of a classification head
 i = sympy.Symbol("i", integer=True, positive=True)
 c = sympy.Symbol("c", integer=True, nonnegative=True)

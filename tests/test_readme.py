@@ -97,7 +97,7 @@ def test_layernorm_against_rmsnorm_table():
 
     rows = _table("LayerNorm against RMSNorm")
     assert len(rows) == 10
-    for attention, part, _exponent, ln, rms, dims in rows:
+    for attention, part, _exponent, ln, rms, dims, *_ in rows:
         placement, _, rest = part.partition(", ")
         affine = rest.split(" ")[0] or "bare"
         variant = "none" if placement == "none" else f"{placement}_{'bare' if affine == 'bare' else 'learned'}"
