@@ -137,7 +137,9 @@ def test_the_rounded_pass_rounds_every_operation(case):
 @settings(max_examples=60)
 @given(st.floats(allow_nan=False, allow_infinity=False, width=64), st.sampled_from(FORMATS))
 def test_conversions_round_to_nearest_even(x, fmt):
-    assert np.array_equal(fmt.round(np.float64(x)).astype(np.float64), ref_round(x, fmt), equal_nan=True)
+    with np.errstate(over="ignore"):
+        got = fmt.round(np.float64(x)).astype(np.float64)
+    assert np.array_equal(got, ref_round(x, fmt), equal_nan=True)
 
 
 @settings(max_examples=30)
@@ -254,41 +256,92 @@ def test_constants_are_the_sweep_s():
     assert W.WITNESS_BUDGET == search.INFIMUM_FLOOR
 
 
+# the README table's rows: label -> (cell, accumulate); every number is checked against a run
+README_LMAX = 256
+README_ROWS = {
+    **{v: (Cell("softmax", v, "regression", d=8), None)
+       for v in ("none", "pre_bare", "pre_learned", "post_bare", "post_learned")},
+    "none, accumulate float32": (Cell("softmax", "none", "regression", d=8), "float32"),
+    "post_learned, accumulate float32": (Cell("softmax", "post_learned", "regression", d=8), "float32"),
+    "none, classification": (Cell("softmax", "none", "classification", d=8), None),
+}
+
+
 @pytest.fixture(scope="module")
-def small_walls():
-    out = {}
-    for variant in ("none", "post_learned"):
-        cell = Cell("softmax", variant, "regression", d=8)
-        out[variant] = (cell, W.regression_walls(cell, 48, {f.name: Arith.of(f) for f in FORMATS}))
-    return out
+def readme_runs():
+    from verify.precision import report
+    return {label: report(cell, README_LMAX, acc) for label, (cell, acc) in README_ROWS.items()}
 
 
-def test_walls_obey_the_integer_ceiling_and_are_attained(small_walls):
-    for cell, found in small_walls.values():
+def _readme_section():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        return fh.read().split("## Number formats: the precision wall", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_walls_table_is_the_command_s(readme_runs):
+    section = _readme_section()
+    assert f"--Lmax {README_LMAX}" in section
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith(("| cell", "| `L`", "| margin", "| bits"))]
+    assert [r[0] for r in rows] == list(README_ROWS)
+    for label, *entries in rows:
+        got = readme_runs[label]["formats"]
+        assert len(entries) == len(FORMATS)
+        for entry, fmt in zip(entries, FORMATS):
+            f = got[fmt.name]
+            if README_ROWS[label][0].readout == "classification":
+                assert entry == f"`{f['L_wall_best']}` {f['reason']}"
+                assert f["L_wall_construction"] == f["L_wall_best"]
+            else:
+                assert entry == f"`{f['L_wall_construction']} / {f['L_wall_best']}` {f['reason']}"
+    table = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")[1:]]
+             for line in section.splitlines() if line.startswith(("| `L`", "| margin", "| bits"))}
+    runs = readme_runs["none, classification"]["rows"]
+    assert [int(x) for x in table["`L`"]] == [r["L"] for r in runs]
+    assert [float(x) for x in table["margin"]] == pytest.approx([r["margin"] for r in runs], rel=1e-3)
+    assert [int(x) for x in table["bits needed"]] == [r["bits_needed"] for r in runs]
+
+
+def test_readme_usage_lists_every_option():
+    import re
+
+    from verify.precision import _parser
+    block = _readme_section().split("```bash", 1)[1].split("```", 1)[0]
+    documented = set(re.findall(r"--[A-Za-z][A-Za-z-]*", block))
+    assert documented == {o for a in _parser()._actions for o in a.option_strings if o.startswith("--")} - {"--help"}
+
+
+def test_walls_obey_the_integer_ceiling_and_are_attained(readme_runs):
+    for label, (cell, acc) in README_ROWS.items():
+        if cell.readout != "regression":
+            continue
         budgets = W.Budgets(cell)
-        for name, w in found.items():
-            assert 0 <= w.construction <= w.best <= min(48, w.fmt.integer_ceiling)
-            if w.best == w.fmt.integer_ceiling < 48:
-                assert w.reason == "not_representable"
-            member = budgets.design.build(w.member["L_target"], w.member["B"])
-            assert run(member, w.best, Arith.of(w.fmt)).counts_up_to() >= w.best
-            if w.construction_failure:
-                L = w.construction_failure["L"]
+        for name, f in readme_runs[label]["formats"].items():
+            fmt, ar = BY_NAME[name], Arith.of(name, acc)
+            assert 0 <= f["L_wall_construction"] <= f["L_wall_best"] <= min(README_LMAX, fmt.integer_ceiling)
+            if f["L_wall_best"] == fmt.integer_ceiling < README_LMAX:
+                assert f["reason"] == "not_representable"
+            assert (f["reason"] == "none") == (f["L_wall_best"] == README_LMAX)
+            member = budgets.design.build(f["best_member"]["L_target"], f["best_member"]["B"])
+            assert run(member, f["L_wall_best"], ar).counts_up_to() >= f["L_wall_best"]
+            if f["construction_failure"]:
+                L = f["construction_failure"]["L"]
+                assert L == f["L_wall_construction"] + 1
                 params = budgets.construction(L, budgets.construction_budget(L))
-                assert run(params, L, Arith.of(w.fmt)).counts_up_to() < L
+                assert run(params, L, ar).counts_up_to() < L
 
 
-def test_the_construction_at_b_min_counts_where_the_balls_say_so(small_walls):
+def test_the_construction_at_b_min_counts_where_the_balls_say_so(readme_runs):
     """The construction the wall scans at L is certified in ball arithmetic (the sweep's check),
     and the float64 pass counts it there (its margin ~ RTOL is far above float64's error at
     these L)."""
-    cell, found = small_walls["post_learned"]
+    cell = Cell("softmax", "post_learned", "regression", d=8)
     budgets = W.Budgets(cell)
     for L in (2, 9, 30):
         params = budgets.construction(L, budgets.construction_budget(L))
         assert counts_to(params, L, backend="arb256").counts
         assert run(params, L, Arith.of("float64")).counts_up_to() >= L
-    assert found["float64"].construction == 48
+    assert readme_runs["post_learned"]["formats"]["float64"]["L_wall_construction"] == README_LMAX
 
 
 def test_classification_walls_and_margins():

@@ -34,7 +34,8 @@ with ties to even:
   a Python loop that rounds each partial sum explicitly).
 
 Overflow gives ``inf`` (NaN for ``float8_e4m3fn``), underflow gradual through the subnormals
-and then 0; floating-point warnings are silenced (the pass diagnoses them from the values).
+and then 0; callers silence floating-point warnings (``np.errstate``: the pass diagnoses
+overflow and underflow from the values).
 """
 
 from __future__ import annotations
@@ -78,9 +79,9 @@ class Format:
         return 1 << self.bits
 
     def round(self, x) -> np.ndarray:
-        """``x`` (float64 or narrower values) rounded to the format, as an array of its dtype."""
-        with np.errstate(all="ignore"):
-            return np.asarray(x).astype(self.dtype, copy=False)
+        """``x`` (float64 or narrower values) rounded to the format, as an array of its dtype
+        (an overflow warning is the caller's to silence: the pass runs under ``np.errstate``)."""
+        return np.asarray(x).astype(self.dtype, copy=False)
 
     def representable_within_half(self, n) -> np.ndarray:
         """Whether some number of the format lies strictly within 1/2 of each integer ``n``.
@@ -146,17 +147,14 @@ class Arith:
         return self.work.round(np.float64(value))
 
     def exp(self, x) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return self.work.round(np.exp(np.asarray(x).astype(np.float64)))
+        return self.work.round(np.exp(np.asarray(x).astype(np.float64)))
 
     def sqrt(self, x) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            return self.work.round(np.sqrt(np.asarray(x).astype(np.float64)))
+        return self.work.round(np.sqrt(np.asarray(x).astype(np.float64)))
 
     def running(self, terms, axis: int = 0) -> np.ndarray:
         """Sequential partial sums of ``terms`` (``G`` values) along ``axis``, each rounded to ``G``."""
-        with np.errstate(all="ignore"):
-            return np.add.accumulate(self.to_work(terms), axis=axis)
+        return np.add.accumulate(self.to_work(terms), axis=axis)
 
     def total(self, terms) -> np.ndarray:
         """The sequential sum along the last axis, left to right, in ``G`` (the last of the
@@ -164,8 +162,7 @@ class Arith:
         terms = self.to_work(terms)
         if terms.shape[-1] > 64:
             return self.running(terms, axis=-1)[..., -1]
-        with np.errstate(all="ignore"):
-            acc = terms[..., 0]
-            for k in range(1, terms.shape[-1]):
-                acc = acc + terms[..., k]
+        acc = terms[..., 0]
+        for k in range(1, terms.shape[-1]):
+            acc = acc + terms[..., k]
         return acc

@@ -124,35 +124,43 @@ def _norm(cell, ar: Arith, v, g, beta):
     """Step 2 of the module docstring on the rows of ``v`` (``F`` values): ``(LN(v) in F, stat)``."""
     x = ar.to_work(v)
     d = ar.constant(cell.d)
-    with np.errstate(all="ignore"):
-        if cell.kind.centred:
-            mean = ar.to_work(ar.total(x) / d)
-            c = ar.to_work(x - mean[..., None])
-        else:
-            c = x
-        stat = ar.to_work(ar.total(ar.to_work(c * c)) / d)
-        den = ar.sqrt(ar.to_work(stat + ar.constant(cell.eps)))
-        out = ar.to_work(c / den[..., None])
-        if g is not None:
-            out = ar.to_work(out * ar.to_work(g))
-        if beta is not None:
-            out = ar.to_work(out + ar.to_work(beta))
+    if cell.kind.centred:
+        mean = ar.to_work(ar.total(x) / d)
+        c = ar.to_work(x - mean[..., None])
+    else:
+        c = x
+    stat = ar.to_work(ar.total(ar.to_work(c * c)) / d)
+    den = ar.sqrt(ar.to_work(stat + ar.constant(cell.eps)))
+    out = ar.to_work(c / den[..., None])
+    if g is not None:
+        out = ar.to_work(out * ar.to_work(g))
+    if beta is not None:
+        out = ar.to_work(out + ar.to_work(beta))
     return ar.to_store(out), stat
 
 
 def _dot(ar: Arith, a, b):
     """``sum_k a_k b_k`` along the last axis, sequential, in ``G`` (not stored)."""
-    with np.errstate(all="ignore"):
-        return ar.total(ar.to_work(ar.to_work(a) * ar.to_work(b)))
+    return ar.total(ar.to_work(ar.to_work(a) * ar.to_work(b)))
 
 
-def run(params: Params, N: int, arith: Arith) -> Pass:
-    """The rounded pass (module docstring) for the inputs ``(s, a^n)``, ``n = 0..N``."""
+def float_values(params: Params) -> dict:
+    """Every parameter (vectors and scalars) as float64 arrays: what :func:`run` rounds to ``F``."""
+    return {name: _f64(v) for name, v in {**params.vectors, **params.scalars}.items()}
+
+
+def run(params: Params, N: int, arith: Arith, values: dict | None = None) -> Pass:
+    """The rounded pass (module docstring) for the inputs ``(s, a^n)``, ``n = 0..N``.
+
+    ``values``: :func:`float_values` of ``params``, when the caller runs several formats."""
     check_size(params, N)
+    with np.errstate(all="ignore"):
+        return _run(params, N, arith, float_values(params) if values is None else values)
+
+
+def _run(params: Params, N: int, arith: Arith, values: dict) -> Pass:
     cell, ar = params.cell, arith
-    V, S = params.vectors, params.scalars
-    P = {name: ar.to_store(_f64(v)) for name, v in V.items()}
-    P.update({name: ar.to_store(_f64(v)) for name, v in S.items()})
+    P = {name: ar.to_store(v) for name, v in values.items()}
     g, beta = P.get("g"), P.get("beta")
     h, pre_stat = {}, {}
     for t in ("s", "a"):
@@ -161,42 +169,41 @@ def run(params: Params, N: int, arith: Arith) -> Pass:
         else:
             h[t] = P[f"e_{t}"]
     tau = ar.constant(1 / math.sqrt(cell.d))
-    with np.errstate(all="ignore"):
-        sigma = {t: ar.to_work(tau * _dot(ar, h["s"], h[t])) for t in ("s", "a")}
-        hs, ha = ar.to_work(h["s"]), ar.to_work(h["a"])
-        if cell.attention == "softmax":
-            m = np.maximum(sigma["s"], sigma["a"])
-            p = (ar.exp(ar.to_work(sigma["s"] - m)), ar.exp(ar.to_work(sigma["a"] - m)))
-            p0 = ar.exp(ar.to_work(sigma["s"] - sigma["s"]))  # n = 0: the maximum is sigma_s
-            Zterms = np.full(N + 1, p[1], dtype=ar.work.dtype)
-            Zterms[0] = p[0]
-            Z = ar.running(Zterms)
-            Z[0] = p0
-            weights = (ar.stored(p[0]), ar.stored(p[1]))
-        else:
-            p, Z = None, None
-            weights = (ar.stored(sigma["s"]), ar.stored(sigma["a"]))
-        terms = np.empty((N + 1, cell.d), dtype=ar.work.dtype)
-        terms[0] = ar.to_work(weights[0] * hs)
-        terms[1:] = ar.to_work(weights[1] * ha)
-        num = ar.running(terms, axis=0)
-        if cell.attention == "softmax":
-            num[0] = ar.to_work(ar.stored(p0) * hs)
-            A = ar.to_store(num / Z[:, None])
-        else:
-            A = ar.to_store(num)
-        r = ar.to_store(ar.to_work(P["e_s"]) + ar.to_work(A))
-        stat = None
-        if cell.post:
-            z, stat = _norm(cell, ar, r, g, beta)
-        else:
-            z = r
-        out = Pass(arith=ar, params=P, pre_stat=pre_stat, h=h, sigma=sigma, p=p, Z=Z, N=num, A=A,
-                   r=r, stat=stat, z=z)
-        if cell.readout == "regression":
-            out.y = ar.to_store(_dot(ar, z, P["w"]) + ar.to_work(P["w0"]))
-        else:
-            out.logits = _logits(ar, z, P["u"], P["b"])
+    sigma = {t: ar.to_work(tau * _dot(ar, h["s"], h[t])) for t in ("s", "a")}
+    hs, ha = ar.to_work(h["s"]), ar.to_work(h["a"])
+    if cell.attention == "softmax":
+        m = np.maximum(sigma["s"], sigma["a"])
+        p = (ar.exp(ar.to_work(sigma["s"] - m)), ar.exp(ar.to_work(sigma["a"] - m)))
+        p0 = ar.exp(ar.to_work(sigma["s"] - sigma["s"]))  # n = 0: the maximum is sigma_s
+        Zterms = np.full(N + 1, p[1], dtype=ar.work.dtype)
+        Zterms[0] = p[0]
+        Z = ar.running(Zterms)
+        Z[0] = p0
+        weights = (ar.stored(p[0]), ar.stored(p[1]))
+    else:
+        p, Z = None, None
+        weights = (ar.stored(sigma["s"]), ar.stored(sigma["a"]))
+    terms = np.empty((N + 1, cell.d), dtype=ar.work.dtype)
+    terms[0] = ar.to_work(weights[0] * hs)
+    terms[1:] = ar.to_work(weights[1] * ha)
+    num = ar.running(terms, axis=0)
+    if cell.attention == "softmax":
+        num[0] = ar.to_work(ar.stored(p0) * hs)
+        A = ar.to_store(num / Z[:, None])
+    else:
+        A = ar.to_store(num)
+    r = ar.to_store(ar.to_work(P["e_s"]) + ar.to_work(A))
+    stat = None
+    if cell.post:
+        z, stat = _norm(cell, ar, r, g, beta)
+    else:
+        z = r
+    out = Pass(arith=ar, params=P, pre_stat=pre_stat, h=h, sigma=sigma, p=p, Z=Z, N=num, A=A,
+               r=r, stat=stat, z=z)
+    if cell.readout == "regression":
+        out.y = ar.to_store(_dot(ar, z, P["w"]) + ar.to_work(P["w0"]))
+    else:
+        out.logits = _logits(ar, z, P["u"], P["b"])
     return out
 
 

@@ -27,15 +27,16 @@ arithmetic, so its numbers are the result, not a screen of an exact one).
   monotone by definition; a larger budget buys margin (relative slack) but costs absolute
   precision (larger vectors round more coarsely), which the search weighs by running each
   member.  The search (:func:`_targets`, :data:`BUDGET_RATIO`, :data:`BUDGET_STEPS`): targets
-  ``1..32`` then geometric with ratio ``2^(1/8)`` up to ``Lmax``, each at budgets
-  ``(1 + RTOL) B_min 2^k``, ``k = 0..12``, upward until a member counts to its
-  target; a format stops being searched at targets beyond ``2 L + 32`` (``L`` its best so far)
+  ``1..32`` then geometric with ratio ``2^(1/8)`` up to ``Lmax`` (and ``L*`` where finite), each at budgets
+  ``(1 + RTOL) B_min 2^k``, ``k = 0..6``, upward until a member counts to its
+  target; a format stops being searched at targets beyond ``2 L + EXPLORE`` (``L`` its best so far)
   or beyond its integer ceiling ``2^p`` (no parameters count past it, below).  The result is
   therefore a lower bound on the wall of the whole family in ``F`` (the members tried are
   reported), and ``L_wall_best >= L_wall_construction`` (the construction members are
   included).
-* ``reason`` -- why the pass fails at the next count, diagnosed from its stages
-  (:func:`diagnose`): the first of
+* ``reason`` -- why the format stops the family there, diagnosed from the stages of a pass
+  (:func:`diagnose`) of the member that goes furthest towards a larger target, at its first
+  failing count (:func:`_why_it_stops`); the first of
 
   ``overflow``                 a parameter or a stage is not finite (inf, or NaN: float8_e4m3fn
                                has no infinity);
@@ -51,7 +52,7 @@ arithmetic, so its numbers are the result, not a screen of an exact one).
   ``readout_rounds_together``  ``z`` moves but the read-out rounds to the same ``y``;
   ``construction_fails``       the member fails at ``n`` in exact arithmetic too (mp50);
   ``rounding_error``           none of these: the accumulated rounding error exceeds the margin;
-  ``no_construction``          (construction wall) no parameters count to the next ``L``
+  ``no_construction``          no parameters count to the next ``L`` in this cell
                                (bare pre-norm beyond ``L*``);
   ``none``                     it counts at every ``L <= Lmax``.
 
@@ -85,7 +86,7 @@ from constructions.cell import MAX_B, Cell
 from constructions.symbols import L as L_SYMBOL
 from verify.formats import Arith, Format
 from verify.forward import reduced
-from verify.rounded import Pass, run
+from verify.rounded import Pass, float_values, run
 
 #: relative distance of the construction wall's budget above B_min (the sweep's default rtol)
 RTOL = 1e-6
@@ -93,12 +94,14 @@ RTOL = 1e-6
 WITNESS_BUDGET = 1e-3
 #: the best-budget search: budgets (1 + RTOL) B_min BUDGET_RATIO^k, k = 0..BUDGET_STEPS
 BUDGET_RATIO = 2.0
-BUDGET_STEPS = 12
+BUDGET_STEPS = 6
 #: the relative bracket around the closed form's extremal shape searched for the construction
 SHAPE_BRACKET = 5e-3
 #: targets 1..SMALL_TARGETS, then geometric with ratio TARGET_RATIO up to Lmax
 SMALL_TARGETS = 32
 TARGET_RATIO = 2 ** (1 / 8)
+#: a format is searched at targets up to twice its best count so far plus this
+EXPLORE = 16
 #: the largest Lmax accepted: regression scans every L (one construction each), classification
 #: the powers of two (a head of (L+1) d numbers and (L+1)^2 d logit terms per format each)
 MAX_LMAX = {"regression": 1 << 14, "classification": 1 << 12}
@@ -119,6 +122,7 @@ class Wall:
     reason: str | None = None
     detail: str = ""
     tried: int = 0
+    members: list = field(default_factory=list)  # (c, L_target, B) of every member run
     done: bool = False  # the best-budget search reached the ceiling of this format
     notes: list = field(default_factory=list)
 
@@ -206,6 +210,15 @@ def _same(x, n) -> bool:
     return bool(np.array_equal(np.asarray(x[n]).astype(np.float64), np.asarray(x[n - 1]).astype(np.float64)))
 
 
+def _stagnant_since(x, n: int) -> int:
+    """The first ``k >= 1`` from which ``x[k] = x[k+1] = ... = x[n]`` (counts ``1..n`` share
+    one running sum; ``x[0]`` belongs to the input without ``a``)."""
+    k = n
+    while k > 1 and _same(x, k):
+        k -= 1
+    return k
+
+
 def diagnose(ps: Pass, n: int, params) -> tuple[str, str]:
     """``(reason, detail)`` for the failure of the pass ``ps`` at the count ``n`` (module docstring)."""
     cell = params.cell
@@ -242,11 +255,14 @@ def diagnose(ps: Pass, n: int, params) -> tuple[str, str]:
                                      f"stored in {F}, spacing {spacing:g} there)")
     if n >= 2:
         if ps.Z is not None and _same(ps.Z, n):
-            return "sum_stagnates", (f"the running softmax denominator stagnates: Z_{n - 1} + p_a rounds to "
-                                     f"Z_{n - 1} = {float(ps.Z[n - 1]):g} in {ar.work.name}")
+            since = _stagnant_since(ps.Z, n)
+            return "sum_stagnates", (f"the running softmax denominator stopped growing at n = {since}: "
+                                     f"Z + p_a rounds to Z = {float(ps.Z[n]):g} in {ar.work.name}, so the "
+                                     "read-out drifts off the curve the parameters were built for")
         if _same(ps.N, n):
-            return "sum_stagnates", (f"the running attention numerator stagnates: N_{n - 1} + P_a h_a rounds "
-                                     f"to N_{n - 1} in every coordinate ({ar.work.name})")
+            since = _stagnant_since(ps.N, n)
+            return "sum_stagnates", (f"the running attention numerator stopped growing at n = {since}: "
+                                     f"N + P_a h_a rounds to N in every coordinate ({ar.work.name})")
     if n >= 1 and _same(out, n):
         if _same(ps.A, n):
             return "weights_round_together", (f"the attention output N_n/Z_n rounds to the same {F} "
@@ -284,8 +300,10 @@ def _against_exact(ps: Pass, n: int, params, where: str) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------------- regression
-def _targets(Lmax: int) -> list[int]:
-    out = set(range(1, min(SMALL_TARGETS, Lmax) + 1))
+def _targets(Lmax: int, reach: int | None = None) -> list[int]:
+    """The targets of the best-budget search (module docstring), and the cell's last countable
+    ``L*`` (``reach``) if it is finite."""
+    out = set(range(1, min(SMALL_TARGETS, Lmax) + 1)) | ({reach} if reach and reach <= Lmax else set())
     x = float(SMALL_TARGETS)
     while x < Lmax:
         out.add(int(round(x)))
@@ -323,9 +341,10 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
             alive = set()
             break
         params = budgets.construction(L, B)
+        values = float_values(params)
         for name in sorted(alive):
             w, ar = walls[name], ariths[name]
-            ps = run(params, L, ar)
+            ps = run(params, L, ar, values)
             c = ps.counts_up_to()
             _record(w, min(c, L), L, B)
             if c >= L:
@@ -346,7 +365,7 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
     if bar:
         bar.close()
     # (b) the best budget of the family
-    targets = _targets(Lmax)
+    targets = _targets(Lmax, budgets.form.L_max if budgets.form is not None else None)
     bar = progress(len(targets)) if progress else None
     for w in walls.values():
         w.done = w.best >= w.limit(Lmax)
@@ -354,7 +373,7 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
         if bar:
             bar.update(1)
         active = [n for n, w in walls.items()
-                  if not w.done and L_t <= w.fmt.integer_ceiling and L_t <= 2 * w.best + SMALL_TARGETS]
+                  if not w.done and L_t <= w.fmt.integer_ceiling and L_t <= 2 * w.best + EXPLORE]
         if not active:
             continue
         base = budgets.b_min(L_t) if L_t > 1 else WITNESS_BUDGET
@@ -365,11 +384,13 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
             if B > MAX_B or not active:
                 break
             params = design.build(L_t, B)
+            values = float_values(params)
             for name in list(active):
                 w = walls[name]
-                ps = run(params, w.limit(Lmax) if w.limit(Lmax) < Lmax else Lmax, ariths[name])
+                ps = run(params, min(Lmax, w.fmt.integer_ceiling + 1), ariths[name], values)
                 c = ps.counts_up_to()
                 w.tried += 1
+                w.members.append((c, L_t, B))
                 _record(w, c, L_t, B)
                 if c >= L_t:
                     active.remove(name)
@@ -377,13 +398,30 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
     if bar:
         bar.close()
     for name, w in walls.items():
-        if w.best >= Lmax:
-            w.reason, w.detail = "none", f"counts at every L <= {Lmax}"
-            continue
-        params = design.build(w.member["L_target"], w.member["B"])
-        ps = run(params, min(Lmax, w.best + 1), ariths[name])
-        w.reason, w.detail = diagnose(ps, w.best + 1, params)
+        w.reason, w.detail = _why_it_stops(w, budgets, Lmax, ariths[name])
     return walls
+
+
+def _why_it_stops(w: Wall, budgets: Budgets, Lmax: int, ar: Arith) -> tuple[str, str]:
+    """The reason of a best wall: at the integer ceiling, why its member fails at ``2^p + 1``;
+    otherwise why the *nearest miss* fails -- the member for a larger target that got furthest
+    (smallest target, then budget, among ties), at its first failing count.  (The best member
+    itself usually stops at its own target, where it fails in exact arithmetic too: that says
+    where the member ends, not what stops the format.)"""
+    if w.best >= Lmax:
+        return "none", f"counts at every L <= {Lmax}"
+    if budgets.beyond_reach(w.best + 1):
+        return "no_construction", f"no parameters count to L = {w.best + 1} in this cell"
+    misses = [m for m in w.members if m[1] > w.best]
+    if w.best >= w.fmt.integer_ceiling or not misses:
+        L_t, B = w.member["L_target"], w.member["B"]
+    else:
+        _, L_t, B = min(misses, key=lambda m: (-m[0], m[1], m[2]))
+    params = budgets.design.build(L_t, B)
+    ps = run(params, min(Lmax, w.fmt.integer_ceiling + 1), ar)
+    n = ps.counts_up_to() + 1
+    reason, detail = diagnose(ps, n, params)
+    return reason, f"{detail} (the member for L = {L_t} at B = {B:.4g})"
 
 
 # ---------------------------------------------------------------------------- classification
