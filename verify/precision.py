@@ -115,9 +115,9 @@ def report(cell: Cell, Lmax: int, accumulate=None, progress=None) -> dict:
 def table(result: dict, cell: Cell) -> str:
     head = (f"{cell.describe()}, every L <= {result['Lmax']}"
             + (f", accumulating in {result['accumulate']}" if result["accumulate"] else ""))
-    lines = [head, f"{'format':<14} {'bits':>4} {'2^p':>9} {'construction':>12} {'best':>6}  reason"]
+    lines = [head, f"{'format':<14} {'bits':>4} {'2^p':>16} {'construction':>12} {'best':>6}  reason"]
     for name, f in result["formats"].items():
-        lines.append(f"{name:<14} {f['bits']:>4} {f['integer_ceiling']:>9} {f['L_wall_construction']:>12} "
+        lines.append(f"{name:<14} {f['bits']:>4} {f['integer_ceiling']:>16} {f['L_wall_construction']:>12} "
                      f"{f['L_wall_best']:>6}  {f['reason']}: {f['detail']}")
     for row in result.get("rows", []):
         lines.append(f"  L = {row['L']}: margin {row['margin']:.4g}, largest logit {row['logit_scale']:.4g}, "
