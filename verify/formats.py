@@ -67,10 +67,6 @@ class Format:
         return float(self.info.max)
 
     @property
-    def smallest_subnormal(self) -> float:
-        return float(self.info.smallest_subnormal)
-
-    @property
     def integer_ceiling(self) -> int:
         """``2^p``: every integer ``0..2^p`` is a number of the format, and ``2^p + 1`` is at
         distance 1 from both its neighbours ``2^p`` and ``2^p + 2`` (the spacing on

@@ -124,7 +124,6 @@ class Wall:
     tried: int = 0
     members: list = field(default_factory=list)  # (c, L_target, B) of every member run
     done: bool = False  # the best-budget search reached the ceiling of this format
-    notes: list = field(default_factory=list)
 
     def limit(self, Lmax: int) -> int:
         """No count beyond ``min(Lmax, 2^p)`` can be reached (regression)."""
