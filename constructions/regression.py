@@ -586,15 +586,17 @@ class RegressionDesign:
                 up_B, lo_B = lo_B, lo_B / 1.01
         return up_B
 
-    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+    def build(self, L_value: int, B_value, dps: int = 50, shape=None) -> Params:
         """The construction at budget ``B`` for counting to ``L``: best shape, middle amplitude.
 
         ``L`` must be an integer >= 1 and ``B`` a finite real number > 0 (else ValueError).
+        ``shape``: the shape to use instead of :meth:`best_shape`'s search (a caller that has
+        located it, e.g. near the closed form's extremal shape).
         """
         L_value = _check_count(L_value)
         with mpmath.workdps(dps):
             Bv = _check_budget(B_value)
-            t_value, _ = self.best_shape(L_value, float(Bv))
+            t_value = self.best_shape(L_value, float(Bv))[0] if shape is None else shape
             tv = mpmath.mpf(t_value) if t_value is not None else mpmath.mpf(1)
             lo, hi = self.interval(tv, L_value)
             cap = self.capacity_mp(tv, Bv)
