@@ -207,9 +207,35 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
         return min(arb_floor(laws.budget(cell, R_low, laws.ARB)), B_upper)
 
 
+def last_line_lower(cell: Cell, L: int) -> float:
+    """Linear attention with pre-norm read at the last position, the count task:
+    ``B >= cap^{-1}(1 - 1/(L-1))`` (0 for ``L <= 2``).
+
+    *Proof.*  For ``n >= 1`` the query is ``h_a``, the scores ``tau <h_a, h_s>`` (one ``s``) and
+    ``tau |h_a|^2`` (``n`` tokens ``a``) and the residual ``e_a + A``, so
+    ``y(n) = K + k n`` with ``k = tau |h_a|^2 <w, h_a>`` and ``K`` independent of ``n``.
+    Counting at ``n = 1`` and ``n = L`` needs ``|K + k - 1| < 1/2`` and ``|K + k L - L| < 1/2``,
+    so ``(L-1)|k - 1| < 1`` and ``k > 1 - 1/(L-1)``.  By Cauchy-Schwarz ``k <= tau |h_a|^3 |w|
+    <= cap(B)``, the line capacity of :mod:`constructions.laws` (``|h| <= H B``, or
+    ``|h| = sqrt(d)`` bare, ``eps = 0``), whence the bound (:func:`constructions.laws.budget`,
+    increasing).  The count ``n = 0`` is off the line (:mod:`constructions.tasks`) and is not
+    used, so the bound is met only where the offset it needs is within reach.
+    """
+    if L <= 2:
+        return 0.0
+    with flint.ctx.workprec(PREC):
+        return arb_floor(laws.budget(cell, 1 - flint.arb(1) / (L - 1), laws.ARB))
+
+
 def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES,
             rtol: float = 1e-6) -> float | None:
     """The proven lower bound for a sweep row (None where no proof is implemented).
+
+    The select task at the BOS read: the bound of the count task.  *Proof.*  The inputs of the
+    count task, ``(s, a^n)`` for ``n <= L``, are inputs of the select task (``n_b = 0``) with
+    the same targets, read at the same position: parameters that solve select to ``L`` count
+    to ``L``, so ``B_min(select) >= B_min(count) >= B_lower(count)``.  The count task at the
+    last read: :func:`last_line_lower` (linear attention with pre-norm; None elsewhere).
 
     Where the reduced problem is solved exactly (segment), the branch and bound runs to the
     bisection tolerance ``rtol`` of ``B_upper``; the arc stops at ``1e-4``.
@@ -220,6 +246,14 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     """
     if cell.readout == "classification":
         return 0.0
+    if cell.read.last:
+        if cell.distractor or cell.attention != "linear" or not cell.pre:
+            return None
+        if cell.eps > 0 and laws.rigid(cell):
+            return None
+        return last_line_lower(cell, L)
+    if cell.distractor:
+        return b_lower(cell.replace(task="count"), L, B_upper, arc_boxes, rtol)
     if cell.post:
         if cell.eps > 0 or cell.d < laws.smallest_d(cell) or B_upper is None:
             return None

@@ -22,7 +22,7 @@ import numpy as np
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star
 from constructions import classification, laws, regression
-from constructions.closed_forms import closed_form
+from constructions.tasks import closed_form as task_closed_form
 from constructions.cell import Cell, Params
 from verify.backends import get_backend
 from verify.forward import LayerNormUndefined
@@ -89,7 +89,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
         return row
     if L == 1:
         return _infimum_row(row, design, L, start)
-    counts = lambda b: counts_to(design.build(L, b), L, "float64").counts
+    counts = lambda b: counts_to(design.screen(L, b), L, "float64").counts
     # bracket [lo, hi] around the estimate: lo fails, hi counts (widen until both hold)
     step = 1e-5
     hi, lo = est * (1 + step), est * (1 - step)
@@ -122,7 +122,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     row.update(
         B_min=b_min,
         B_lower=b_lower(cell, L, b_min, arc_boxes, rtol) if lower else None,
-        closed_form=closed_form(cell, L) if cell.eps == 0 else None,
+        closed_form=task_closed_form(cell, L) if cell.eps == 0 else None,
         certified=res.certified,
         worst_error=res.worst_error,
         shape=None if shape is None else {"arc": "lambda", "segment": "rho"}[design.family],

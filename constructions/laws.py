@@ -201,3 +201,40 @@ def theory_exponent(cell: Cell):
     if fam == "arc":
         return 0.75 if cell.affine.gain else 1.5
     return None if rigid(cell) else 1.0
+
+
+# ---------------------------------------------------------------- the last read (count task)
+# Linear attention with pre-norm read at the last position (constructions.tasks): the line
+# y(n) = K + k n holds for n >= 1 and y(0) = K + delta is off it by the offset
+# delta = <w, e_s - e_a> (values equal, embeddings along one axis with free scales <= B).
+
+
+def last_offset_reach(cell: Cell, B, k, ops: Ops = SYMPY):
+    """``Delta``: the construction's offsets ``delta`` fill ``(-Delta, Delta)`` at budget ``B``
+    and slope ``k``.  ``delta = (lam_s - lam_a) <w, top>`` with ``lam_s, lam_a`` in ``(0, B]``:
+    with a gain ``w = B e_1`` and ``<e_1, top> = a`` (the kind's axis reach), ``Delta = a B^2``;
+    bare, ``w = (k/d) top`` and ``Delta = B k/d``."""
+    if rigid(cell):
+        return B * k / cell.d
+    return cell.kind.axis_reach(cell.d, ops.sqrt) * B**2
+
+
+def last_slope_floor(cell: Cell, B, L, ops: Ops = SYMPY):
+    """The smallest slope ``k <= 1`` for which some ``K`` counts ``n = 1..L`` and some offset of
+    reach ``Delta(B, k)`` puts ``y(0)`` within 1/2 of 0: ``L (1 - k) < 1 + Delta``, i.e.
+    ``1 - (1 + a B^2)/L`` with a gain and ``(1 - 1/L)/(1 + B/(d L))`` bare (plain arithmetic)."""
+    if rigid(cell):
+        return (1 - 1 / L) / (1 + B / (cell.d * L))
+    return 1 - (1 + cell.kind.axis_reach(cell.d, ops.sqrt) * B**2) / L
+
+
+def last_offset_budget(cell: Cell, L, ops: Ops = SYMPY):
+    """``B_delta``: the budget where the capacity meets :func:`last_slope_floor`,
+    ``cap(B) = k_delta(B)``.  With a gain ``c B^4 + (a/L) B^2 = 1 - 1/L`` (``c = cap(1)``), a
+    quadratic in ``B^2``; bare ``d B + B^2/L = 1 - 1/L``."""
+    d = cell.d
+    if rigid(cell):
+        return L * (ops.sqrt(d**2 + 4 * (1 - 1 / L) / L) - d) / 2
+    c = capacity(cell, None, 1, ops)
+    a = cell.kind.axis_reach(d, ops.sqrt)
+    return ops.sqrt((ops.sqrt((a / L) ** 2 + 4 * c * (1 - 1 / L)) - a / L) / (2 * c))
