@@ -215,7 +215,8 @@ def table(result: dict) -> str:
     f = result["fit"]
     title = (f"{result['attention']}/{result['variant']}/{result['readout']}, d={result['d']}, "
              f"eps={result['eps']:g}"
-             + ("" if result["variant"] == "none" else f", {result['norm']} {result['affine']}"))
+             + ("" if result["variant"] == "none" else f", {result['norm']} {result['affine']}")
+             + f", task {result['task']}, read {result['read']}")
     if f["exponent"] is not None:
         ci = f"[{f['ci95'][0]:.4f}, {f['ci95'][1]:.4f}]" if f["ci95"] else "(too few points)"
         fit_line = (f"fit of log {f['quantity']} on log L over L >= {f['L_from']}: exponent "
@@ -244,7 +245,8 @@ def table(result: dict) -> str:
 
 
 #: columns of every CSV row that say what the file is about
-CSV_METADATA = ("attention", "variant", "norm", "affine", "readout", "d", "eps", "version")
+CSV_METADATA = ("attention", "variant", "norm", "affine", "readout", "d", "eps", "task", "read",
+                "version")
 
 
 def csv_text(result: dict) -> str:

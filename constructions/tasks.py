@@ -66,9 +66,11 @@ solving ``cap(B) = k_delta(B)`` (a quadratic in ``B^2`` with a gain, in ``B`` ba
 :func:`closed_form`).  The lower bound ``cap^{-1}(1 - 1/(L-1))`` (:func:`bounds.lower.b_lower`)
 meets it wherever the offset does not bind (``a B^2 >= 1/(L-1)`` with a gain; bare
 ``B k/d >= 1/(L-1)``); below, the construction's ``B_min`` is an upper bound only.  Not built
-at the last read: softmax attention (without a norm ``e = h`` ties ``delta`` to ``k``: ``y(1) -
-y(0) < 2`` and ``y(L) - y(1) > L - 2`` cannot both hold with ``y`` an increasing Mobius function
-on ``[-1, 1)``, so nothing counts beyond ``L = 3``), linear attention without a norm (``e = h``:
+at the last read: softmax attention (without a norm ``e = h``, so ``y(0) = K - D`` and ``y(n) = K +
+D phi(n)``, ``phi(n) = n/(rho+n)``, ``D = <w, h_a - h_s>``: counting needs ``D (1 + phi(1)) =
+y(1) - y(0) < 2`` and ``D (phi(L) - phi(1)) = y(L) - y(1) > L - 2``, impossible for ``L >= 4``
+since ``phi(L) - phi(1) < 1 + phi(1)``, and for ``L = 3`` since ``(phi(3) - phi(1))/(1 + phi(1))
+= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``), linear attention without a norm (``e = h``:
 the offset needs a cubic) and post-norm, and the select task.
 """
 
@@ -103,23 +105,23 @@ def refusal(cell: Cell) -> str | None:
         return None
     what = f"the {task} task at the {read} read"
     if cell.readout == "classification":
-        return f"{what} has no classification construction yet (only regression)"
+        return f"{what} has no construction yet for classification (regression is built)"
     if task == "select" and read == "last":
         return f"{what} has no construction yet (the query b must count the a tokens too)"
     if read == "last":
         if cell.attention == "softmax":
-            return (f"{what} has no softmax construction yet (without a norm nothing counts "
-                    "beyond L = 3: e = h ties y(0) to the Mobius amplitude)")
+            return (f"{what} has no construction yet for softmax attention (without a norm nothing counts "
+                    "beyond L = 2: e = h ties y(0) to the Mobius amplitude)")
         if not cell.pre:
-            return f"{what} is built for linear attention with pre-norm only"
+            return f"{what} has no construction yet without pre-norm (built: linear attention with pre-norm)"
         return None
     # select at the BOS read
     if cell.attention == "softmax" and not cell.post:
         return (f"{what} has no construction yet for softmax attention without post-norm "
                 "(the distractor's weight cannot vanish; suppressing it costs score range)")
     if cell.pre and not cell.affine.bias and cell.kind.image_dim(cell.d) == 1:
-        return (f"{what} needs d >= 3 with pre-LayerNorm without a bias (at d = 2 every value "
-                "is +- one vector, so the distractor always scores)")
+        return (f"{what} has no construction at d = 2 with pre-LayerNorm without a bias (every "
+                "value is +- one vector, so the distractor always scores; d >= 3 is built)")
     return None
 
 
@@ -278,32 +280,34 @@ class TaskDesign(RegressionDesign):
             return Params(self.cell, vectors, {"w0": out["w0"]})
 
 
-def last_closed_form(cell: Cell):
-    """``B_min(L)`` of the last-read line construction as a sympy expression in ``L`` (``L >= 2``):
-    ``max(cap^{-1}(1 - 1/(L-1)), B_delta)`` (module docstring)."""
-    from constructions.closed_forms import budget
+def last_closed_form(cell: Cell) -> tuple:
+    """``B_min(L)`` of the last-read line construction (``L >= 2``) as the two sympy expressions
+    in ``L`` whose maximum it is: ``cap^{-1}(1 - 1/(L-1))`` and ``B_delta`` (module docstring)."""
+    if cell not in _FORMS:
+        from constructions.closed_forms import budget
 
-    return sympy.Max(budget(cell, 1 - 1 / (L - 1)), laws.last_offset_budget(cell, L))
+        _FORMS[cell] = (budget(cell, 1 - 1 / (L - 1)), laws.last_offset_budget(cell, L))
+    return _FORMS[cell]
+
+
+_FORMS: dict = {}
 
 
 def closed_form(cell: Cell, L_value: int) -> dict | None:
     """The closed form of ``B_min(L)`` for any task and read position (None where none holds):
-    the count task's where the distractor is free, :func:`last_closed_form` at the last read."""
+    the count task's where the distractor is free, :func:`last_closed_form` at the last read
+    (``branch``: ``slope`` where ``cap^{-1}(1 - 1/(L-1))`` is the larger, ``offset`` where
+    ``B_delta`` is)."""
     if refusal(cell) is not None or cell.eps != 0:
         return None
     if not cell.read.last:
         return count_closed_form(screen_cell(cell), L_value)
     if L_value < 2:
         return None
-    expr = _last_form(cell).xreplace({L: sympy.Integer(L_value)})
-    return {"B": float(expr), "B_exact": str(expr), "valid_for": "L >= 2",
+    at = {L: sympy.Integer(L_value)}
+    with mpmath.workdps(40):
+        values = [mpmath.mpf(sympy.N(e.xreplace(at), 40)) for e in last_closed_form(cell)]
+    j = 0 if values[0] >= values[1] else 1
+    return {"B": float(values[j]), "B_exact": str(last_closed_form(cell)[j].xreplace(at)),
+            "valid_for": "L >= 2", "branch": ("slope", "offset")[j],
             "K": float(1 - sympy.Rational(1, L_value - 1))}
-
-
-_FORMS: dict = {}
-
-
-def _last_form(cell: Cell):
-    if cell not in _FORMS:
-        _FORMS[cell] = last_closed_form(cell)
-    return _FORMS[cell]
