@@ -238,3 +238,20 @@ def last_offset_budget(cell: Cell, L, ops: Ops = SYMPY):
     c = capacity(cell, None, 1, ops)
     a = cell.kind.axis_reach(d, ops.sqrt)
     return ops.sqrt((ops.sqrt((a / L) ** 2 + 4 * c * (1 - 1 / L)) - a / L) / (2 * c))
+
+
+def last_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
+    """Softmax attention with pre-norm and a gain read at the last position: the largest
+    ``X = |h_s - h_a|`` at budget ``B`` and score gap ``sigma = <h_a, h_s - h_a> = sqrt(d) log rho``
+    (the query is ``h_a``).  With ``u = (h_s - h_a)/X``, ``sigma = X <h_a, u> = X (<h_s, u> - X)
+    <= X (H B - X)``, so ``X^2 - H B X + sigma <= 0``: ``X <= (H B + sqrt(H^2 B^2 - 4 sigma))/2``
+    and ``sigma <= H^2 B^2/4``.  The score gap now *costs* value gap (at the BOS read it buys
+    it).  ``X <= 2 V B`` never binds for ``sigma >= 0`` (``H <= 2 V``)."""
+    H, _ = value_reach(cell, ops)
+    return (H * B + ops.sqrt(H**2 * B**2 - 4 * sigma)) / 2
+
+
+def last_capacity(cell: Cell, t, B, ops: Ops = SYMPY):
+    """``B X`` at shape ``t = rho >= 1`` (:func:`last_value_gap`): the largest Mobius amplitude
+    ``D = <w, h_a - h_s>`` at the last read."""
+    return B * last_value_gap(cell, B, ops.sqrt(cell.d) * ops.log(t), ops)

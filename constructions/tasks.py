@@ -79,22 +79,45 @@ from __future__ import annotations
 import math
 
 import mpmath
+import numpy as np
 import sympy
 
-from constructions import laws
+from constructions import laws, segment
 from constructions.cell import Cell, Params
 from constructions.closed_forms import closed_form as count_closed_form
 from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _vec,
                                       axes)
 from constructions.regression import design as count_design
-from constructions.symbols import (BETA, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, L,
-                                   V_norm, inner, nu, t, tau)
+from constructions.regression import _embedding_scale
+from constructions.symbols import (BETA, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, L, X,
+                                   V_norm, alpha, inner, nu, sigma, t, tau)
 
 #: the embedding of the distractor, and the quantities of the last-read construction
 E_B = sympy.Symbol("e_b")
 delta, Delta = sympy.Symbol("delta", real=True), sympy.Symbol("Delta", positive=True)
 lam_s, lam_a = sympy.symbols("lambda_s lambda_a", positive=True)
 gam = sympy.Symbol("gamma_g", positive=True)
+delta_c, r_off = sympy.Symbol("delta_c", real=True), sympy.Symbol("r_delta", positive=True)
+mu_one = sympy.Symbol("mu_s", real=True)
+#: where no offset puts y(0) in place (a budget below B_min) the offset is kept this far inside
+#: its reach, so that every embedding stays non-zero (the construction then simply fails)
+SHRINK = 1 - sympy.Rational(1, 2**20)
+
+
+def last_offsets(cell: Cell, B, D, X, alpha, ops=laws.SYMPY):
+    """``(delta_c, r)``: the offsets ``delta = <w, e_s - e_a>`` of the softmax last-read
+    construction fill ``(delta_c - r, delta_c + r)`` (module docstring), with ``w = -(D/X) e_1``.
+
+    LayerNorm: ``e_s = nu top + mu one``, ``e_a = nu (alpha top + sqrt(1 - alpha^2) across)``,
+    ``|mu| <= sqrt(B^2 - nu^2)``: ``delta = -(D/X)(nu a (1 - alpha) + mu/sqrt(d))``.  RMSNorm
+    (``alpha >= 0``): ``e_a = B (alpha top + ...)``, ``e_s = lam_s top`` with ``lam_s`` in
+    ``(0, B]``: ``delta = -(D/X)(lam_s - alpha B)``."""
+    d = cell.d
+    if cell.kind.centred:
+        scale = ops.min(B, 1) / 2 if cell.eps == 0 else B / 2  # nu (regression._embedding_scale)
+        a = cell.kind.axis_reach(d, ops.sqrt)
+        return -(D / X) * scale * a * (1 - alpha), (D / X) * ops.sqrt(B**2 - scale**2) / ops.sqrt(d)
+    return -(D / X) * (1 - 2 * alpha) * B / 2, (D / X) * B / 2
 
 
 def refusal(cell: Cell) -> str | None:
@@ -110,8 +133,17 @@ def refusal(cell: Cell) -> str | None:
         return f"{what} has no construction yet (the query b must count the a tokens too)"
     if read == "last":
         if cell.attention == "softmax":
-            return (f"{what} has no construction yet for softmax attention (without a norm nothing counts "
-                    "beyond L = 2: e = h ties y(0) to the Mobius amplitude)")
+            if not cell.pre or not cell.affine.gain:
+                return (f"{what} has no construction yet for softmax attention "
+                        + ("without a norm (nothing counts beyond L = 2: e = h ties y(0) to the "
+                           "Mobius amplitude)" if cell.placement.name == "none" else
+                           "without pre-norm with a gain (built: pre_learned)"))
+            if cell.kind.image_dim(cell.d) < 2:
+                return f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built)"
+            if cell.affine.bias and not cell.kind.centred:
+                return (f"{what} has no construction yet for pre-RMSNorm with a gain and a bias "
+                        "(built: gain, and LayerNorm with either affine)")
+            return None
         if not cell.pre:
             return f"{what} has no construction yet without pre-norm (built: linear attention with pre-norm)"
         return None
@@ -149,6 +181,49 @@ def _distractor_step(cell: Cell) -> Step:
     meaning = ("the embedding of b, its norm orthogonal to h_s: it scores 0" if laws.rigid(cell)
                else "the embedding of b, whose norm has first coordinate 0: h_b = 0")
     return _vec(E_B, nu * across, meaning, "e_b")
+
+
+def _last_segment_steps(cell: Cell) -> list[Step]:
+    """The count task at the last read, softmax attention with pre-norm and a gain (module
+    docstring): values on ``e_1``, ``h_s = H B e_1`` and ``h_a = (H B - X) e_1``."""
+    d = cell.d
+    top, across = axes(cell)
+    name = cell.kind.name
+    H_unit, _ = laws.value_reach(cell)
+    M = cell.kind.max_coordinate(d)
+    half = sympy.Rational(1, 2)
+    out = [Step(sigma, sympy.sqrt(d) * sympy.log(t),
+                "the score gap seen from a, <h_a, h_s - h_a> = sqrt(d) log rho"),
+           _embedding_scale(cell),
+           Step(X, laws.last_value_gap(cell, B, sigma), "the distance between h_s and h_a: the largest at budget B"),
+           Step(alpha, 1 - X / (M * B), f"the cosine between e_a and {top}"),
+           _vec(G, B * E1, f"the {name} gain", "g")]
+    if cell.affine.bias:
+        out.append(_vec(BETA, B * E1, f"the {name} bias", "beta"))
+    dc, rr = last_offsets(cell, B, A, X, alpha, laws.SYMPY)
+    out += [_vec(H_S, H_unit * B * E1, "the value of s, the largest", "_h_s"),
+            _vec(H_A, (H_unit * B - X) * E1, "the value of a", "_h_a"),
+            _vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"),
+            Step(delta_c, dc, "the middle of the reachable offsets y(0) - K"),
+            Step(r_off, rr, "their half-width"),
+            Step(delta, sympy.Min(sympy.Max((sympy.Max(-half - C, delta_c - r_off)
+                                             + sympy.Min(half - C, delta_c + r_off)) / 2,
+                                            delta_c - SHRINK * r_off), delta_c + SHRINK * r_off),
+                 "the offset y(0) - K: y(0) within 1/2 of 0 (kept inside the reach)")]
+    if cell.kind.centred:
+        a = cell.kind.axis_reach(d)
+        out += [Step(mu_one, -sympy.sqrt(d) * (delta * X / A + nu * a * (1 - alpha)),
+                     "the part of e_s along one, which LayerNorm removes: it sets the offset"),
+                _vec(E_S, nu * top + mu_one * ONE, "the embedding of s", "e_s"),
+                _vec(E_A, nu * (alpha * top + sympy.sqrt(1 - alpha**2) * across), "the embedding of a", "e_a")]
+    else:
+        out += [Step(lam_s, alpha * B - delta * X / A, "the norm of e_s: it sets the offset"),
+                _vec(E_S, lam_s * top, "the embedding of s", "e_s"),
+                _vec(E_A, B * (alpha * top + sympy.sqrt(1 - alpha**2) * across), "the embedding of a", "e_a")]
+    # y(n) = <w, e_a> + <w, h_s> + D n/(rho+n) + w0 for n >= 1
+    out.append(Step(W0, C - inner(W, E_A) - inner(W, H_S),
+                    "the read-out bias, so that y(n) = K + D n/(rho+n) for n >= 1", "w0"))
+    return out
 
 
 def _last_line_steps(cell: Cell) -> list[Step]:
@@ -218,10 +293,14 @@ class TaskDesign(RegressionDesign):
             raise ValueError(f"{cell.describe()}: {reason}")
         super().__init__(cell)
         self.last = cell.read.last
+        if self.last and self.family == "segment":
+            self.capacity_expr = laws.last_capacity(cell, t, B)
+            self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
+            self.capacity_mp = sympy.lambdify((t, B), self.capacity_expr, "mpmath")
 
     def steps(self) -> list[Step]:
         if self.last:
-            return _last_line_steps(self.cell)
+            return (_last_segment_steps if self.family == "segment" else _last_line_steps)(self.cell)
         return super().steps() + [_distractor_step(self.cell)]
 
     def screen(self, L_value: int, B_value):
@@ -232,22 +311,65 @@ class TaskDesign(RegressionDesign):
             return self.build(L_value, B_value)
         return count_design(base).build(L_value, B_value)
 
-    # ------------------------------------------------- the last read: slope and offset
+    # ------------------------------------------------- the last read, softmax: the shifted segment
+    def domain(self, L_value: int, B_value: float):
+        """The last read, softmax: ``rho >= 1`` with ``sigma = sqrt(d) log rho <= H^2 B^2/4``
+        (:func:`constructions.laws.last_value_gap`), and not beyond ``1e4 (L+2)^2``."""
+        if not (self.last and self.family == "segment"):
+            return super().domain(L_value, B_value)
+        H, _ = laws.value_reach(self.cell, laws.FLOAT)
+        log_hi = min((H * B_value) ** 2 / (4 * math.sqrt(self.cell.d)), math.log(1e4 * (L_value + 2) ** 2))
+        return (1.0, math.exp(log_hi))
+
+    def interval(self, t_value, L_value: int):
+        """The last read, softmax: the amplitudes ``D`` counting ``n = 1..L``.  With ``m = n - 1``
+        and ``rho' = rho + 1``, ``D n/(rho+n) = D/rho' + (D rho/rho') m/(rho'+m)``: the BOS segment
+        of ``L - 1`` at ``rho'`` and amplitude ``D rho/rho'``, so ``(lo, hi)`` is its interval
+        times ``rho'/rho`` (``(0, inf)`` at ``L = 1``)."""
+        if not (self.last and self.family == "segment"):
+            return super().interval(t_value, L_value)
+        if L_value == 1:
+            return mpmath.mpf(0), mpmath.inf
+        r = mpmath.mpf(t_value)
+        lo, hi = segment.interval(r + 1, L_value - 1)
+        return lo * (r + 1) / r, hi * (r + 1) / r
+
+    def interval_float(self, t_value, L_value: int):
+        if not self.last:
+            return super().interval_float(t_value, L_value)
+        if self.family != "segment":
+            raise NotImplementedError("the last read of the line is screened by TaskDesign.estimate")
+        r = np.asarray(t_value, dtype=np.float64)
+        if L_value == 1:
+            return np.zeros(r.shape), np.full(r.shape, np.inf)
+        lo, hi = segment.interval_float(r + 1, L_value - 1)
+        return lo * (r + 1) / r, hi * (r + 1) / r
+
+    # ------------------------------------------------- the last read, linear: slope and offset
     def _last_slope(self, L_value, B_value, ops):
-        """``(k, top)``: the middle slope and its upper end ``min(1, cap(B))`` (float or mpf)."""
+        """``(k, top, floor)``: the middle slope of ``(floor, top)``, ``top = min(1, cap(B))``."""
         lo, _ = last_line_interval(L_value)
         top = min(1, laws.capacity(self.cell, None, B_value, ops))
         floor = max(lo, laws.last_slope_floor(self.cell, B_value, L_value, ops))
         return (floor + top) / 2, top, floor
 
-    def interval_float(self, t_value, L_value: int):
-        if not self.last:
-            return super().interval_float(t_value, L_value)
-        raise NotImplementedError("the last read is screened by TaskDesign.estimate")
-
     def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
         if not self.last:
             return super().estimate(L_value, hi_B, rtol)
+        if self.family == "segment":
+            # the reduced problem, then up to where the offset is within reach as well
+            est = super().estimate(L_value, hi_B, rtol)
+            if est is None or self._offset_ok(L_value, est):
+                return est
+            lo_B, up_B = est, est * 2
+            while not self._offset_ok(L_value, up_B):
+                lo_B, up_B = up_B, up_B * 2
+                if up_B > hi_B:
+                    return None
+            while up_B / lo_B > 1 + rtol:
+                mid = math.sqrt(lo_B * up_B)
+                lo_B, up_B = (lo_B, mid) if self._offset_ok(L_value, mid) else (mid, up_B)
+            return up_B
 
         def feasible(b):
             _, top, floor = self._last_slope(L_value, b, laws.FLOAT)
@@ -262,7 +384,7 @@ class TaskDesign(RegressionDesign):
         return up_B
 
     def best_shape(self, L_value: int, B_value: float):
-        if not self.last:
+        if not self.last or self.family == "segment":
             return super().best_shape(L_value, B_value)
         _, top, floor = self._last_slope(L_value, B_value, laws.FLOAT)
         return None, (top - floor) / floor if floor > 0 else (math.inf if top > 0 else -math.inf)
@@ -273,11 +395,47 @@ class TaskDesign(RegressionDesign):
         L_value = _check_count(L_value)
         with mpmath.workdps(dps):
             Bv = _check_budget(B_value)
-            k, _, _ = self._last_slope(mpmath.mpf(L_value), Bv, laws.MPMATH)
-            Kv = last_line_constant(L_value, k, laws.last_offset_reach(self.cell, Bv, k, laws.MPMATH))
-            out = self.evaluate(L_value, Bv, 1, k, Kv)
+            if self.family == "segment":
+                tv, Av, Kv = self._last_segment_point(L_value, Bv)
+            else:
+                tv = mpmath.mpf(1)
+                Av, _, _ = self._last_slope(mpmath.mpf(L_value), Bv, laws.MPMATH)
+                Kv = last_line_constant(L_value, Av, laws.last_offset_reach(self.cell, Bv, Av, laws.MPMATH))
+            out = self.evaluate(L_value, Bv, tv, Av, Kv)
             vectors = {n: v for n, v in out.items() if n != "w0" and not n.startswith("_")}
             return Params(self.cell, vectors, {"w0": out["w0"]})
+
+    def _offset_ok(self, L_value: int, B_value: float) -> bool:
+        """Whether the constants ``K`` of :meth:`_last_segment_point` form a non-empty interval
+        (a float screen at 20 digits)."""
+        with mpmath.workdps(20):
+            return self._last_segment_point(L_value, mpmath.mpf(B_value), interval=True) is not None
+
+    def _last_segment_point(self, L_value: int, Bv, interval: bool = False):
+        """``(rho, D, K)`` of the softmax last-read construction at budget ``B`` (mpmath): the
+        best shape, the middle amplitude, and ``K`` the middle of the constants counting
+        ``n = 1..L`` (``|K + g(n)| < 1/2``, ``g(n) = D n/(rho+n) - n`` concave: its minimum at
+        ``n = 1`` or ``L``, its maximum near ``sqrt(D rho) - rho``) within reach of the offset."""
+        t_value, _ = self.best_shape(L_value, float(Bv))
+        r = mpmath.mpf(t_value)
+        lo, hi = self.interval(r, L_value)
+        Dv = (lo + min(hi, self.capacity_mp(r, Bv))) / 2
+
+        def g(n):
+            return Dv * n / (r + n) - n
+
+        peak = float(mpmath.sqrt(Dv * r) - r)
+        g_max = max(g(n) for n in {1, L_value, *segment.candidates(peak, L_value)})
+        g_min = min(g(1), g(L_value))
+        Xv = laws.last_value_gap(self.cell, Bv, mpmath.sqrt(self.cell.d) * mpmath.log(r), laws.MPMATH)
+        alpha_v = 1 - Xv / (self.cell.kind.max_coordinate(self.cell.d, mpmath.sqrt) * Bv)
+        dc, rr = last_offsets(self.cell, Bv, Dv, Xv, alpha_v, laws.MPMATH)
+        half = mpmath.mpf(1) / 2
+        K_lo = max(-half - g_min, -half - dc - rr)
+        K_hi = min(half - g_max, half - dc + rr)
+        if interval:
+            return (K_lo, K_hi) if lo < min(hi, self.capacity_mp(r, Bv)) and K_lo < K_hi else None
+        return r, Dv, (K_lo + K_hi) / 2
 
 
 def last_closed_form(cell: Cell) -> tuple:
@@ -302,8 +460,8 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
         return None
     if not cell.read.last:
         return count_closed_form(screen_cell(cell), L_value)
-    if L_value < 2:
-        return None
+    if L_value < 2 or laws.family(cell) != "line":
+        return None  # the softmax last read: the optimum over the shape, no closed form derived
     at = {L: sympy.Integer(L_value)}
     with mpmath.workdps(40):
         values = [mpmath.mpf(sympy.N(e.xreplace(at), 40)) for e in last_closed_form(cell)]
