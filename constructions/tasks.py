@@ -65,12 +65,43 @@ both sides are monotone in ``B`` and its ``B_min`` is ``max(cap^{-1}(lo), B_delt
 solving ``cap(B) = k_delta(B)`` (a quadratic in ``B^2`` with a gain, in ``B`` bare;
 :func:`closed_form`).  The lower bound ``cap^{-1}(1 - 1/(L-1))`` (:func:`bounds.lower.b_lower`)
 meets it wherever the offset does not bind (``a B^2 >= 1/(L-1)`` with a gain; bare
-``B k/d >= 1/(L-1)``); below, the construction's ``B_min`` is an upper bound only.  Not built
-at the last read: softmax attention (without a norm ``e = h``, so ``y(0) = K - D`` and ``y(n) = K +
+``B k/d >= 1/(L-1)``); below, the construction's ``B_min`` is an upper bound only.
+
+**Count at the last read, softmax attention with pre-norm and a gain.**  For ``n >= 1``
+``A(n) = h_s + phi(n) (h_a - h_s)``, ``phi(n) = n/(rho+n)``, ``rho = exp(tau <h_a, h_s - h_a>)``
+(the query is ``h_a``), so ``y(n) = K + D phi(n)`` with ``D = <w, h_a - h_s>``, and
+``y(0) = K + delta``, ``delta = <w, e_s - e_a>``.  With ``m = n - 1`` and ``rho' = rho + 1``,
+``D phi(n) = D/rho' + (D rho/rho') m/(rho'+m)``: the counts ``1..L`` are the BOS segment of
+``L - 1`` at ``rho'`` (:meth:`TaskDesign.interval`).  The score gap seen from ``a``,
+``sigma = <h_a, h_s - h_a> = X (<h_s, u> - X)`` (``u`` the unit vector of ``h_s - h_a``), now
+costs value gap: ``X <= (H B + sqrt(H^2 B^2 - 4 sigma))/2`` (:func:`constructions.laws.last_value_gap`;
+at the BOS read ``+ 4 sigma``), and ``D <= B X``.  Since ``sigma ~ log L`` is small against
+``H^2 B^2 ~ L^2`` the rate is the BOS read's (1), the shift to ``L - 1`` makes it cheaper by a
+relative ``~1/L``, and the sign of ``sigma`` costs a relative ``O(log L/L^2)``.
+
+*Geometry.*  ``g = B e_1`` (``beta = B e_1``), so ``h = (B N(e)_1 [+ B]) e_1``; ``e_s`` along
+``top`` gives the largest value ``h_s = H B e_1``; ``e_a`` at cosine ``alpha = 1 - X/(M B)`` to
+``top`` gives ``h_a = (H B - X) e_1`` (``|alpha| <= 1`` as ``X <= H B <= 2 M B``), so
+``sigma = (H B - X) X`` and ``X`` is the law's; ``w = -(D/X) e_1``.  The offset uses what the
+norm ignores: LayerNorm removes ``one``, so ``e_s = nu top + mu one`` with ``|mu| <= sqrt(B^2 -
+nu^2)`` moves ``delta`` by ``-(D/X) mu/sqrt(d)`` (:func:`last_offsets`); RMSNorm removes the
+scale, so ``e_a = B(alpha top + ...)`` and ``e_s = lam_s top``, ``lam_s`` in ``(0, B]``
+(``alpha >= 0`` there without a bias; with a bias ``alpha < 0`` near the optimum and only
+``delta < 0`` is reachable, while the concave segment wants ``delta > 0``: not built).  The
+shape ``rho`` is the one of largest slack, ``D`` the middle amplitude, ``K`` the middle of the
+constants that count ``n = 1..L`` and leave ``y(0)`` within reach.  The lower bound
+(:func:`bounds.lower.last_segment_lower`) is the branch and bound of the BOS read on the
+shifted problem with this capacity; it ignores ``n = 0``, so at the smallest ``L``, where the
+offset binds, ``B_min`` is the construction's only.
+
+Not built at the last read: softmax attention (without a norm ``e = h``, so ``y(0) = K - D`` and ``y(n) = K +
 D phi(n)``, ``phi(n) = n/(rho+n)``, ``D = <w, h_a - h_s>``: counting needs ``D (1 + phi(1)) =
 y(1) - y(0) < 2`` and ``D (phi(L) - phi(1)) = y(L) - y(1) > L - 2``, impossible for ``L >= 4``
 since ``phi(L) - phi(1) < 1 + phi(1)``, and for ``L = 3`` since ``(phi(3) - phi(1))/(1 + phi(1))
-= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``), linear attention without a norm (``e = h``:
+= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``), bare pre-norm with softmax (``<h_a, h_s> <= d = |h_a|^2``,
+so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of ``L - 1 = 4`` at ``rho' = 2`` has
+``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``; the offset then needs a read-out component
+off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``), linear attention without a norm (``e = h``:
 the offset needs a cubic) and post-norm, and the select task.
 """
 
@@ -134,10 +165,12 @@ def refusal(cell: Cell) -> str | None:
     if read == "last":
         if cell.attention == "softmax":
             if not cell.pre or not cell.affine.gain:
-                return (f"{what} has no construction yet for softmax attention "
-                        + ("without a norm (nothing counts beyond L = 2: e = h ties y(0) to the "
-                           "Mobius amplitude)" if cell.placement.name == "none" else
-                           "without pre-norm with a gain (built: pre_learned)"))
+                why = {"none": "without a norm (nothing counts beyond L = 2: e = h ties y(0) to "
+                               "the Mobius amplitude)",
+                       "pre": "with bare pre-norm (scores from h_a are at most |h_a|^2 = d, so "
+                              "rho <= 1 and nothing counts beyond L = 4)",
+                       "post": "with post-norm (built: pre_learned)"}[cell.placement.name]
+                return f"{what} has no construction yet for softmax attention {why}"
             if cell.kind.image_dim(cell.d) < 2:
                 return f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built)"
             if cell.affine.bias and not cell.kind.centred:

@@ -35,7 +35,12 @@ SELECT = [("linear", "none", "layernorm", None), ("linear", "pre_bare", "layerno
 LAST = [("linear", "pre_bare", "layernorm", None), ("linear", "pre_bare", "rmsnorm", None),
         ("linear", "pre_learned", "layernorm", "gain"), ("linear", "pre_learned", "layernorm", "gain_bias"),
         ("linear", "pre_learned", "rmsnorm", "gain"), ("linear", "pre_learned", "rmsnorm", "gain_bias")]
-CASES = ([(*c, "select", "bos") for c in SELECT] + [(*c, "count", "last") for c in LAST])
+SOFTMAX_LAST = [("softmax", "pre_learned", "layernorm", "gain_bias"), ("softmax", "pre_learned", "layernorm", "gain"),
+                ("softmax", "pre_learned", "rmsnorm", "gain")]
+CASES = ([(*c, "select", "bos") for c in SELECT] + [(*c, "count", "last") for c in LAST]
+         + [(*c, "count", "last") for c in SOFTMAX_LAST])
+#: the cells with a closed form
+CLOSED = [c for c in CASES if not (c[0] == "softmax" and c[5] == "last")]
 
 
 def _cell(attention, variant, norm, affine, task, read, d=8) -> Cell:
@@ -52,8 +57,10 @@ def sequences(cell: Cell, L: int):
 
 
 def _budget(cell: Cell, L: int) -> float:
-    """Just above the closed-form ``B_min`` (the construction counts at every larger budget)."""
-    return tasks.closed_form(cell, L)["B"] * (1 + 1e-3)
+    """Just above ``B_min``: the closed form, or the float optimum of the reduced problem (the
+    construction counts at every larger budget)."""
+    form = tasks.closed_form(cell, L)
+    return (form["B"] if form else design(cell).estimate(L)) * (1 + 1e-3)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
@@ -88,7 +95,7 @@ def test_the_distractor_changes_no_output(case):
         assert max(abs(a - b) for a, b in zip(y, y0)) < mpmath.mpf(10) ** -35
 
 
-@pytest.mark.parametrize("case", CASES, ids=_ids)
+@pytest.mark.parametrize("case", CLOSED, ids=_ids)
 def test_the_closed_form_is_the_boundary_of_the_construction(case):
     cell = _cell(*case)
     for L in (3, 7, 20):
@@ -97,7 +104,7 @@ def test_the_closed_form_is_the_boundary_of_the_construction(case):
         assert counts_to(design(cell).build(L, B * (1 + 1e-5)), L, "mp30").counts
 
 
-@pytest.mark.parametrize("case", CASES, ids=_ids)
+@pytest.mark.parametrize("case", CLOSED, ids=_ids)
 def test_the_select_task_costs_what_the_count_task_costs(case):
     cell = _cell(*case)
     if cell.read.last:
@@ -107,19 +114,64 @@ def test_the_select_task_costs_what_the_count_task_costs(case):
         assert tasks.closed_form(cell, L)["B"] == count_closed_form(count, L)["B"]
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[9], CASES[-2], CASES[-6]], ids=_ids)
+@pytest.mark.parametrize("case", [CASES[0], CASES[9], CASES[-5], CASES[-9], CASES[-1], CASES[-3]], ids=_ids)
 def test_sweep_rows_are_certified_and_the_lower_bound_is_below(case):
     cell = _cell(*case)
-    for L in (1, 4, 9):
+    for L in (1, 4, 9, 16):
         row = search.regression_row(cell, L)
         assert row["certified"]
         assert row["B_lower"] <= row["B_min"]
-        if L > 1:
-            assert row["B_min"] == pytest.approx(tasks.closed_form(cell, L)["B"], rel=2e-6)
+        form = tasks.closed_form(cell, L)
+        if L > 1 and form:
+            assert row["B_min"] == pytest.approx(form["B"], rel=2e-6)
+        if L == 16 and not form:  # the softmax last read: the bound meets the construction
+            assert row["B_min"] / row["B_lower"] - 1 < 3e-6
 
 
 @settings(max_examples=40, deadline=None)
-@given(case=st.sampled_from([c for c in CASES if c[5] == "last"]), seed=st.integers(0, 2**32 - 1))
+@given(case=st.sampled_from(SOFTMAX_LAST), seed=st.integers(0, 2**32 - 1))
+def test_the_softmax_last_read_amplitude_is_within_its_capacity(case, seed):
+    """The lemma of the softmax lower bound: seen from h_a, D = <w, h_a - h_s> <= B X with
+    X^2 - H B X + sigma <= 0, sigma = <h_a, h_s - h_a>, for any parameters."""
+    from verify.forward import numbers
+
+    cell = _cell(*case, "count", "last", d=4)
+    rng = np.random.default_rng(seed)
+    vectors = {name: rng.normal(size=cell.d) * rng.uniform(0.1, 3) for name in cell.vector_names()}
+    params = Params(cell, vectors, {"w0": 0.0})
+    with mpmath.workdps(40):
+        nums = numbers(params, "mp40")
+        h_s, h_a, w = nums.h["s"], nums.h["a"], nums.w
+        sig = h_a @ (h_s - h_a)
+        D = abs(w @ (h_a - h_s))
+        B = params.bound()
+        H, _ = laws.value_reach(cell, laws.MPMATH)
+        assert 4 * sig <= (H * B) ** 2 * (1 + mpmath.mpf(10) ** -30)
+        X = laws.last_value_gap(cell, B, min(sig, (H * B) ** 2 / 4), laws.MPMATH)
+        assert D <= B * X * (1 + mpmath.mpf(10) ** -30)
+
+
+def test_what_nothing_counts_beyond():
+    """The refusals' claims, independently: softmax without a norm at the last read cannot count
+    to 3 (the ratio 2 rho/((rho+2)(rho+3)) never reaches 1/2), and with bare pre-norm
+    (rho' = rho + 1 <= 2) the shifted segment of L - 1 = 4 is infeasible while 3 is not."""
+    import sympy
+
+    from constructions import segment
+
+    rho = sympy.Symbol("rho", positive=True)
+    assert sympy.solve_univariate_inequality(4 * rho > (rho + 2) * (rho + 3), rho,
+                                             relational=False) == sympy.EmptySet
+    lo, hi = segment.interval(2, 4)
+    assert lo >= hi
+    lo, hi = segment.interval(2, 3)
+    assert lo < hi
+    assert "L = 4" in tasks.refusal(Cell("softmax", "pre_bare", read="last"))
+    assert "L = 2" in tasks.refusal(Cell("softmax", "none", read="last"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=st.sampled_from([c for c in CLOSED if c[5] == "last"]), seed=st.integers(0, 2**32 - 1))
 def test_the_last_read_slope_is_within_the_line_capacity(case, seed):
     """The lemma of the lower bound: for n >= 1 the last read is a line whose slope is at most
     cap(B(theta)), for any parameters."""
@@ -134,7 +186,7 @@ def test_the_last_read_slope_is_within_the_line_capacity(case, seed):
         assert slope <= laws.capacity(cell, None, params.bound(), laws.MPMATH) * (1 + mpmath.mpf(10) ** -30)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[5] == "last"], ids=_ids)
+@pytest.mark.parametrize("case", [c for c in CLOSED if c[5] == "last"], ids=_ids)
 def test_the_last_read_bound_meets_the_construction_where_the_offset_is_free(case):
     cell = _cell(*case)
     # where the construction's offset reach covers 1/(L-1) the two agree (module docstring)
@@ -194,15 +246,17 @@ def _cell_of(text: str, task: str, read: str) -> Cell:
 
 def test_readme_table_is_the_closed_forms():
     rows = [r for r in _table("Selective counting and the last-position read") if r[2].isdigit()]
-    assert len(rows) == 9
+    assert len(rows) == 13
     for taskread, text, L, value, bos in rows:
         task, read = taskread.split(", ")
         cell = _cell_of(text, task, read)
         L = int(L)
-        assert tasks.closed_form(cell, L)["B"] == pytest.approx(float(value), rel=1e-5)
+        form = tasks.closed_form(cell, L)
+        got = form["B"] if form else search.regression_row(cell, L, lower=False)["B_min"]
+        assert got == pytest.approx(float(value), rel=1e-5)
         count = count_closed_form(cell.replace(task="count", read="bos"), L)["B"]
         if bos == "the same":
-            assert tasks.closed_form(cell, L)["B"] == count
+            assert got == count
         else:
             assert count == pytest.approx(float(bos), rel=1e-5)
 
