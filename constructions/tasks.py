@@ -32,7 +32,9 @@ exact frame as :class:`constructions.regression.RegressionDesign`), its closed f
 
 Conversely the count task is a sub-task of select (the inputs with ``n_b = 0``), so
 ``B_min(select) >= B_min(count)``: in these cells the two are equal, and so are the lower
-bounds, the closed forms and the rates.  Not built: softmax attention without post-norm (no
+bounds, the closed forms and the rates.  A classification head reads the same outputs ``z``,
+so the head of :mod:`constructions.classification` on this geometry (its ``e_b`` included)
+keeps the count task's margin on every select input.  Not built: softmax attention without post-norm (no
 score can make ``exp`` vanish, so the ``b`` tokens always move the Mobius point: suppressing
 them costs score range, an analysis not done here), bare pre-LayerNorm and pre-LayerNorm with
 a gain and no bias at ``d = 2`` (their values are ``+-`` one vector, never orthogonal).
@@ -159,7 +161,11 @@ def refusal(cell: Cell) -> str | None:
         return None
     what = f"the {task} task at the {read} read"
     if cell.readout == "classification":
-        return f"{what} has no construction yet for classification (regression is built)"
+        if read == "last":
+            return f"{what} has no construction yet for classification (regression is built)"
+        # the head of constructions.classification on the regression geometry, whose e_b
+        # changes no output: the count task's head, margin and storage
+        return refusal(cell.replace(readout="regression"))
     if task == "select" and read == "last":
         return f"{what} has no construction yet (the query b must count the a tokens too)"
     if read == "last":

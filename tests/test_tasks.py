@@ -211,7 +211,22 @@ REFUSED = [dict(attention="softmax", variant="none", task="select"),
            dict(attention="linear", variant="none", read="last"),
            dict(attention="linear", variant="post_bare", read="last"),
            dict(attention="linear", variant="pre_learned", task="select", read="last"),
-           dict(attention="softmax", variant="post_bare", readout="classification", task="select")]
+           dict(attention="linear", variant="pre_learned", readout="classification", read="last"),
+           dict(attention="softmax", variant="none", readout="classification", task="select")]
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[10]], ids=_ids)
+def test_classification_selects_with_the_count_task_s_margin(case):
+    """The classification head on the select geometry: certified on every select input, with
+    the margin of the count task's head (the outputs z do not depend on n_b)."""
+    from bounds.search import classification_row
+
+    cell = _cell(*case).replace(readout="classification")
+    L = 12
+    row, count = classification_row(cell, L), classification_row(cell.replace(task="count"), L)
+    assert row["certified"] and count["certified"]
+    assert row["margin"] == pytest.approx(count["margin"], rel=1e-9)
+    assert row["storage"] == count["storage"] + cell.d  # the embedding of b
 
 
 @pytest.mark.parametrize("kw", REFUSED, ids=lambda kw: "-".join(str(v) for v in kw.values()))
