@@ -36,8 +36,9 @@ bounds, the closed forms and the rates.  A classification head reads the same ou
 so the head of :mod:`constructions.classification` on this geometry (its ``e_b`` included)
 keeps the count task's margin on every select input.  Not built: softmax attention without post-norm (no
 score can make ``exp`` vanish, so the ``b`` tokens always move the Mobius point: suppressing
-them costs score range, an analysis not done here), bare pre-LayerNorm and pre-LayerNorm with
-a gain and no bias at ``d = 2`` (their values are ``+-`` one vector, never orthogonal).
+them costs score range, an analysis not done here), softmax attention with ``eps > 0`` (the
+norm is then not scale-invariant and ``e_b = -e_s`` no longer vanishes), bare pre-LayerNorm and
+pre-LayerNorm with a gain and no bias at ``d = 2`` (their values are ``+-`` one vector, never orthogonal).
 
 **Count at the last read, linear attention with pre-norm.**  The input ``(s, a^n)`` is read at
 the last ``a`` for ``n >= 1`` (query ``h_a``: scores ``tau <h_a, h_s>``, ``tau |h_a|^2``;
@@ -103,7 +104,8 @@ since ``phi(L) - phi(1) < 1 + phi(1)``, and for ``L = 3`` since ``(phi(3) - phi(
 = 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``), bare pre-norm with softmax (``<h_a, h_s> <= d = |h_a|^2``,
 so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of ``L - 1 = 4`` at ``rho' = 2`` has
 ``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``; the offset then needs a read-out component
-off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``), linear attention without a norm (``e = h``:
+off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``) or with ``eps > 0`` (the offset
+uses the exact invariances of the norm), linear attention without a norm (``e = h``:
 the offset needs a cubic) and post-norm, and the select task.
 """
 
@@ -179,6 +181,9 @@ def refusal(cell: Cell) -> str | None:
                 return f"{what} has no construction yet for softmax attention {why}"
             if cell.kind.image_dim(cell.d) < 2:
                 return f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built)"
+            if cell.eps > 0:
+                return (f"{what} has no construction yet for softmax attention with eps > 0 (its "
+                        "offset uses the norm's exact invariances, eps = 0)")
             if cell.affine.bias and not cell.kind.centred:
                 return (f"{what} has no construction yet for pre-RMSNorm with a gain and a bias "
                         "(built: gain, and LayerNorm with either affine)")
@@ -190,6 +195,9 @@ def refusal(cell: Cell) -> str | None:
     if cell.attention == "softmax" and not cell.post:
         return (f"{what} has no construction yet for softmax attention without post-norm "
                 "(the distractor's weight cannot vanish; suppressing it costs score range)")
+    if cell.attention == "softmax" and cell.eps > 0:
+        return (f"{what} has no construction yet for softmax attention with eps > 0 (e_b = -e_s "
+                "is removed by the norm's scale invariance, exact only with eps = 0)")
     if cell.pre and not cell.affine.bias and cell.kind.image_dim(cell.d) == 1:
         return (f"{what} has no construction at d = 2 with pre-LayerNorm without a bias (every "
                 "value is +- one vector, so the distractor always scores; d >= 3 is built)")

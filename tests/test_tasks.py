@@ -212,7 +212,9 @@ REFUSED = [dict(attention="softmax", variant="none", task="select"),
            dict(attention="linear", variant="post_bare", read="last"),
            dict(attention="linear", variant="pre_learned", task="select", read="last"),
            dict(attention="linear", variant="pre_learned", readout="classification", read="last"),
-           dict(attention="softmax", variant="none", readout="classification", task="select")]
+           dict(attention="softmax", variant="none", readout="classification", task="select"),
+           dict(attention="softmax", variant="post_bare", task="select", eps=0.01),
+           dict(attention="softmax", variant="pre_learned", read="last", eps=0.01)]
 
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[10]], ids=_ids)
