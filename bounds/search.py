@@ -3,8 +3,10 @@
 Regression: the construction of :mod:`constructions.regression` at budget ``B`` is the best the
 cell admits at ``B``, so ``B_min(L)`` is the smallest ``B`` at which it counts.  We bracket it
 with the float64 estimate of the reduced problem, bisect on ``B`` (relative tolerance ``rtol``)
-judging each construction by the counting judge in float64 (a screen), and confirm the final
-parameter set in ball arithmetic at every ``n = 0..L``.  The reported ``B_min`` is a rigorous
+judging each construction by the counting judge in float64 (a screen; for the select task with
+a distractor that provably changes no output, on the count task's ``L + 1`` inputs:
+:meth:`constructions.regression.RegressionDesign.screen`), and confirm the final parameter set
+in ball arithmetic on every input of the cell's task and read position.  The reported ``B_min`` is a rigorous
 upper bound on the largest norm of that confirmed parameter set.
 
 Classification: the infimum of ``B`` is 0 (free biases make the argmax scale-free), so instead
