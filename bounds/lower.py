@@ -207,9 +207,137 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
         return min(arb_floor(laws.budget(cell, R_low, laws.ARB)), B_upper)
 
 
+def last_line_lower(cell: Cell, L: int) -> float:
+    """Linear attention with pre-norm read at the last position, the count task:
+    ``B >= cap^{-1}(1 - 1/(L-1))`` (0 for ``L <= 2``).
+
+    *Proof.*  For ``n >= 1`` the query is ``h_a``, the scores ``tau <h_a, h_s>`` (one ``s``) and
+    ``tau |h_a|^2`` (``n`` tokens ``a``) and the residual ``e_a + A``, so
+    ``y(n) = K + k n`` with ``k = tau |h_a|^2 <w, h_a>`` and ``K`` independent of ``n``.
+    Counting at ``n = 1`` and ``n = L`` needs ``|K + k - 1| < 1/2`` and ``|K + k L - L| < 1/2``,
+    so ``(L-1)|k - 1| < 1`` and ``k > 1 - 1/(L-1)``.  By Cauchy-Schwarz ``k <= tau |h_a|^3 |w|
+    <= cap(B)``, the line capacity of :mod:`constructions.laws` (``|h| <= H B``, or
+    ``|h| = sqrt(d)`` bare, ``eps = 0``), whence the bound (:func:`constructions.laws.budget`,
+    increasing).  The count ``n = 0`` is off the line (:mod:`constructions.tasks`) and is not
+    used, so the bound is met only where the offset it needs is within reach.
+    """
+    if L <= 2:
+        return 0.0
+    with flint.ctx.workprec(PREC):
+        return arb_floor(laws.budget(cell, 1 - flint.arb(1) / (L - 1), laws.ARB))
+
+
+def _last_budget_needed(cell: Cell, D: flint.arb, sigma_low: flint.arb, sigma_high: flint.arb) -> flint.arb:
+    """Smallest ``B`` that reaches the Mobius amplitude ``D`` at the last read with a score gap
+    in ``[sigma_low, sigma_high]`` (softmax, pre-norm with a gain; :mod:`constructions.tasks`).
+
+    With ``|h| <= H B``, ``|v_x| <= V B`` and the query ``h_a``:
+    ``D <= B X`` with ``X^2 - H B X + sigma <= 0`` (:func:`constructions.laws.last_value_gap`),
+    ``X <= 2 V B``, and ``sigma = X <h_a, u> >= -H B X >= -2 H V B^2``.  The first, with
+    ``u = B^2``: ``(H u + sqrt(H^2 u^2 - 4 sigma u))/2 >= D``; its left side increases in ``u``
+    from ``u = 4 sigma/H^2`` (``sigma > 0``; from 0 otherwise), so its root is
+    ``u = D^2/(D H - sigma)`` when ``D H >= 2 sigma`` and ``4 sigma/H^2`` else (where the two
+    cases cannot be told apart on balls, the smaller is taken).  Both increase in ``D`` and in
+    ``sigma`` (evaluated at ``sigma_low``); ``sqrt(-sigma/(2 H V))`` decreases in ``sigma``
+    (evaluated at ``sigma_high``); ``sqrt(D/(2V))`` increases in ``D``.
+    """
+    H, V = laws.value_reach(cell, laws.ARB)
+    zero = flint.arb(0)
+    s = sigma_low
+    corner = 2 * s.max(zero).sqrt() / H
+    main = (D * D / (D * H - s)).sqrt() if D * H - s > 0 else None
+    if main is None or not (D * H >= 2 * s):
+        main = corner if main is None or D * H < 2 * s else main.min(corner)
+    floor = ((-sigma_high).max(zero) / (2 * H * V)).sqrt()
+    return main.max((D / (2 * V)).sqrt()).max(floor)
+
+
+def last_segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
+                       max_boxes: int = 20000) -> float:
+    """Softmax attention with pre-norm and a gain, the count task read at the last position.
+
+    *Proof.*  For ``n >= 1`` the query is ``h_a`` and ``y(n) = K + D n/(rho+n)`` with
+    ``D = <w, h_a - h_s>`` and ``rho = exp(tau <h_a, h_s - h_a>)``, ``sigma = sqrt(d) log rho``;
+    with ``m = n - 1`` and ``rho' = rho + 1`` this is the BOS segment of ``L - 1`` at ``rho'`` and
+    amplitude ``D rho/rho'`` (:meth:`constructions.tasks.TaskDesign.interval`), so counting
+    ``n = 1..L`` needs ``D > D_lo(rho', L-1) rho'/rho``, and then
+    ``B >= need(D, sigma)`` (:func:`_last_budget_needed`).  Branch and bound over boxes of
+    ``rho`` as :func:`segment_lower`: on a box ``[a, b]``, ``D_lo(rho', L-1)`` is bounded below
+    by any gap term's minimum over ``[a+1, b+1]`` and ``rho'/rho >= (b+1)/b``; a box is dropped
+    when a pair of gaps already fails at ``rho' = b + 1`` (feasibility is an up-set in
+    ``rho'``, :mod:`bounds.lstar`).  Below the range every shape is infeasible or needs more
+    than ``B_upper`` from ``sigma >= -2 H V B^2``; above it ``D_lo >= (L-2)(rho'+L-1)/(L-1)`` and
+    ``sigma`` both grow, and so does the budget they need.  The count ``n = 0`` is not used.
+    """
+    if L < 2:
+        return 0.0
+    Lp = L - 1
+    with flint.ctx.workprec(PREC):
+        sd = flint.arb(cell.d).sqrt()
+
+        def sig(x: float) -> flint.arb:
+            return sd * flint.arb(x).log()
+
+        def infeasible(b: float) -> bool:
+            rho = flint.arb(b) + 1
+            ks, kks = _gaps(math.sqrt(b + 1 + Lp), Lp), _gaps(math.sqrt(b + 1), Lp)
+            return any(segment.hi_term(kk, rho, Lp) <= segment.lo_term(k, rho, Lp)
+                       for k in ks for kk in kks)
+
+        low = 1.0
+        while not (infeasible(low) or _last_budget_needed(cell, flint.arb(0), sig(low), sig(low)) > B_upper):
+            low /= 2
+        high = max(4.0 * L * L, 4.0)
+        while True:
+            rho = flint.arb(high) + 1
+            tail = flint.arb(Lp - 1) * (rho + Lp) / Lp
+            if _last_budget_needed(cell, tail, sig(high), sig(high)) > B_upper:
+                break
+            high *= 2
+
+        def bound(a: float, b: float):
+            if infeasible(b):
+                return None
+            ks = _gaps(math.sqrt(a + 1 + Lp), Lp) | _gaps(math.sqrt(b + 1 + Lp), Lp)
+            D_low = max(arb_floor(_lo_term_min(a + 1, b + 1, Lp, k)) for k in ks)
+            D_low = max(D_low, 0.0) * arb_floor((flint.arb(b) + 1) / b)
+            sig_lo = flint.arb(sig(a).lower())
+            sig_hi = flint.arb(sig(b).upper())
+            return max(arb_floor(_last_budget_needed(cell, flint.arb(D_low), sig_lo, sig_hi)), 0.0)
+
+        heap = []
+        edges = [low * (high / low) ** (i / 64) for i in range(65)]
+        for a, b in zip(edges[:-1], edges[1:]):
+            v = bound(a, b)
+            if v is not None:
+                heapq.heappush(heap, (v, a, b))
+        boxes = len(edges)
+        while heap and boxes < max_boxes:
+            v, a, b = heap[0]
+            if v >= B_upper / (1 + rtol):
+                break
+            heapq.heappop(heap)
+            m = math.sqrt(a * b)
+            for lo_, hi_ in ((a, m), (m, b)):
+                w = bound(lo_, hi_)
+                boxes += 1
+                if w is not None:
+                    heapq.heappush(heap, (max(w, v), lo_, hi_))
+        best = heap[0][0] if heap else B_upper
+        return min(best, B_upper)
+
+
 def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES,
             rtol: float = 1e-6) -> float | None:
     """The proven lower bound for a sweep row (None where no proof is implemented).
+
+    The select task at the BOS read: the bound of the count task.  *Proof.*  The inputs of the
+    count task, ``(s, a^n)`` for ``n <= L``, are inputs of the select task (``n_b = 0``) with
+    the same targets, read at the same position: parameters that solve select to ``L`` count
+    to ``L``, so ``B_min(select) >= B_min(count) >= B_lower(count)``.  The count task at the
+    last read: :func:`last_line_lower` (linear attention with pre-norm) and
+    :func:`last_segment_lower` (softmax with pre-norm and a gain; both use only ``|N(e)_i| <= M``
+    with a gain, true for every ``eps``); None elsewhere.
 
     Where the reduced problem is solved exactly (segment), the branch and bound runs to the
     bisection tolerance ``rtol`` of ``B_upper``; the arc stops at ``1e-4``.
@@ -220,6 +348,16 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     """
     if cell.readout == "classification":
         return 0.0
+    if cell.read.last:
+        if cell.distractor or not cell.pre or (cell.eps > 0 and laws.rigid(cell)):
+            return None
+        if cell.attention == "linear":
+            return last_line_lower(cell, L)
+        if not cell.affine.gain or B_upper is None:
+            return None
+        return last_segment_lower(cell, L, B_upper, rtol)
+    if cell.distractor:
+        return b_lower(cell.replace(task="count"), L, B_upper, arc_boxes, rtol)
     if cell.post:
         if cell.eps > 0 or cell.d < laws.smallest_d(cell) or B_upper is None:
             return None

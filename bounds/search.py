@@ -3,8 +3,10 @@
 Regression: the construction of :mod:`constructions.regression` at budget ``B`` is the best the
 cell admits at ``B``, so ``B_min(L)`` is the smallest ``B`` at which it counts.  We bracket it
 with the float64 estimate of the reduced problem, bisect on ``B`` (relative tolerance ``rtol``)
-judging each construction by the counting judge in float64 (a screen), and confirm the final
-parameter set in ball arithmetic at every ``n = 0..L``.  The reported ``B_min`` is a rigorous
+judging each construction by the counting judge in float64 (a screen; for the select task with
+a distractor that provably changes no output, on the count task's ``L + 1`` inputs:
+:meth:`constructions.regression.RegressionDesign.screen`), and confirm the final parameter set
+in ball arithmetic on every input of the cell's task and read position.  The reported ``B_min`` is a rigorous
 upper bound on the largest norm of that confirmed parameter set.
 
 Classification: the infimum of ``B`` is 0 (free biases make the argmax scale-free), so instead
@@ -19,8 +21,8 @@ import time
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star
 from constructions import classification, laws, regression
-from constructions.closed_forms import closed_form
 from constructions.cell import Cell
+from constructions.tasks import closed_form as task_closed_form
 from verify.certify import certify, rigorous_bound
 from verify.judge import counts_to
 
@@ -56,7 +58,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
         return row
     if L == 1:
         return _infimum_row(row, design, L, start, witness)
-    counts = lambda b: counts_to(design.build(L, b), L, "float64").counts
+    counts = lambda b: counts_to(design.screen(L, b), L, "float64").counts
     # bracket [lo, hi] around the estimate: lo fails, hi counts (widen until both hold)
     step = 1e-5
     hi, lo = est * (1 + step), est * (1 - step)
@@ -89,7 +91,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     row.update(
         B_min=b_min,
         B_lower=b_lower(cell, L, b_min, arc_boxes, rtol) if lower else None,
-        closed_form=closed_form(cell, L) if cell.eps == 0 else None,
+        closed_form=task_closed_form(cell, L) if cell.eps == 0 else None,
         certified=res.certified,
         worst_error=res.worst_error,
         shape=None if shape is None else {"arc": "lambda", "segment": "rho"}[design.family],

@@ -2,6 +2,7 @@
 
     python -m bounds.sweep --variant post_learned --Lmax 4096 [--Lmin N] [--d D]
         [--attention softmax|linear] [--readout regression|classification] [--eps E]
+        [--task count|select] [--read bos|last]
         [--fit-from L] [--rtol R] [--lower-boxes N] [--jobs J] [--quiet] [--json] [--out DIR]
         [--save-params DIR]
 
@@ -28,8 +29,8 @@ from bounds import pool
 from bounds.lower import ARC_BOXES
 from bounds.lstar import cell_l_star
 from bounds.search import row as sweep_row
-from constructions import __version__, classification, cli, progress, regression
-from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, Cell
+from constructions import __version__, classification, cli, progress, regression, tasks
+from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS, Cell
 from verify import params_file
 
 
@@ -61,6 +62,12 @@ def _parser() -> cli.Parser:
                         "(argmax of <u_c, z> + b_c)")
     p.add_argument("--eps", type=cli.nonnegative_float, default=0.0,
                    help="the LayerNorm epsilon (default 0; constructions are derived for 0)")
+    p.add_argument("--task", choices=tuple(TASKS), default="count",
+                   help="count (default: the a tokens of (s, a^n)) or select (the a tokens among "
+                        "a and distractor b tokens, every input of length <= L)")
+    p.add_argument("--read", choices=tuple(READS), default="bos",
+                   help="where the count is read: bos (default: at s) or last (at the last "
+                        "position, causal mask)")
     p.add_argument("--fit-from", type=int, default=64, dest="fit_from",
                    help="fit the rate over L >= this (default 64)")
     p.add_argument("--rtol", type=float, default=1e-6, help="bisection tolerance (default 1e-6)")
@@ -123,7 +130,10 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
     if args.fit_from < 1:
         raise cli.UsageError(f"--fit-from must be >= 1, got {args.fit_from}")
     cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps, norm=args.norm,
-                affine=args.affine)
+                affine=args.affine, task=args.task, read=args.read)
+    why = tasks.refusal(cell)
+    if why is not None:  # a cell without a construction yet: refused, never a wrong row
+        raise cli.UsageError(f"{cell.attention}/{cell.variant}/{cell.readout}: {why}")
     Ls = grid(args.Lmin, args.Lmax)
     check_cell(cell, max(Ls))
     return args, cell, Ls
@@ -222,7 +232,8 @@ def table(result: dict) -> str:
     f = result["fit"]
     title = (f"{result['attention']}/{result['variant']}/{result['readout']}, d={result['d']}, "
              f"eps={result['eps']:g}"
-             + ("" if result["variant"] == "none" else f", {result['norm']} {result['affine']}"))
+             + ("" if result["variant"] == "none" else f", {result['norm']} {result['affine']}")
+             + f", task {result['task']}, read {result['read']}")
     if f["exponent"] is not None:
         ci = f"[{f['ci95'][0]:.4f}, {f['ci95'][1]:.4f}]" if f["ci95"] else "(too few points)"
         fit_line = (f"fit of log {f['quantity']} on log L over L >= {f['L_from']}: exponent "
@@ -267,7 +278,8 @@ def _leading_note(lead: dict, d: int) -> str:
 
 
 #: columns of every CSV row that say what the file is about
-CSV_METADATA = ("attention", "variant", "norm", "affine", "readout", "d", "eps", "version")
+CSV_METADATA = ("attention", "variant", "norm", "affine", "readout", "d", "eps", "task", "read",
+                "version")
 
 
 def csv_text(result: dict) -> str:

@@ -223,10 +223,12 @@ def formula(cell: Cell) -> ClosedForm | None:
 
     None where none applies: classification, ``eps > 0``, cells without a construction
     (:func:`constructions.regression.refusal`), post-LayerNorm at ``d = 2``, bare pre-LayerNorm
-    at ``d = 2``.
+    at ``d = 2``, and the select task or the last read (:func:`constructions.tasks.closed_form`).
     """
     if cell.readout != "regression" or cell.eps != 0 or refusal(cell) is not None:
         return None
+    if cell.task.distractor or cell.read.last:
+        return None  # the other tasks and reads: constructions.tasks.closed_form
     fam = family(cell)
     if fam == "line":
         return ClosedForm((Piece(budget(cell, line.INTERVAL[0]), 2, None, {"K": line.INTERVAL[0]}),))

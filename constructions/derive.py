@@ -398,6 +398,9 @@ def derivation(cell: Cell) -> list[Section]:
     """The derivation of a cell (module docstring); a ``ValueError`` for a cell without a
     construction (:func:`constructions.regression.refusal`)."""
     reason = refusal(cell)
+    if reason is None and (cell.task.distractor or cell.read.last):
+        reason = ("the derivation covers the count task at the BOS read; the other tasks and "
+                  "reads are derived in constructions.tasks")
     if reason is not None:
         raise ValueError(f"{cell.describe()}: {reason}")
     head = [_result(cell), _frame(cell), _model(cell), _conditions(cell)]

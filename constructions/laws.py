@@ -347,3 +347,57 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     d_min = next(w for w in (2, 3) if w >= smallest_d(cell)
                  and not (fam == "segment" and on_a_line(cell.replace(d=w))))
     return LeadingTerm(general, value, p, d_min, "construction" if fam == "arc" else "B_min")
+
+
+# ---------------------------------------------------------------- the last read (count task)
+# Linear attention with pre-norm read at the last position (constructions.tasks): the line
+# y(n) = K + k n holds for n >= 1 and y(0) = K + delta is off it by the offset
+# delta = <w, e_s - e_a> (values equal, embeddings along one axis with free scales <= B).
+
+
+def last_offset_reach(cell: Cell, B, k, ops: Ops = SYMPY):
+    """``Delta``: the construction's offsets ``delta`` fill ``(-Delta, Delta)`` at budget ``B``
+    and slope ``k``.  ``delta = (lam_s - lam_a) <w, top>`` with ``lam_s, lam_a`` in ``(0, B]``:
+    with a gain ``w = B e_1`` and ``<e_1, top> = a`` (the kind's axis reach), ``Delta = a B^2``;
+    bare, ``w = (k/d) top`` and ``Delta = B k/d``."""
+    if rigid(cell):
+        return B * k / cell.d
+    return cell.kind.axis_reach(cell.d, ops.sqrt) * B**2
+
+
+def last_slope_floor(cell: Cell, B, L, ops: Ops = SYMPY):
+    """The smallest slope ``k <= 1`` for which some ``K`` counts ``n = 1..L`` and some offset of
+    reach ``Delta(B, k)`` puts ``y(0)`` within 1/2 of 0: ``L (1 - k) < 1 + Delta``, i.e.
+    ``1 - (1 + a B^2)/L`` with a gain and ``(1 - 1/L)/(1 + B/(d L))`` bare (plain arithmetic)."""
+    if rigid(cell):
+        return (1 - 1 / L) / (1 + B / (cell.d * L))
+    return 1 - (1 + cell.kind.axis_reach(cell.d, ops.sqrt) * B**2) / L
+
+
+def last_offset_budget(cell: Cell, L, ops: Ops = SYMPY):
+    """``B_delta``: the budget where the capacity meets :func:`last_slope_floor`,
+    ``cap(B) = k_delta(B)``.  With a gain ``c B^4 + (a/L) B^2 = 1 - 1/L`` (``c = cap(1)``), a
+    quadratic in ``B^2``; bare ``d B + B^2/L = 1 - 1/L``."""
+    d = cell.d
+    if rigid(cell):
+        return L * (ops.sqrt(d**2 + 4 * (1 - 1 / L) / L) - d) / 2
+    c = capacity(cell, None, 1, ops)
+    a = cell.kind.axis_reach(d, ops.sqrt)
+    return ops.sqrt((ops.sqrt((a / L) ** 2 + 4 * c * (1 - 1 / L)) - a / L) / (2 * c))
+
+
+def last_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
+    """Softmax attention with pre-norm and a gain read at the last position: the largest
+    ``X = |h_s - h_a|`` at budget ``B`` and score gap ``sigma = <h_a, h_s - h_a> = sqrt(d) log rho``
+    (the query is ``h_a``).  With ``u = (h_s - h_a)/X``, ``sigma = X <h_a, u> = X (<h_s, u> - X)
+    <= X (H B - X)``, so ``X^2 - H B X + sigma <= 0``: ``X <= (H B + sqrt(H^2 B^2 - 4 sigma))/2``
+    and ``sigma <= H^2 B^2/4``.  The score gap now *costs* value gap (at the BOS read it buys
+    it).  ``X <= 2 V B`` never binds for ``sigma >= 0`` (``H <= 2 V``)."""
+    H, _ = value_reach(cell, ops)
+    return (H * B + ops.sqrt(H**2 * B**2 - 4 * sigma)) / 2
+
+
+def last_capacity(cell: Cell, t, B, ops: Ops = SYMPY):
+    """``B X`` at shape ``t = rho >= 1`` (:func:`last_value_gap`): the largest Mobius amplitude
+    ``D = <w, h_a - h_s>`` at the last read."""
+    return B * last_value_gap(cell, B, ops.sqrt(cell.d) * ops.log(t), ops)

@@ -606,6 +606,12 @@ class RegressionDesign:
             vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
             return Params(self.cell, vectors, {"w0": out["w0"]})
 
+    def screen(self, L_value: int, B_value) -> Params:
+        """The parameters the float screen of the bisection judges: the construction itself
+        (a task whose distractor provably changes nothing screens fewer inputs,
+        :meth:`constructions.tasks.TaskDesign.screen`)."""
+        return self.build(L_value, B_value)
+
     def evaluate(self, L_value, B_value, t_value, A_value, C_value) -> dict:
         """The construction evaluated in mpmath: name -> mpf or length-d object array of mpf."""
         values = self.compiled()(mpmath.mpf(B_value), mpmath.mpf(L_value), mpmath.mpf(t_value),
@@ -623,4 +629,10 @@ class RegressionDesign:
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
+    """The construction of a regression cell: :class:`RegressionDesign` for the count task at
+    the BOS read, :class:`constructions.tasks.TaskDesign` for the other tasks and reads."""
+    if cell.task.distractor or cell.read.last:
+        from constructions.tasks import TaskDesign  # it builds on this module
+
+        return TaskDesign(cell)
     return RegressionDesign(cell)
