@@ -9,7 +9,7 @@ the smallest read-out amplitude with which the projective arc counts to ``L``.  
 construction (``n0 = L/2``) reaches ``R_sym(L)`` (:func:`constructions.closed_forms.arc_closed_form`);
 :func:`arc_lower` proves ``R*(L) >= (1 - rtol') R_sym(L)`` by branch and bound over the shape
 ``(lam, n0)`` of the arc, evaluating whole batches of boxes at once in outward-rounded interval
-arithmetic (:mod:`bounds.intervals`).  The proof is in its docstring.
+arithmetic (:mod:`verify.intervals`).  The proof is in its docstring.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import itertools
 import flint
 import numpy as np
 
-from bounds.intervals import Iv, check_float_mode, norm_upper
+from verify.intervals import Iv, check_float_mode, norm_upper
 from verify.backends import arb_ceil, arb_floor
 
 PREC = 128
@@ -286,7 +286,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        ``alpha`` is chosen in floats among the candidates of :func:`_candidates` by a float
        estimate of either bound; any choice is valid, and ``sum alpha = 0`` is made exact by
        :func:`_exact_alpha`.  Every quantity is evaluated in outward-rounded interval
-       arithmetic (:mod:`bounds.intervals`), so each computed bound is below the exact one.
+       arithmetic (:mod:`verify.intervals`), so each computed bound is below the exact one.
        A child box inherits its parent's bound (it is a subset).
 
     4. **Symmetry.**  ``(lam, n0, C, (u1, u2))`` is feasible for ``P`` iff

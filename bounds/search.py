@@ -24,6 +24,7 @@ from bounds.lstar import cell_l_star
 from constructions import classification, laws, regression
 from constructions.closed_forms import closed_form
 from constructions.cell import Cell, Params
+from verify import interval_pass
 from verify.backends import get_backend
 from verify.forward import LayerNormUndefined
 from verify.judge import CountResult, counts_to
@@ -65,6 +66,13 @@ def certify(params: Params, L: int):
     return res
 
 
+def _screen(params: Params, L: int) -> bool:
+    """The bisection's judge: the interval first pass (:func:`verify.interval_pass.counts_surely`,
+    well conditioned at every ``L``, and rigorous), else the float64 judge."""
+    surely = interval_pass.counts_surely(params, L)
+    return counts_to(params, L, "float64").counts if surely is None else surely
+
+
 def _unavailable(cell: Cell, L: int):
     """Why no parameters count to L in this cell, or None."""
     top = cell_l_star(cell)
@@ -89,7 +97,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
         return row
     if L == 1:
         return _infimum_row(row, design, L, start)
-    counts = lambda b: counts_to(design.build(L, b), L, "float64").counts
+    counts = lambda b: _screen(design.build(L, b), L)
     # bracket [lo, hi] around the estimate: lo fails, hi counts (widen until both hold)
     step = 1e-5
     hi, lo = est * (1 + step), est * (1 - step)

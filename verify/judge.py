@@ -31,6 +31,7 @@ import numpy as np
 from constructions.cell import MAX_L, Cell, Params
 from verify.backends import NumpyBackend, arb_bounds, get_backend
 from verify.forward import logits, numbers, outputs
+from verify import interval_pass
 
 #: The largest ``L`` judged (the counts ``n = 0..L``).  Regression costs about 1 us per count in
 #: float64, 25 us on balls (arb256; 40 us at arb1024) and 150-250 us in mpmath (mp50-mp200) at
@@ -145,6 +146,27 @@ def _regression_chunk(bk, params: Params, nums, n: np.ndarray):
     good, bad = bk.within(err, 0.5)  # decided in the backend's own numbers
     # |y - n| to the nearest float, for reporting (the verdict above is exact)
     return good, bad, np.abs(0.5 * bk.lower(err) + 0.5 * bk.upper(err))
+
+
+def _first_pass(bk, params: Params, nums):
+    """The float-interval first pass (:mod:`verify.interval_pass`) where it applies: the ball
+    backend, the count task read at ``s``; None elsewhere."""
+    cell = params.cell
+    if not bk.rigorous or cell.task.name != "count" or cell.read.name != "bos":
+        return None
+    return interval_pass.prepare(params, nums)
+
+
+def _regression_counts(bk, params: Params, nums, n: np.ndarray, fast):
+    """:func:`_regression_chunk`, with the counts the interval pass ``fast`` decides taken
+    from it (its verdicts are as rigorous as the balls'); the open ones are judged in balls."""
+    if fast is None:
+        return _regression_chunk(bk, params, nums, n)
+    good, bad, err = fast.judge(n)
+    open_ = ~(good | bad)
+    if open_.any():
+        good[open_], bad[open_], err[open_] = _regression_chunk(bk, params, nums, n[open_])
+    return good, bad, err
 
 
 def _float_enclosure(x: np.ndarray):
@@ -322,9 +344,10 @@ def counts_to(params: Params, L: int, backend="float64", chunk: int = CHUNK) -> 
         if classify:
             _judge_classification(bk, params, nums, L, chunk, tally)
         else:
+            fast = _first_pass(bk, params, nums)
             for start in range(0, L + 1, chunk):
                 n = np.arange(start, min(start + chunk, L + 1))
-                tally.add(start, *_regression_chunk(bk, params, nums, n))
+                tally.add(start, *_regression_counts(bk, params, nums, n, fast))
     extra = (dict(min_margin=tally.value, min_margin_at=tally.at) if classify
              else dict(worst_error=tally.value, worst_error_at=tally.at))
     return CountResult(L=L, backend=bk.name, verdict=tally.verdict(),
