@@ -183,9 +183,12 @@ def classification_row(cell: Cell, L: int) -> dict:
 
 
 def warm_up(cell: Cell) -> None:
-    """Build the cell's lambdified construction once (worker processes then inherit it)."""
+    """Build the cell's lambdified construction and closed form once (worker processes then
+    inherit them)."""
     if cell.readout == "regression":
         regression.design(cell).compiled()
+        if cell.eps == 0:
+            closed_form(cell, 2)  # the closed form's symbolic solving, once
     else:
         classification.design(cell).geometry.compiled()
 

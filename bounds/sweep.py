@@ -29,6 +29,7 @@ from bounds.search import row as sweep_row
 from bounds.search import warm_up
 from constructions import __version__, classification, cli, regression
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, Cell
+from constructions.cell import MAX_L as CELL_MAX_L
 
 
 MEANING = {
@@ -73,8 +74,9 @@ def _parser() -> cli.Parser:
     return p
 
 
-#: the largest count the sweep accepts (the classification head alone has (L+1)^2 logits)
-MAX_L = 1 << 16
+#: the largest count the sweep accepts: the judge's and the constructions' limit (a
+#: classification row is refused long before, by the size of its head)
+MAX_L = CELL_MAX_L
 
 
 def grid(Lmin: int, Lmax: int) -> list[int]:
