@@ -32,6 +32,11 @@ _PAIR_ALPHAS = np.array([[-1.0 if k == i else 1.0 if k == j else 0.0 for k in ra
                          for i, j in _PAIRS])
 
 
+def _norm(x: np.ndarray) -> np.ndarray:
+    """Euclidean norm over a last axis of size 2 (float: a choice of candidates, no bound)."""
+    return np.sqrt(x[..., 0] * x[..., 0] + x[..., 1] * x[..., 1])
+
+
 def _unit(T: np.ndarray) -> np.ndarray:
     """``v = (1, T)/sqrt(1 + T^2)``: the point of angle ``atan T`` (last axis of size 2)."""
     r = 1 / np.sqrt(1 + T * T)
@@ -78,7 +83,7 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
         z = np.where((scale > 0) & np.isfinite(scale), z / scale, 0.0)
         A = np.concatenate(parts + [z[:, None], -z[:, None]], axis=1)
         N = A @ ns - 0.5 * abs(A).sum(2)
-        w = np.linalg.norm(A @ V, axis=2)
+        w = _norm(A @ V)
         ratio = np.where(N > 0, np.where(w > 0, N / w, np.inf), -np.inf)
     best = A[np.arange(nb), np.argmax(ratio, 1)]       # (nb, 4)
     mix = best[:, None, None] + _MIX[None, None, :, None] * np.stack([z, -z], 1)[:, :, None]
@@ -134,13 +139,13 @@ class _Boxes:
         G = _unit(T)
         Gp = np.stack([-T, np.ones_like(T)], -1) / (s2 ** 1.5)[..., None]
         N = A @ self.ns - 0.5 * abs(A).sum(2)
-        wc, a, b = A @ G, A @ Gp, A @ (ds[None, :, None] * Gp)
+        wab = A @ np.concatenate([G, Gp, ds[None, :, None] * Gp], axis=2)
+        wc, a, b = wab[..., 0:2], wab[..., 2:4], wab[..., 4:6]
         wmax = np.zeros(N.shape)
         mT = np.zeros(T.shape)
         for dc in (ca - cm, cb - cm):
             for dS in (Sa - Sm, Sb - Sm):
-                wmax = np.maximum(wmax, np.linalg.norm(wc + a * dc[:, None, None]
-                                                       + b * dS[:, None, None], axis=2))
+                wmax = np.maximum(wmax, _norm(wc + a * dc[:, None, None] + b * dS[:, None, None]))
                 mT = np.maximum(mT, abs(dc[:, None] + dS[:, None] * ds))
         rows = np.arange(len(Sa))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -150,9 +155,9 @@ class _Boxes:
             tm = (np.arctan(lo) + np.arctan(hi)) / 2
             rad = (np.arctan(hi) - np.arctan(lo)) / 2
             wm = A @ np.stack([np.cos(tm), np.sin(tm)], -1)
-            score_i = np.where(N > 0, N / (np.linalg.norm(wm, axis=2)
+            score_i = np.where(N > 0, N / (_norm(wm)
                                            + (abs(A) @ rad[..., None])[..., 0]), -np.inf)
-            point = np.where(N > 0, N / np.linalg.norm(wc, axis=2), -np.inf)
+            point = np.where(N > 0, N / _norm(wc), -np.inf)
         score_t = np.nan_to_num(score_t, nan=-np.inf)
         score_i = np.nan_to_num(score_i, nan=-np.inf)
         point = np.nan_to_num(point, nan=-np.inf).max(1)

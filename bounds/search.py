@@ -3,8 +3,11 @@
 Regression: the construction of :mod:`constructions.regression` at budget ``B`` is the best the
 cell admits at ``B``, so ``B_min(L)`` is the smallest ``B`` at which it counts.  We bracket it
 with the float64 estimate of the reduced problem, bisect on ``B`` (relative tolerance ``rtol``)
-judging each construction by the counting judge in float64 (a screen), and confirm the final
-parameter set in ball arithmetic at every ``n = 0..L``.  The reported ``B_min`` is a rigorous
+judging each construction by the judge's float-interval first pass
+(:func:`verify.interval_pass.counts_surely`: well conditioned at every ``L``, where the float64
+forward pass loses the boundary after post-norm beyond ``L ~ 10^4``; the float64 judge where the
+pass does not apply), and confirm the final parameter set in ball arithmetic at every
+``n = 0..L`` (:func:`verify.judge.counts_to`, whose interval first pass decides most counts).  The reported ``B_min`` is a rigorous
 upper bound on the largest norm of that confirmed parameter set.
 
 Classification: the infimum of ``B`` is 0 (free biases make the argmax scale-free), so instead

@@ -9,7 +9,10 @@ The rules of the README's model (section "The model in brief"), for the inputs `
 
 On the ball backend the verdict is rigorous: a count is *correct* only if the whole enclosure
 satisfies the rule, *wrong* only if no point of it does, and otherwise *undecided*; then the
-parameters are not certified ("cannot certify").  On every other backend the verdict is that
+parameters are not certified ("cannot certify").  For regression on the count task read at
+``s`` a first pass in outward-rounded float intervals (:mod:`verify.interval_pass`, the same
+rule on its enclosures) decides almost every count at a fraction of a microsecond, and only
+the counts it leaves open are computed in balls.  On every other backend the verdict is that
 of the computed numbers (a screen).
 
 Resources.  The counts are judged in chunks (:data:`CHUNK`); every count is computed by the
@@ -35,7 +38,8 @@ from verify import interval_pass
 
 #: The largest ``L`` judged (the counts ``n = 0..L``).  Regression costs about 1 us per count in
 #: float64, 25 us on balls (arb256; 40 us at arb1024) and 150-250 us in mpmath (mp50-mp200) at
-#: d = 8, so ``L = MAX_COUNTS`` takes about a second, under a minute and a few minutes.
+#: d = 8, so ``L = MAX_COUNTS`` takes about a second, under a minute and a few minutes; with the
+#: interval first pass (count task read at ``s``) the balls take a fraction of a second.
 MAX_COUNTS = MAX_L
 #: Numbers per intermediate array of one chunk: ``CHUNK`` counts of regression (one output
 #: each), ``CHUNK // d`` counts of classification (a vector ``z`` each), whose logits are
@@ -62,7 +66,7 @@ class CountResult:
     ``verdict`` is ``"counts"``, ``"fails"`` or ``"cannot certify"`` (ball backend only), decided
     in the backend's own numbers (on balls: exactly).  ``worst_error`` is the largest ``|y - n|``
     (regression; rounded to the nearest float, so it may print as 0.5 when the exact value is
-    just below), ``min_margin`` the smallest logit margin (classification; a rigorous lower
+    just below; on balls the midpoint of its enclosure, within ``1e-15 L`` of the exact value), ``min_margin`` the smallest logit margin (classification; a rigorous lower
     bound on the ball backend); ``*_at`` give the count where they occur.
     """
 
