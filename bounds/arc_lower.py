@@ -78,7 +78,7 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
             alpha[:, :, k] = np.where(ok, -(x1 + x2) / scale, 0.0)
             parts.append(alpha)
         rows = np.concatenate([np.ones((nb, 4, 1)), V], axis=2)  # (nb, 4, 3)
-        z = np.stack([(-1) ** i * np.linalg.det(np.delete(rows, i, axis=1)) for i in range(4)], 1)
+        z = np.stack([(-1) ** i * _det3(np.delete(rows, i, axis=1)) for i in range(4)], 1)
         scale = abs(z).max(1, keepdims=True)
         z = np.where((scale > 0) & np.isfinite(scale), z / scale, 0.0)
         A = np.concatenate(parts + [z[:, None], -z[:, None]], axis=1)
@@ -88,6 +88,14 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
     best = A[np.arange(nb), np.argmax(ratio, 1)]       # (nb, 4)
     mix = best[:, None, None] + _MIX[None, None, :, None] * np.stack([z, -z], 1)[:, :, None]
     return np.concatenate([A, mix.reshape(nb, -1, 4)], axis=1)
+
+
+def _det3(m: np.ndarray) -> np.ndarray:
+    """Determinants of ``(..., 3, 3)`` matrices whose first column is ones (floats, for the
+    null vector of :func:`_candidates`: a choice, never part of a bound):
+    ``(x2 - x1)(y3 - y1) - (x3 - x1)(y2 - y1)`` for the rows ``(1, x_i, y_i)``."""
+    x, y = m[..., 1], m[..., 2]
+    return (x[..., 1] - x[..., 0]) * (y[..., 2] - y[..., 0]) - (x[..., 2] - x[..., 0]) * (y[..., 1] - y[..., 0])
 
 
 def _exact_alpha(alpha: np.ndarray) -> Iv:
@@ -141,12 +149,18 @@ class _Boxes:
         N = A @ self.ns - 0.5 * abs(A).sum(2)
         wab = A @ np.concatenate([G, Gp, ds[None, :, None] * Gp], axis=2)
         wc, a, b = wab[..., 0:2], wab[..., 2:4], wab[..., 4:6]
+        # |wc + a dc + b dS|^2 at the corners, from the six inner products (a float estimate)
+        dot = lambda u, v: u[..., 0] * v[..., 0] + u[..., 1] * v[..., 1]
+        ww, aa, bb, wa, wb, ab = dot(wc, wc), dot(a, a), dot(b, b), dot(wc, a), dot(wc, b), dot(a, b)
         wmax = np.zeros(N.shape)
         mT = np.zeros(T.shape)
         for dc in (ca - cm, cb - cm):
             for dS in (Sa - Sm, Sb - Sm):
-                wmax = np.maximum(wmax, _norm(wc + a * dc[:, None, None] + b * dS[:, None, None]))
+                c_, S_ = dc[:, None], dS[:, None]
+                wmax = np.maximum(wmax, ww + c_ * (c_ * aa + 2 * wa) + S_ * (S_ * bb + 2 * wb)
+                                  + 2 * c_ * S_ * ab)
                 mT = np.maximum(mT, abs(dc[:, None] + dS[:, None] * ds))
+        wmax = np.sqrt(np.maximum(wmax, 0.0))
         rows = np.arange(len(Sa))
         with np.errstate(divide="ignore", invalid="ignore"):
             score_t = np.where(N > 0, N / (wmax + (abs(A) @ (mT * mT / 2)[..., None])[..., 0]),

@@ -84,13 +84,15 @@ class Pass:
         return c["c"] + (c["b"] + x * c["a"]) / (c["qd"] * x2 + c["eps"] * k.square()).sqrt() - N
 
     def judge(self, n: np.ndarray):
-        """``(surely correct, surely wrong, |y - n| at the enclosure's midpoint)``."""
+        """``(surely correct, surely wrong, |y - n| at the enclosure's midpoint)``; the rest
+        is open."""
         with np.errstate(all="ignore"):
             e = self.error(n)
-            good = (e.lo > -0.5) & (e.hi < 0.5)
-            bad = (e.lo >= 0.5) | (e.hi <= -0.5)
             mid = np.abs(0.5 * e.lo + 0.5 * e.hi)
-        return good, bad, np.where(np.isfinite(mid), mid, np.inf)
+            good = (e.lo > -0.5) & (e.hi < 0.5)
+            # a wrong count whose enclosure is unbounded is left open: the balls report its error
+            bad = ((e.lo >= 0.5) | (e.hi <= -0.5)) & np.isfinite(mid)
+        return good, bad, mid
 
 
 def prepare(params: Params, nums: Numbers) -> Pass | None:

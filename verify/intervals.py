@@ -4,29 +4,44 @@ An :class:`Iv` holds two arrays ``lo <= hi``; every real value it stands for lie
 ``[lo, hi]``.  IEEE 754 defines ``+ - * /`` and ``sqrt`` as correctly rounded, and numpy applies
 them elementwise, one operation at a time (no fused multiply-add), so the exact result of an
 operation on two floats lies strictly between the neighbours of the computed float, whatever
-the rounding mode.  Each operation therefore moves its computed end points one float outward
-(``nextafter`` towards ``-inf`` and ``+inf``), which keeps the enclosure of the exact value;
-overflow gives infinite ends, which stay valid.  Products use all four end-point products,
-divisions need a divisor that is surely positive (otherwise the result is the whole line), and
-a ``nan`` anywhere makes every later comparison false, so it can only weaken a bound.
+the rounding mode.  Each operation therefore moves its computed end points outward, at least
+to the neighbouring float (:func:`_down`, :func:`_up`), which keeps the enclosure of the exact
+value.  Products use all four end-point products, divisions need a divisor that is surely
+positive (otherwise the result is the whole line), and a ``nan`` anywhere makes every later
+comparison false, so it can only weaken a bound (callers never keep a ``nan`` as a bound).
+Overflow gives infinite ends: an upper end ``+inf`` (or lower ``-inf``) stays valid; a lower
+end that overflowed to ``+inf`` (an upper one to ``-inf``) becomes ``nan``, unknown.
 
 This is the same guarantee as the Arb balls of :mod:`verify.backends`, at float precision and
-for whole arrays at once: branch and bound evaluates thousands of boxes per call.
+for whole arrays at once: branch and bound evaluates thousands of boxes per call, and the
+judge's first pass (:mod:`verify.interval_pass`) every count of a regression read-out.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-_DOWN, _UP = -np.inf, np.inf
+#: ``2^-52``, and the smallest positive (subnormal) float
+_ULP, _TINY = 2.0**-52, float(np.finfo(np.float64).smallest_subnormal)
 
 
 def _down(x):
-    return np.nextafter(x, _DOWN)
+    """A float ``<=`` the float below ``x`` (``x`` finite or ``-inf``; ``nan`` for ``+inf``).
+
+    *Proof.*  Let ``p`` be the float below a finite ``x`` and ``g = x - p > 0``.  If ``|x|`` lies
+    in the binade ``[2^e, 2^(e+1))`` of normal floats, ``g`` is ``2^(e-52)`` or (at ``x = 2^e > 0``)
+    half of it, so ``g <= 2^-52 |x|``; for subnormal ``x`` and 0, ``g = 2^-1074 = _TINY``.  So the
+    exact ``s = 2^-52 |x| + _TINY`` exceeds ``g``.  Rounding is monotone in every IEEE mode and
+    ``g`` is a float, so the computed ``fl(fl(2^-52 |x|) + _TINY) >= g`` and then
+    ``fl(x - s_computed) <= fl(x - g) = p``.  Five times cheaper than ``numpy.nextafter``.
+    """
+    return x - (np.abs(x) * _ULP + _TINY)
 
 
 def _up(x):
-    return np.nextafter(x, _UP)
+    """A float ``>=`` the float above ``x`` (``x`` finite or ``+inf``; ``nan`` for ``-inf``):
+    :func:`_down` mirrored (``-_down(-x)``, the argument is symmetric)."""
+    return x + (np.abs(x) * _ULP + _TINY)
 
 
 class Iv:
@@ -78,7 +93,7 @@ class Iv:
             lo = np.minimum(np.minimum(q[0], q[1]), np.minimum(q[2], q[3]))
             hi = np.maximum(np.maximum(q[0], q[1]), np.maximum(q[2], q[3]))
         positive = o.lo > 0
-        return Iv(np.where(positive, _down(lo), _DOWN), np.where(positive, _up(hi), _UP))
+        return Iv(np.where(positive, _down(lo), -np.inf), np.where(positive, _up(hi), np.inf))
 
     def __rtruediv__(self, other):
         return Iv._of(other) / self
