@@ -9,7 +9,7 @@ the smallest read-out amplitude with which the projective arc counts to ``L``.  
 construction (``n0 = L/2``) reaches ``R_sym(L)`` (:func:`constructions.closed_forms.arc_closed_form`);
 :func:`arc_lower` proves ``R*(L) >= (1 - rtol') R_sym(L)`` by branch and bound over the shape
 ``(lam, n0)`` of the arc, evaluating whole batches of boxes at once in outward-rounded interval
-arithmetic (:mod:`bounds.intervals`).  The proof is in its docstring.
+arithmetic (:mod:`verify.intervals`).  The proof is in its docstring.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import itertools
 import flint
 import numpy as np
 
-from bounds.intervals import Iv, check_float_mode, norm_upper
+from verify.intervals import Iv, check_float_mode, norm_upper
 from verify.backends import arb_ceil, arb_floor
 
 PREC = 128
@@ -30,6 +30,11 @@ _SIGNS = np.array([s for s in itertools.product((-1, 1), repeat=3) if len(set(s)
 _MIX = np.array([0.0625, 0.25, 1.0, 4.0, 16.0])
 _PAIR_ALPHAS = np.array([[-1.0 if k == i else 1.0 if k == j else 0.0 for k in range(4)]
                          for i, j in _PAIRS])
+
+
+def _norm(x: np.ndarray) -> np.ndarray:
+    """Euclidean norm over a last axis of size 2 (float: a choice of candidates, no bound)."""
+    return np.sqrt(x[..., 0] * x[..., 0] + x[..., 1] * x[..., 1])
 
 
 def _unit(T: np.ndarray) -> np.ndarray:
@@ -73,16 +78,24 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
             alpha[:, :, k] = np.where(ok, -(x1 + x2) / scale, 0.0)
             parts.append(alpha)
         rows = np.concatenate([np.ones((nb, 4, 1)), V], axis=2)  # (nb, 4, 3)
-        z = np.stack([(-1) ** i * np.linalg.det(np.delete(rows, i, axis=1)) for i in range(4)], 1)
+        z = np.stack([(-1) ** i * _det3(np.delete(rows, i, axis=1)) for i in range(4)], 1)
         scale = abs(z).max(1, keepdims=True)
         z = np.where((scale > 0) & np.isfinite(scale), z / scale, 0.0)
         A = np.concatenate(parts + [z[:, None], -z[:, None]], axis=1)
         N = A @ ns - 0.5 * abs(A).sum(2)
-        w = np.linalg.norm(A @ V, axis=2)
+        w = _norm(A @ V)
         ratio = np.where(N > 0, np.where(w > 0, N / w, np.inf), -np.inf)
     best = A[np.arange(nb), np.argmax(ratio, 1)]       # (nb, 4)
     mix = best[:, None, None] + _MIX[None, None, :, None] * np.stack([z, -z], 1)[:, :, None]
     return np.concatenate([A, mix.reshape(nb, -1, 4)], axis=1)
+
+
+def _det3(m: np.ndarray) -> np.ndarray:
+    """Determinants of ``(..., 3, 3)`` matrices whose first column is ones (floats, for the
+    null vector of :func:`_candidates`: a choice, never part of a bound):
+    ``(x2 - x1)(y3 - y1) - (x3 - x1)(y2 - y1)`` for the rows ``(1, x_i, y_i)``."""
+    x, y = m[..., 1], m[..., 2]
+    return (x[..., 1] - x[..., 0]) * (y[..., 2] - y[..., 0]) - (x[..., 2] - x[..., 0]) * (y[..., 1] - y[..., 0])
 
 
 def _exact_alpha(alpha: np.ndarray) -> Iv:
@@ -134,14 +147,20 @@ class _Boxes:
         G = _unit(T)
         Gp = np.stack([-T, np.ones_like(T)], -1) / (s2 ** 1.5)[..., None]
         N = A @ self.ns - 0.5 * abs(A).sum(2)
-        wc, a, b = A @ G, A @ Gp, A @ (ds[None, :, None] * Gp)
+        wab = A @ np.concatenate([G, Gp, ds[None, :, None] * Gp], axis=2)
+        wc, a, b = wab[..., 0:2], wab[..., 2:4], wab[..., 4:6]
+        # |wc + a dc + b dS|^2 at the corners, from the six inner products (a float estimate)
+        dot = lambda u, v: u[..., 0] * v[..., 0] + u[..., 1] * v[..., 1]
+        ww, aa, bb, wa, wb, ab = dot(wc, wc), dot(a, a), dot(b, b), dot(wc, a), dot(wc, b), dot(a, b)
         wmax = np.zeros(N.shape)
         mT = np.zeros(T.shape)
         for dc in (ca - cm, cb - cm):
             for dS in (Sa - Sm, Sb - Sm):
-                wmax = np.maximum(wmax, np.linalg.norm(wc + a * dc[:, None, None]
-                                                       + b * dS[:, None, None], axis=2))
+                c_, S_ = dc[:, None], dS[:, None]
+                wmax = np.maximum(wmax, ww + c_ * (c_ * aa + 2 * wa) + S_ * (S_ * bb + 2 * wb)
+                                  + 2 * c_ * S_ * ab)
                 mT = np.maximum(mT, abs(dc[:, None] + dS[:, None] * ds))
+        wmax = np.sqrt(np.maximum(wmax, 0.0))
         rows = np.arange(len(Sa))
         with np.errstate(divide="ignore", invalid="ignore"):
             score_t = np.where(N > 0, N / (wmax + (abs(A) @ (mT * mT / 2)[..., None])[..., 0]),
@@ -150,9 +169,9 @@ class _Boxes:
             tm = (np.arctan(lo) + np.arctan(hi)) / 2
             rad = (np.arctan(hi) - np.arctan(lo)) / 2
             wm = A @ np.stack([np.cos(tm), np.sin(tm)], -1)
-            score_i = np.where(N > 0, N / (np.linalg.norm(wm, axis=2)
+            score_i = np.where(N > 0, N / (_norm(wm)
                                            + (abs(A) @ rad[..., None])[..., 0]), -np.inf)
-            point = np.where(N > 0, N / np.linalg.norm(wc, axis=2), -np.inf)
+            point = np.where(N > 0, N / _norm(wc), -np.inf)
         score_t = np.nan_to_num(score_t, nan=-np.inf)
         score_i = np.nan_to_num(score_i, nan=-np.inf)
         point = np.nan_to_num(point, nan=-np.inf).max(1)
@@ -286,7 +305,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        ``alpha`` is chosen in floats among the candidates of :func:`_candidates` by a float
        estimate of either bound; any choice is valid, and ``sum alpha = 0`` is made exact by
        :func:`_exact_alpha`.  Every quantity is evaluated in outward-rounded interval
-       arithmetic (:mod:`bounds.intervals`), so each computed bound is below the exact one.
+       arithmetic (:mod:`verify.intervals`), so each computed bound is below the exact one.
        A child box inherits its parent's bound (it is a subset).
 
     4. **Symmetry.**  ``(lam, n0, C, (u1, u2))`` is feasible for ``P`` iff

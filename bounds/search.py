@@ -3,10 +3,13 @@
 Regression: the construction of :mod:`constructions.regression` at budget ``B`` is the best the
 cell admits at ``B``, so ``B_min(L)`` is the smallest ``B`` at which it counts.  We bracket it
 with the float64 estimate of the reduced problem, bisect on ``B`` (relative tolerance ``rtol``)
-judging each construction by the counting judge in float64 (a screen; for the select task with
-a distractor that provably changes no output, on the count task's ``L + 1`` inputs:
-:meth:`constructions.regression.RegressionDesign.screen`), and confirm the final parameter set
-in ball arithmetic on every input of the cell's task and read position.  The reported ``B_min`` is a rigorous
+judging each construction by a screen (:func:`_screen`: the judge's float-interval first pass
+:func:`verify.interval_pass.counts_surely`, well conditioned at every ``L``, where the float64
+forward pass loses the boundary after post-norm beyond ``L ~ 10^4``; the float64 judge where the
+pass does not apply; for the select task with a distractor that provably changes no output, on
+the count task's ``L + 1`` inputs: :meth:`constructions.regression.RegressionDesign.screen`),
+and confirm the final parameter set in ball arithmetic on every input of the cell's task and
+read position (:func:`verify.judge.counts_to`).  The reported ``B_min`` is a rigorous
 upper bound on the largest norm of that confirmed parameter set.
 
 Classification: the infimum of ``B`` is 0 (free biases make the argmax scale-free), so instead
@@ -21,13 +24,21 @@ import time
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star
 from constructions import classification, laws, regression
-from constructions.cell import Cell
+from constructions.cell import Cell, Params
 from constructions.tasks import closed_form as task_closed_form
+from verify import interval_pass
 from verify.certify import certify, rigorous_bound
 from verify.judge import counts_to
 
 #: the budget of the certified witness of an infimum row (L = 1)
 INFIMUM_FLOOR = 1e-3
+
+
+def _screen(params: Params, L: int) -> bool:
+    """The bisection's judge: the interval first pass (:func:`verify.interval_pass.counts_surely`,
+    well conditioned at every ``L``, and rigorous), else the float64 judge."""
+    surely = interval_pass.counts_surely(params, L)
+    return counts_to(params, L, "float64").counts if surely is None else surely
 
 
 def _unavailable(cell: Cell, L: int):
@@ -58,7 +69,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
         return row
     if L == 1:
         return _infimum_row(row, design, L, start, witness)
-    counts = lambda b: counts_to(design.screen(L, b), L, "float64").counts
+    counts = lambda b: _screen(design.screen(L, b), L)
     # bracket [lo, hi] around the estimate: lo fails, hi counts (widen until both hold)
     step = 1e-5
     hi, lo = est * (1 + step), est * (1 - step)
@@ -151,9 +162,12 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
 
 
 def warm_up(cell: Cell) -> None:
-    """Build the cell's lambdified construction once (worker processes then inherit it)."""
+    """Build the cell's lambdified construction and closed form once (worker processes then
+    inherit them)."""
     if cell.readout == "regression":
         regression.design(cell).compiled()
+        if cell.eps == 0:
+            task_closed_form(cell, 2)  # the closed form's symbolic solving, once
     else:
         classification.design(cell).geometry.compiled()
 

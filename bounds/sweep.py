@@ -31,6 +31,7 @@ from bounds.lstar import cell_l_star
 from bounds.search import row as sweep_row
 from constructions import __version__, classification, cli, progress, regression, tasks
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS, Cell
+from constructions.cell import MAX_L as CELL_MAX_L
 from verify import params_file
 
 
@@ -88,8 +89,9 @@ def _parser() -> cli.Parser:
     return p
 
 
-#: the largest count the sweep accepts (the classification head alone has (L+1)^2 logits)
-MAX_L = 1 << 16
+#: the largest count the sweep accepts: the judge's and the constructions' limit (a
+#: classification row is refused long before, by the size of its head)
+MAX_L = CELL_MAX_L
 
 
 def grid(Lmin: int, Lmax: int) -> list[int]:

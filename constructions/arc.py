@@ -52,38 +52,38 @@ def centre(t_value, A_value, L_value: int):
     return mpmath.mpf(L_value) / 2
 
 
-def offsets(L_value: int) -> np.ndarray:
-    """The positive offsets ``x = n - L/2`` for ``n = 0..L``."""
-    n = np.arange(L_value + 1, dtype=np.float64)
-    xs = n - L_value / 2
-    return xs[xs > 0]
+def nearest_offsets(lam_value, L_value: int) -> list:
+    """The offsets ``x = n - L/2 > 0`` (``n = 0..L``) where ``b_hi`` takes its minimum: float
+    arrays of candidates (each a valid offset) that include the minimiser, per ``lam``.
+
+    ``f(x) = sqrt(lam^2 + x^2)(1 + 1/(2x))`` has ``f'(x) = (2x^3 - lam^2)/(2 x^2 sqrt(lam^2 + x^2))``,
+    negative below ``x* = (lam^2/2)^{1/3}`` and positive above: over the offsets
+    ``delta, delta + 1, ..., L/2`` (``delta = 1`` for even ``L``, ``1/2`` for odd) its minimum is at
+    the last offset below ``x*`` or the first above, clipped to that range.  Those two are among
+    ``delta + floor(x* - delta) + j``, ``j = -1..2``, also when ``x*`` is off by a rounding.
+    """
+    lv = np.asarray(lam_value, dtype=np.float64)
+    delta = 1.0 if L_value % 2 == 0 else 0.5
+    base = np.floor(np.cbrt(lv * lv / 2) - delta)
+    return [np.clip(delta + base + j, delta, L_value / 2) for j in (-1, 0, 1, 2)]
 
 
 def interval(lam_value, L_value: int):
-    """``(b_lo, b_hi)`` at ``lam`` for counting to ``L`` (mpmath, exact minimum over x)."""
+    """``(b_lo, b_hi)`` at ``lam`` for counting to ``L`` (mpmath, exact minimum over x).
+
+    The minimum over the offsets is located by :func:`nearest_offsets` (in floats) and taken at
+    full precision over its candidates.
+    """
     lv = mpmath.mpf(lam_value)
     lo = _lo(lv, mpmath.mpf(L_value))  # an mpf L keeps 1 - 1/L exact to working precision
-    xs = offsets(L_value)
-    # locate the minimiser in float64, then evaluate its neighbourhood at full precision
-    j = int(np.argmin(_hi_np(float(lv), xs)))
-    hi = min(_hi_x(lv, mpmath.mpf(xs[i])) for i in range(max(j - 2, 0), min(j + 3, len(xs))))
+    xs = {float(x) for x in nearest_offsets(float(lv), L_value)}
+    hi = min(_hi_x(lv, mpmath.mpf(x)) for x in xs)  # offsets are halves of integers: exact
     return lo, hi
 
 
-#: shapes x offsets evaluated at once by :func:`interval_float` (bounded memory at any L)
-CHUNK = 1 << 20
-
-
 def interval_float(lam_value: np.ndarray, L_value: int):
-    """Vectorised float64 version of :func:`interval` (a fast screen).
-
-    The minimum over the offsets is taken in slices of at most :data:`CHUNK` shape-offset pairs
-    (a minimum is exact, so the result does not depend on the slicing).
-    """
+    """Vectorised float64 version of :func:`interval` (a fast screen): ``O(1)`` work per ``lam``
+    at every ``L`` (:func:`nearest_offsets`)."""
     lv = np.asarray(lam_value, dtype=np.float64)
-    xs = offsets(L_value)
-    step = max(1, CHUNK // max(lv.size, 1))
-    hi = np.full(lv.shape, np.inf)
-    for i in range(0, xs.size, step):
-        hi = np.minimum(hi, _hi_np(lv[..., None], xs[i:i + step]).min(axis=-1))
+    hi = np.min([_hi_np(lv, x) for x in nearest_offsets(lv, L_value)], axis=0)
     return _lo_np(lv, L_value), hi

@@ -90,8 +90,6 @@ from constructions.cell import Cell
 from constructions.regression import capacity_branches, family, refusal
 from constructions.symbols import A, B, L, lam, sigma, x
 
-#: the corner equation lo_k(rho) = hi_k'(rho), as a polynomial in rho (numerator of the difference)
-CORNER = sympy.expand(sympy.fraction(sympy.together(segment.D_LO_K - segment.D_HI_K))[0])
 #: the corner and the active gaps as functions of L (module docstring)
 RHO_STAR = sympy.floor((L - 1) ** 2 / 4)
 D_STAR = sympy.floor((L + 1) ** 2 / 4)
@@ -113,14 +111,34 @@ def segment_L_min(cell: Cell) -> int:
     return SEGMENT_L_MIN_GAIN
 
 
-#: the square of the smallest lambda at which the offset x allows b_lo: b_lo^2 = b_hi_x^2
-LAM_SQ_X = sympy.solve(sympy.Eq(arc.B_LO**2, arc.B_HI_X**2), lam**2)[0]
 #: the active offset (L >= 3)
 X_STAR = sympy.floor(3 * L / 4) - L / 2
-#: the extremal arc for L >= 3 (lam*^2 = 0 at L = 3, 4), and the degenerate arc of L = 2
-LAM_STAR_SQ = LAM_SQ_X.subs(x, X_STAR)
-B_ARC_STAR = arc.B_LO.subs(lam, sympy.sqrt(LAM_STAR_SQ))
-B_ARC_DEGENERATE = arc.B_LO.subs(lam, 0)
+
+
+@functools.cache
+def _derived() -> dict:
+    """The constants that need symbolic solving, built on first use (module ``__getattr__``):
+    a sweep that never reads them does not pay for ``sympy.solve`` at start-up.
+
+    * ``CORNER``: the corner equation ``lo_k(rho) = hi_k'(rho)``, as a polynomial in ``rho``
+      (numerator of the difference);
+    * ``LAM_SQ_X``: the square of the smallest lambda at which the offset x allows b_lo:
+      ``b_lo^2 = b_hi_x^2``;
+    * ``LAM_STAR_SQ``, ``B_ARC_STAR``: the extremal arc for L >= 3 (lam*^2 = 0 at L = 3, 4);
+      ``B_ARC_DEGENERATE``: the degenerate arc of L = 2.
+    """
+    lam_sq_x = sympy.solve(sympy.Eq(arc.B_LO**2, arc.B_HI_X**2), lam**2)[0]
+    lam_star_sq = lam_sq_x.subs(x, X_STAR)
+    return {"CORNER": sympy.expand(sympy.fraction(sympy.together(segment.D_LO_K - segment.D_HI_K))[0]),
+            "LAM_SQ_X": lam_sq_x, "LAM_STAR_SQ": lam_star_sq,
+            "B_ARC_STAR": arc.B_LO.subs(lam, sympy.sqrt(lam_star_sq)),
+            "B_ARC_DEGENERATE": arc.B_LO.subs(lam, 0)}
+
+
+def __getattr__(name: str):
+    if name in ("CORNER", "LAM_SQ_X", "LAM_STAR_SQ", "B_ARC_STAR", "B_ARC_DEGENERATE"):
+        return _derived()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 #: the largest L at which no offset binds (lam*^2 = 0)
 ARC_DEGENERATE_L_MAX = 4
 #: the extremal arc for L a multiple of 4, L >= 8 (active offset x = L/4): a simplification
@@ -235,9 +253,11 @@ def formula(cell: Cell) -> ClosedForm | None:
     if fam == "arc":
         if cell.d < laws.smallest_d(cell):
             return None
-        degenerate = Piece(budget(cell, B_ARC_DEGENERATE), 2, 2, {"lambda_sq": sympy.Integer(0), "b": B_ARC_DEGENERATE})
-        return ClosedForm((degenerate, Piece(budget(cell, B_ARC_STAR), 3, None,
-                                             {"x": X_STAR, "lambda_sq": LAM_STAR_SQ, "b": B_ARC_STAR})))
+        k = _derived()
+        degenerate = Piece(budget(cell, k["B_ARC_DEGENERATE"]), 2, 2,
+                           {"lambda_sq": sympy.Integer(0), "b": k["B_ARC_DEGENERATE"]})
+        return ClosedForm((degenerate, Piece(budget(cell, k["B_ARC_STAR"]), 3, None,
+                                             {"x": X_STAR, "lambda_sq": k["LAM_STAR_SQ"], "b": k["B_ARC_STAR"]})))
     if laws.rigid(cell) and laws.on_a_line(cell):
         return None
     L_max = l_star(cell.d) if laws.rigid(cell) else None

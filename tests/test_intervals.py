@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bounds.intervals import Iv, check_float_mode, norm_upper
+from verify.intervals import Iv, check_float_mode, norm_upper
 
 finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
 positive = st.floats(1e-6, 1e6, allow_nan=False, allow_infinity=False)

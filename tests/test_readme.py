@@ -62,7 +62,7 @@ def test_backends_named_exist():
 def test_limits_are_the_toolkit_s():
     assert f"`d <= {cell_mod.MAX_D}` (`constructions.cell.MAX_D`)" in README
     assert judge.MAX_COUNTS == 2**20 and "`L <= 2^20` (`verify.judge.MAX_COUNTS`)" in README
-    assert sweep.MAX_L == 65536 and "(at most 65536)" in README
+    assert sweep.MAX_L == 2**20 and "(at most 1048576 = 2^20" in README
     assert f"default {sweep.ARC_BOXES}," in README
 
 

@@ -11,7 +11,10 @@ read each possible last token), whose target is its count ``n = n_a``:
 
 On the ball backend the verdict is rigorous: a count is *correct* only if the whole enclosure
 satisfies the rule, *wrong* only if no point of it does, and otherwise *undecided*; then the
-parameters are not certified ("cannot certify").  On every other backend the verdict is that
+parameters are not certified ("cannot certify").  For regression on the count task read at
+``s`` a first pass in outward-rounded float intervals (:mod:`verify.interval_pass`, the same
+rule on its enclosures) decides almost every count at a fraction of a microsecond, and only
+the counts it leaves open are computed in balls.  On every other backend the verdict is that
 of the computed numbers (a screen).
 
 Resources.  The inputs are judged in chunks (:data:`CHUNK`); every input is computed by the
@@ -33,11 +36,13 @@ import numpy as np
 from constructions.cell import MAX_L, Cell, Params
 from verify.backends import NumpyBackend, arb_bounds, get_backend
 from verify.forward import logits, numbers, outputs
+from verify import interval_pass
 from verify.inputs import Input, InputSet
 
 #: The largest ``L`` judged (the counts ``n = 0..L``).  Regression costs about 1 us per count in
 #: float64, 25 us on balls (arb256; 40 us at arb1024) and 150-250 us in mpmath (mp50-mp200) at
-#: d = 8, so ``L = MAX_COUNTS`` takes about a second, under a minute and a few minutes.
+#: d = 8, so ``L = MAX_COUNTS`` takes about a second, under a minute and a few minutes; with the
+#: interval first pass (count task read at ``s``) the balls take a fraction of a second.
 MAX_COUNTS = MAX_L
 #: The most inputs judged (``L + 1`` for the count task; the select task to ``L = 2048`` at the
 #: BOS read, to ``L = 2047`` at the last read): about 4 s in float64, 2 minutes on balls.
@@ -67,9 +72,10 @@ class CountResult:
     ``verdict`` is ``"counts"``, ``"fails"`` or ``"cannot certify"`` (ball backend only), decided
     in the backend's own numbers (on balls: exactly).  ``worst_error`` is the largest ``|y - n|``
     (regression; rounded to the nearest float, so it may print as 0.5 when the exact value is
-    just below), ``min_margin`` the smallest logit margin (classification; a rigorous lower
-    bound on the ball backend); ``first_failure``, ``undecided`` and ``*_at`` name inputs: by
-    their count ``n`` for the count task at the BOS read, else as :class:`verify.inputs.Input`
+    just below; on balls the midpoint of its enclosure, within ``1e-15 L`` of the exact value),
+    ``min_margin`` the smallest logit margin (classification; a rigorous lower bound on the ball
+    backend); ``first_failure``, ``undecided`` and ``*_at`` name inputs: by their count ``n``
+    for the count task at the BOS read, else as :class:`verify.inputs.Input`
     ``(n_a, n_b, query)`` (:meth:`verify.inputs.InputSet.label`).
     """
 
@@ -161,6 +167,30 @@ def _regression_chunk(bk, params: Params, nums, n: np.ndarray, n_b: np.ndarray, 
     good, bad = bk.within(err, 0.5)  # decided in the backend's own numbers
     # |y - n| to the nearest float, for reporting (the verdict above is exact)
     return good, bad, np.abs(0.5 * bk.lower(err) + 0.5 * bk.upper(err))
+
+
+def _first_pass(bk, params: Params, nums):
+    """The float-interval first pass (:mod:`verify.interval_pass`) where it applies: the ball
+    backend, the count task read at ``s``; None elsewhere."""
+    cell = params.cell
+    if not bk.rigorous or cell.task.name != "count" or cell.read.name != "bos":
+        return None
+    return interval_pass.prepare(params, nums)
+
+
+def _regression_counts(bk, params: Params, nums, inputs, fast):
+    """:func:`_regression_chunk` on the inputs ``(n, n_b, query)``, with those the interval pass
+    ``fast`` decides taken from it (the count task at the BOS read, where the input is its
+    count ``n``; its verdicts are as rigorous as the balls'); the open ones are judged in balls."""
+    if fast is None:
+        return _regression_chunk(bk, params, nums, *inputs)
+    n, n_b, query = inputs
+    good, bad, err = fast.judge(n)
+    open_ = ~(good | bad)
+    if open_.any():
+        good[open_], bad[open_], err[open_] = _regression_chunk(bk, params, nums, n[open_],
+                                                                n_b[open_], query[open_])
+    return good, bad, err
 
 
 def _float_enclosure(x: np.ndarray):
@@ -340,8 +370,9 @@ def counts_to(params: Params, L: int, backend="float64", chunk: int = CHUNK) -> 
         if classify:
             _judge_classification(bk, params, nums, inputs, chunk, tally)
         else:
+            fast = _first_pass(bk, params, nums)
             for start in range(0, inputs.size, chunk):
-                tally.add(start, *_regression_chunk(bk, params, nums, *inputs.chunk(start, start + chunk)))
+                tally.add(start, *_regression_counts(bk, params, nums, inputs.chunk(start, start + chunk), fast))
     label = inputs.label
     at = None if tally.at is None else label(tally.at)
     extra = (dict(min_margin=tally.value, min_margin_at=at) if classify
