@@ -8,8 +8,8 @@ parameter set in ball arithmetic at every ``n = 0..L``.  The reported ``B_min`` 
 upper bound on the largest norm of that confirmed parameter set.
 
 Classification: the infimum of ``B`` is 0 (free biases make the argmax scale-free), so instead
-of bisecting we build the unit-norm head of :mod:`constructions.classification` and certify
-its smallest logit margin.
+of bisecting we build the unit-norm head of :mod:`constructions.classification`, certify its
+smallest logit margin and report beside it the proven upper bound of :mod:`bounds.margin`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star
+from bounds.margin import margin_upper
 from constructions import classification, laws, regression
 from constructions.closed_forms import closed_form
 from constructions.cell import Cell, Params
@@ -151,7 +152,10 @@ def _infimum_row(row: dict, design, L: int, start: float) -> dict:
 
 
 def classification_row(cell: Cell, L: int) -> dict:
-    """One sweep row of a classification cell: the certified margin of a unit-norm head."""
+    """One sweep row of a classification cell: the certified margin of a unit-norm head, and
+    ``margin_upper``, a proven upper bound on the margin of every parameter set with every
+    vector of norm <= 1 (:func:`bounds.margin.margin_upper`; None where no proof applies), with
+    their ratio ``margin_ratio``."""
     start = time.perf_counter()
     row = {"L": L, "B_min": 0.0, "B_min_is_infimum": True, "B_lower": 0.0, "certified": False,
            "margin": None, "storage": None}
@@ -162,9 +166,13 @@ def classification_row(cell: Cell, L: int) -> dict:
         return row
     params = classification.design(cell).build(L)
     res = certify(params, L)
+    margin = res.min_margin if res.counts else None
+    upper = margin_upper(cell, L)
     row.update(
         certified=res.certified,
-        margin=res.min_margin if res.counts else None,
+        margin=margin,
+        margin_upper=upper,
+        margin_ratio=upper / margin if upper is not None and margin else None,
         margin_bound=rigorous_bound(params),
         storage=params.storage(),
         seconds=time.perf_counter() - start,

@@ -160,6 +160,8 @@ def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
     fitted.update(quantity=quantity, theory=fitting.theory_exponent(cell))
+    if cell.readout == "classification":
+        fitted["theory_local"] = fitting.theory_local(rows, fit_from)
     fitted["note"] = FIT_NOTE
     if fitting.theory_note(cell):
         fitted["theory_note"] = fitting.theory_note(cell)

@@ -184,6 +184,20 @@ def circle_head(y: np.ndarray, guess: float | None = None):
     return np.column_stack([np.cos(psi), np.sin(psi)]) * mirror, m
 
 
+def middle_biases(y: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Float biases with ``b_{c+1} - b_c = -<v_{c+1} - v_c, (y_c + y_{c+1})/2>``, ``b_0 = 0``."""
+    return np.concatenate([[0.0], np.cumsum(-np.sum(np.diff(v, axis=0) * (y[1:] + y[:-1]), axis=1) / 2)])
+
+
+def head_margin(y: np.ndarray, v: np.ndarray) -> float:
+    """The smallest margin over every count and class of the head ``v`` with the middle biases
+    on the points ``y`` (float64, ``O(L^2)``: a screen for shapes at moderate ``L``)."""
+    logit = y @ v.T + middle_biases(y, v)
+    own = np.diag(logit).copy()
+    np.fill_diagonal(logit, -np.inf)
+    return float(np.min(own - logit.max(axis=1)))
+
+
 class ClassificationDesign:
     """The unit-norm classification construction of one cell (module docstring)."""
 
@@ -251,11 +265,14 @@ class ClassificationDesign:
                          math.sin(chi) * (top * T[1] + across * A[1])], axis=1)
 
     def arc_margin(self, L_value: int, shape) -> float:
-        """The greedy head's margin at ``shape`` (float64; 0 outside the shapes' domain)."""
+        """The margin of the greedy head with the middle biases at ``shape``, over every pair
+        of classes (:func:`head_margin`; float64, 0 outside the shapes' domain): the objective
+        of :meth:`arc_shape`, so that no optimised shape relies on a non-neighbour tie."""
         q, _, chi = shape
-        if q <= 0 or (self.cell.affine.gain and not 0 < chi < math.pi / 2):
+        if not 1e-3 <= q <= 10 or (self.cell.affine.gain and not 0 < chi < math.pi / 2):
             return 0.0
-        return circle_margin(self.arc_points(L_value, shape), rel=1e-9)
+        y = self.arc_points(L_value, shape)
+        return head_margin(y, circle_head(y)[0])
 
     def arc_shape(self, L_value: int):
         """``(q, omega, chi)`` maximising :meth:`arc_margin` at ``min(L, ARC_FIT_L)``."""
@@ -398,21 +415,22 @@ def _turned_plane(cell: Cell, omega) -> tuple:
 
 @functools.lru_cache(maxsize=None)
 def _arc_shape(des: ClassificationDesign, L_fit: int):
-    """``(q, omega, chi)`` maximising the greedy margin at ``L_fit`` (Nelder-Mead from a few
-    starts with a gain; a bounded scalar search for ``q`` without one)."""
+    """``(q, omega, chi)`` maximising the greedy margin at ``L_fit`` (with a gain: Nelder-Mead
+    from the best of a grid of orientations and ellipses; without one a bounded scalar search
+    for ``q``)."""
     if not des.cell.affine.gain:
         res = optimize.minimize_scalar(lambda lq: -des.arc_margin(L_fit, (math.exp(lq), 0.0, 0.0)),
                                        bounds=(math.log(0.02), math.log(4.0)), method="bounded",
                                        options={"xatol": 1e-6})
         return (math.exp(res.x), 0.0, 0.0)
-    best = None
-    for omega in (0.0, math.pi / 4, math.pi / 2, 3 * math.pi / 4):
-        f = lambda p: -des.arc_margin(L_fit, (math.exp(p[0]), p[1], p[2]))
-        res = optimize.minimize(f, [math.log(0.25), omega, math.pi / 4], method="Nelder-Mead",
-                                options={"xatol": 1e-7, "fatol": 1e-14, "maxiter": 2000})
-        if best is None or res.fun < best.fun:
-            best = res
-    return (math.exp(best.x[0]), float(best.x[1]), float(best.x[2]))
+    f = lambda p: -des.arc_margin(L_fit, (math.exp(p[0]), p[1], p[2]))
+    # start at the best of a coarse grid of orientations and ellipses
+    grid = [(math.log(0.22), omega, chi) for omega in np.linspace(0, math.pi, 9)[:-1]
+            for chi in (0.4, math.pi / 4, 1.2)]
+    start = min(grid, key=f)
+    res = optimize.minimize(f, start, method="Nelder-Mead",
+                            options={"xatol": 1e-6, "fatol": 1e-15, "maxiter": 600})
+    return (math.exp(res.x[0]), float(res.x[1]), float(res.x[2]))
 
 
 def _mp_vector(axis, width: int) -> np.ndarray:
