@@ -214,7 +214,7 @@ def margin_exponent(cell: Cell) -> float:
       both ``~ L^-3`` once ``L >> rho_max``.  Below that (``L`` up to about ``rho_max``) the
       best ``rho`` is near ``L/sqrt(3)`` and the margin falls like ``L^-2``: the asymptotic
       exponent is reached only for ``L`` well beyond the largest attention ratio (``rho_max`` is
-      2.03 with no norm at ``d = 8``, but 287 with bare pre-LayerNorm and about 900 with a
+      2.03 with no norm at ``d = 8``, but 286 with bare pre-LayerNorm and 917 with a
       learned one);
     * arc ``-2``: the bound ``R (1 + atan(L/(2 lam)))/(L lam + (L^3/12 - L/3)/lam)`` is at most
       ``(1 + pi/2) R sqrt(3)/L^2 (1 + O(L^-2))`` for every ``lam``, and the symmetric arc with
