@@ -71,7 +71,8 @@ For fixed ``lam`` both ``Theta`` (derivative ``lam/(lam^2+p^2) - lam/(lam^2+(L-p
 
 and its supremum over ``lam > 0`` is found by branch and bound (on ``[l0, l1]``: the arctangent
 at ``l0``, the denominator at its smallest point of the interval; beyond ``LAM_TAIL L`` the
-bound ``R (1 + atan(L/(2 l)))/(L l)`` at the start).  With a gain (and a bias) the read-out
+bound ``R (1 + atan(L/(2 l)))/(L l)`` at the start), and never above ``2R`` (one pair
+inequality: ``2m <= |u_{c+1} - u_c| l_c <= 2 * 2R``).  With a gain (and a bias) the read-out
 only sees the projection on the plane of ``g * u_c`` (a bias shifts every logit of a class by
 a constant), and ``|P (g * u)| <= a |g * u|_1 <= a |g| |u|`` with ``a`` the kind's axis reach
 (:meth:`~constructions.cell.NormKind.axis_reach`), so the bound is ``a V``.
@@ -197,7 +198,7 @@ def _arc(cell: Cell, L: int) -> flint.arb:
     tail_start = flint.arb(LAM_TAIL) * L
     inner = _branch_and_bound(box, V, flint.arb(0), tail_start, _geometric)
     tail = R * (1 + (half / tail_start).atan()) / (L * tail_start - abs(c) / tail_start)
-    bound = inner.max(tail)
+    bound = inner.max(tail).min(2 * R)
     return bound * _arb(cell.kind.axis_reach(cell.d, laws.ARB.sqrt)) if cell.affine.gain else bound
 
 
