@@ -8,8 +8,10 @@ Theory exponents (the README's results and the constructions' docstrings):
 * regression ``B_min``: :func:`constructions.laws.theory_exponent` (linear attention without
   post-norm 0, the segment 1, the arc 3/2 bare and 3/4 with a gain; bare pre-norm with
   softmax: none, a finite ``L*``);
-* classification margin at unit norm: segment ``-3`` (bounded ``rho``), line ``-1``, arc ``-2``
-  (:mod:`constructions.classification`).
+* classification margin at unit norm: :func:`constructions.laws.margin_exponent` (segment
+  ``-3`` once ``L`` is well beyond the largest attention ratio, line ``-1``, arc ``-2``); the
+  local exponent of the proven bound between the two largest ``L`` (:func:`theory_local`) is the
+  theory at the grid's own ``L``.
 
 Leading constants of regression ``B_min`` (:func:`leading_constant`): ``c(d)`` with
 ``B_min(L) = c(d) L^p (1 + o(1))`` from :func:`constructions.laws.leading_term`, and the ratio
@@ -25,7 +27,6 @@ import mpmath
 import sympy
 
 from constructions.cell import Cell
-from constructions.classification import MARGIN_EXPONENT
 from constructions import laws
 
 
@@ -33,7 +34,7 @@ def theory_exponent(cell: Cell):
     """The proven growth exponent of the fitted quantity (None where it does not grow):
     :func:`constructions.laws.theory_exponent` for ``B_min``, the margin's for classification."""
     if cell.readout == "classification":
-        return MARGIN_EXPONENT[laws.family(cell)]
+        return laws.margin_exponent(cell)
     return laws.theory_exponent(cell)
 
 
@@ -52,14 +53,28 @@ def theory_note(cell: Cell):
 
     Classification on the segment: at unit norm the attention ratio is at most
     ``rho_max = exp(sigma_max / sqrt(d))``; the margin decays like ``L^-2`` while ``L`` is below
-    about ``rho_max`` and like ``L^-3`` beyond.
+    about ``rho_max`` and like ``L^-3`` beyond (:func:`constructions.laws.margin_exponent`).
     """
     if cell.readout != "classification" or laws.family(cell) != "segment":
         return None
     sigma_max = float(laws.score_gap_max(cell, 1.0, laws.FLOAT))
     rho_max = math.exp(sigma_max / math.sqrt(cell.d))
     return (f"asymptotic exponent, reached for L >> rho_max = {rho_max:.4g} (the largest attention "
-            "ratio at unit norm); below it the margin decays like L^-2")
+            "ratio at unit norm); below it the margin decays like L^-2; theory_local is the "
+            "exponent of the proven max-min margin at the grid's largest L")
+
+
+def theory_local(rows, L_from: int = 1):
+    """The slope of ``log margin_upper`` on ``log L`` between the two largest ``L >= L_from`` of
+    classification rows (None with fewer than two bounds): the exponent the theory gives at the
+    grid's own ``L``.  Where the bound is the max-min margin (segment and line, to 1e-6) this is
+    the exact local exponent; after post-norm that of the bound."""
+    pts = sorted((r["L"], r["margin_upper"]) for r in rows
+                 if r.get("margin_upper") and r["L"] >= L_from)
+    if len(pts) < 2:
+        return None
+    (L1, m1), (L2, m2) = pts[-2], pts[-1]
+    return float(math.log(m2 / m1) / math.log(L2 / L1))
 
 
 def _least_squares(columns, y):

@@ -13,8 +13,8 @@ read position (:func:`verify.judge.counts_to`).  The reported ``B_min`` is a rig
 upper bound on the largest norm of that confirmed parameter set.
 
 Classification: the infimum of ``B`` is 0 (free biases make the argmax scale-free), so instead
-of bisecting we build the unit-norm head of :mod:`constructions.classification` and certify
-its smallest logit margin.
+of bisecting we build the unit-norm head of :mod:`constructions.classification`, certify its
+smallest logit margin and report beside it the proven upper bound of :mod:`bounds.margin`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import time
 
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star
+from bounds.margin import margin_upper
 from constructions import classification, laws, regression
 from constructions.cell import Cell, Params
 from constructions.tasks import closed_form as task_closed_form
@@ -135,8 +136,11 @@ def _infimum_row(row: dict, design, L: int, start: float, witness: bool = False)
 
 
 def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
-    """One sweep row of a classification cell: the certified margin of a unit-norm head
-    (``witness=True``: and the certified head as ``row["witness"]``, as in :func:`regression_row`)."""
+    """One sweep row of a classification cell: the certified margin of a unit-norm head, and
+    ``margin_upper``, a proven upper bound on the margin of every parameter set with every
+    vector of norm <= 1 (:func:`bounds.margin.margin_upper`; None where no proof applies), with
+    their ratio ``margin_ratio`` (``witness=True``: and the certified head as
+    ``row["witness"]``, as in :func:`regression_row`)."""
     start = time.perf_counter()
     row = {"L": L, "B_min": 0.0, "B_min_is_infimum": True, "B_lower": 0.0, "certified": False,
            "margin": None, "storage": None}
@@ -147,9 +151,13 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
         return row
     params = classification.design(cell).build(L)
     res = certify(params, L)
+    margin = res.min_margin if res.counts else None
+    upper = margin_upper(cell, L)
     row.update(
         certified=res.certified,
-        margin=res.min_margin if res.counts else None,
+        margin=margin,
+        margin_upper=upper,
+        margin_ratio=upper / margin if upper is not None and margin else None,
         margin_bound=rigorous_bound(params),
         storage=params.storage(),
         seconds=time.perf_counter() - start,

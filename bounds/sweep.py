@@ -187,6 +187,8 @@ def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
     fitted.update(quantity=quantity, theory=fitting.theory_exponent(cell))
+    if cell.readout == "classification":
+        fitted["theory_local"] = fitting.theory_local(rows, fit_from)
     fitted["note"] = FIT_NOTE
     if cell.readout == "regression":
         fitted["leading_constant"] = fitting.leading_constant(cell, rows)

@@ -41,7 +41,6 @@ from sympy.printing.str import StrPrinter
 from constructions import arc, cli, closed_forms, laws, line, segment
 from constructions.basis import E1_ON_FRAME, PATTERN
 from constructions.cell import ATTENTIONS, KINDS, MAX_D, NORMS, READOUTS, Cell
-from constructions.classification import MARGIN_EXPONENT
 from constructions.regression import SHAPE_FUNCTION, axes, design, family, refusal
 from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, LN, ONE, P, Q, U, U_c, W, A, B, B_min, C,
                                    D, D_hi, D_lo, D_star, K, K_min, L, L_star, argmax, b, b_c, b_hi,
@@ -102,7 +101,7 @@ def _result(cell: Cell) -> Section:
         return Section("result", [
             Row(B_min(L), "=", sympy.Integer(0), "an infimum: free biases make the argmax scale-free, "
                                                  "so every bound above 0 counts"),
-            Row(m, "~", L ** sympy.nsimplify(MARGIN_EXPONENT[family(cell)]),
+            Row(m, "~", L ** sympy.nsimplify(laws.margin_exponent(cell)),
                 "the largest smallest logit gap of a head whose vectors have norm at most 1"),
             Row(storage, "=", _storage(cell), "the trainable scalars: L+1 output vectors and biases, "
                                               "and the other vectors")],
@@ -371,10 +370,8 @@ def _head(cell: Cell) -> Section:
     fam = family(cell)
     position = SHAPE_FUNCTION[fam].xreplace(rule)
     rows = []
-    if cell.post and cell.affine.gain:
-        rows.append(Row(G, "=", E1, f"the {cell.kind.name} gain of the head"))
-        if cell.affine.bias:
-            rows.append(Row(BETA, "=", sympy.Integer(0), "its bias"))
+    if fam == "arc":
+        return _circle_head(cell)
     if fam == "segment":
         direction = (H_A - H_S) / sympy.sqrt(inner(H_A - H_S, H_A - H_S))
     elif fam == "line":
@@ -392,6 +389,33 @@ def _head(cell: Cell) -> Section:
                 "the margin, the largest smallest logit gap of a unit-norm head for these outputs")]
     return Section("the head", rows, "The biases b_c put the breakpoints of the upper envelope "
                                      "at the midpoints of neighbouring positions.")
+
+
+def _circle_head(cell: Cell) -> Section:
+    """The arc's head (:mod:`constructions.classification`): unit vectors of the plane read,
+    turned greedily along the chords of the points read."""
+    psi, phi, chord = sympy.Function("psi"), sympy.Function("phi"), sympy.Function("l")
+    chi = sympy.Symbol("chi")
+    a1, a2 = (E1, sympy.Symbol("e_2")) if cell.affine.gain else axes(cell)
+    rows = []
+    if cell.affine.gain:
+        rows += [Row(inner(a2, a1), "=", sympy.Integer(0), "e_2, the second standard basis vector"),
+                 Row(chi, "<", sympy.pi / 2, "the angle of the gain from e_1 towards e_2 (positive; "
+                                             "optimised numerically with the arc's shape)")]
+        rows.append(Row(G, "=", sympy.cos(chi) * a1 + sympy.sin(chi) * a2,
+                        f"the {cell.kind.name} gain of the head, on the first two coordinates (the "
+                        "arc's plane turned into theirs); the head reads an arc of an ellipse"))
+        if cell.affine.bias:
+            rows.append(Row(BETA, "=", sympy.Integer(0), "its bias"))
+    rows += [Row(U_c, "=", sympy.cos(psi(c)) * a1 + sympy.sin(psi(c)) * a2,
+                 "the output vector of class c, a unit vector of the plane read; phi(c) and l(c) "
+                 "are the angle and length of the chord from the point read for c to that for c+1"),
+             Row(psi(0), "=", phi(0) - sympy.pi, "the first vector points against the first chord"),
+             Row(sympy.cos(psi(c + 1) - phi(c)), "=", sympy.cos(psi(c) - phi(c)) + 2 * m / chord(c),
+                 "each step the smallest turn the pair inequality allows (psi(c+1) >= phi(c+1) - pi); "
+                 "m the largest margin for which no cosine exceeds 1")]
+    return Section("the head", rows, "The biases b_c put the breakpoints of the upper envelope "
+                                     "at the midpoints of neighbouring points.")
 
 
 def derivation(cell: Cell) -> list[Section]:

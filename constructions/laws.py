@@ -401,3 +401,23 @@ def last_capacity(cell: Cell, t, B, ops: Ops = SYMPY):
     """``B X`` at shape ``t = rho >= 1`` (:func:`last_value_gap`): the largest Mobius amplitude
     ``D = <w, h_a - h_s>`` at the last read."""
     return B * last_value_gap(cell, B, ops.sqrt(cell.d) * ops.log(t), ops)
+
+
+def margin_exponent(cell: Cell) -> float:
+    """The exponent ``p`` of the max-min classification margin at unit norm, ``m ~ L^p``
+    (:mod:`constructions.classification`, proven upper bounds in :mod:`bounds.margin`).
+
+    * line ``-1``: the margin is exactly ``cap(1, 1)/L``;
+    * segment ``-3``: ``m = sup_rho X rho/(L rho^2 + L^2 rho + (L^3 - L)/3)`` with ``rho`` at
+      most ``rho_max = exp(score_gap_max/sqrt(d))`` at unit norm, so ``m <= X_max rho_max/(L^3/3)``
+      and the construction at ``rho_max`` keeps ``X rho_max/(L rho_max^2 + L^2 rho_max + L^3/3)``:
+      both ``~ L^-3`` once ``L >> rho_max``.  Below that (``L`` up to about ``rho_max``) the
+      best ``rho`` is near ``L/sqrt(3)`` and the margin falls like ``L^-2``: the asymptotic
+      exponent is reached only for ``L`` well beyond the largest attention ratio (``rho_max`` is
+      2.03 with no norm at ``d = 8``, but 286 with bare pre-LayerNorm and 917 with a
+      learned one);
+    * arc ``-2``: the bound ``R (1 + atan(L/(2 lam)))/(L lam + (L^3/12 - L/3)/lam)`` is at most
+      ``(1 + pi/2) R sqrt(3)/L^2 (1 + O(L^-2))`` for every ``lam``, and the symmetric arc with
+      ``lam = L/4`` and its head on the circle keeps ``c R/L^2`` (``c`` about 3.5 bare).
+    """
+    return {"line": -1.0, "segment": -3.0, "arc": -2.0}[family(cell)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 
 import mpmath
+import numpy as np
 import pytest
 
 from constructions import classification, laws, regression
@@ -167,20 +168,26 @@ def test_classification_head_counts(cell):
                                          ("layernorm", "gain")], ids=["rmsnorm-bare", "rmsnorm-gain",
                                                                       "rmsnorm-gain_bias", "layernorm-gain"])
 def test_classification_arc_head_at_large_width(norm, affine):
-    """At d = 65536 the arc head reads along the kind's top axis (bare) or through g = e_1,
-    built without d-long symbolic vectors; every vector has norm at most 1."""
+    """At d = 65536 the arc head reads the arc's plane (bare: the kind's axes ``e_1, q``) or,
+    through a gain on the first two coordinates, the plane of ``e_1, e_2``; built without
+    d-long symbolic vectors; every vector has norm at most 1 and the head turns (its first and
+    last vectors point apart)."""
     variant = "post_bare" if affine is None else "post_learned"
     cell = Cell("softmax", variant, "classification", d=1 << 16, norm=norm, affine=affine)
     params = classification.design(cell).build(4)
     assert params.bound() <= 1 + 1e-12
-    # the read-out direction is e_1 in every case: RMSNorm's top axis, or g = e_1
+    u = params.vectors["u"]
     if affine is not None:
         g = params.vectors["g"]
-        assert g[0] == 1 and all(x == 0 for x in g[1:])
+        assert all(x == 0 for x in g[2:]) and g[0] * g[0] + g[1] * g[1] <= 1
         assert ("beta" in params.vectors) is (affine == "gain_bias")
-    for row in params.vectors["u"]:
-        assert all(x == 0 for x in row[1:])
-    assert params.vectors["u"][0][0] < 0 < params.vectors["u"][-1][0]
+        assert all(x == 0 for row in u for x in row[2:])
+        plane = [(float(row[0]), float(row[1])) for row in u]
+    else:  # v_1 e_1 + v_2 q: every coordinate beyond the first is the same
+        assert all(x == row[1] for row in u for x in row[2:])
+        plane = [(float(row[0]), -float(row[1]) * (cell.d - 1) ** 0.5) for row in u]
+    turns = np.diff(np.unwrap([np.arctan2(b, a) for a, b in plane]))
+    assert np.all(turns > 0) or np.all(turns < 0)
 
 
 SEGMENT_CELLS = [c for c in CELLS if regression.family(c) == "segment" and c.pre]
