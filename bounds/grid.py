@@ -1,9 +1,9 @@
 """Command line: dense grids of sweeps (cells x d x L) into a results store on disk.
 
     python -m bounds.grid --variant V1,V2,... [--attention A,...] [--norm K,...] [--affine F,...]
-        [--readout R,...] [--d D1,D2,...] --Lmax N [--Lmin N] [--eps E] [--fit-from L]
-        [--rtol R] [--lower-boxes N] --out STORE [--scheduler ADDRESS] [--jobs J] [--no-cache]
-        [--quiet] [--json]
+        [--readout R,...] [--task T,...] [--read P,...] [--d D1,D2,...] --Lmax N [--Lmin N]
+        [--eps E] [--fit-from L] [--rtol R] [--lower-boxes N] --out STORE [--scheduler ADDRESS]
+        [--jobs J] [--no-cache] [--quiet] [--json]
 
 The grid is every combination of the listed parts (``--affine`` applies to the learned
 variants only) at every ``d``, each swept over the sweep's grid of ``L``
@@ -25,7 +25,7 @@ import sys
 from bounds import pool, store, sweep
 from bounds.lower import ARC_BOXES
 from constructions import __version__, cli, progress
-from constructions.cell import AFFINES, ATTENTIONS, KINDS, NORMS, READOUTS
+from constructions.cell import AFFINES, ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS
 
 
 def _items(choices=None, convert=str):
@@ -68,6 +68,10 @@ def _parser() -> cli.Parser:
                         "(default: gain_bias for layernorm, gain for rmsnorm)")
     p.add_argument("--readout", metavar="R,...", type=_items(READOUTS), default=("regression",),
                    help="comma list of read-outs: regression (default), classification")
+    p.add_argument("--task", metavar="T,...", type=_items(tuple(TASKS)), default=("count",),
+                   help="comma list of tasks: count (default), select")
+    p.add_argument("--read", metavar="P,...", type=_items(tuple(READS)), default=("bos",),
+                   help="comma list of read positions: bos (default), last")
     p.add_argument("--d", metavar="D,...", type=_items(convert=int), default=(8,),
                    help="comma list of widths d (default 8)")
     p.add_argument("--Lmax", required=True, type=int, help="the largest count of each sweep")
@@ -95,9 +99,10 @@ def _parser() -> cli.Parser:
 
 
 def _sweep_argv(args, d: int, attention="softmax", variant="none", norm="layernorm",
-                affine=None, readout="regression") -> list[str]:
+                affine=None, readout="regression", task="count", read="bos") -> list[str]:
     """The sweep's arguments for one cell of the grid."""
     argv = ["--variant", variant, "--attention", attention, "--norm", norm, "--readout", readout,
+            "--task", task, "--read", read,
             "--d", str(d), "--Lmax", str(args.Lmax), "--eps", repr(args.eps),
             "--rtol", repr(args.rtol), "--lower-boxes", str(args.lower_boxes),
             "--fit-from", str(args.fit_from), "--jobs", str(args.jobs)]
@@ -125,12 +130,12 @@ def parse(argv):
         raise cli.UsageError("--affine applies to the learned variants (pre_learned, "
                              "post_learned), and --variant lists none")
     cells = []
-    for attention, variant, norm, readout, d in itertools.product(
-            args.attention, args.variant, args.norm, args.readout, args.d):
+    for attention, variant, norm, readout, task, read, d in itertools.product(
+            args.attention, args.variant, args.norm, args.readout, args.task, args.read, args.d):
         for affine in (args.affine or (None,)) if variant in learned else (None,):
             try:
                 _, cell, _ = sweep.parse(_sweep_argv(args, d, attention, variant, norm, affine,
-                                                     readout))
+                                                     readout, task, read))
             except (cli.UsageError, ValueError) as exc:
                 name = f"{attention}/{variant}/{readout}"
                 where = "" if name in str(exc) else (

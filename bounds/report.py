@@ -1,6 +1,6 @@
 """Command line: the report of every cell -- a table and the figures a paper needs.
 
-    python -m bounds.report [--Lmax 4096] [--d 8] [--out DIR] [--jobs J]
+    python -m bounds.report [--Lmax 4096] [--d 8] [--out DIR] [--jobs J] [--quiet]
 
 Sweeps every architecture (:func:`constructions.cell.architectures`: attention x placement x
 norm kind x affine x read-out) at width ``d`` over the sweep's grid to ``Lmax`` and writes, into
@@ -10,9 +10,13 @@ norm kind x affine x read-out) at width ``d`` over the sweep's grid to ``Lmax`` 
   interval, the theory exponent, ``B_min`` and ``B_lower`` at a few ``L``, ``L*``, the storage
   and the margin of classification, whether every row is certified;
 * figures, each as PNG and PDF: ``bmin`` (``B_min`` against ``L`` for every regression cell,
-  with the fitted and the theory slopes), ``geometry`` (the read-out representation ``z(n)``
-  of each placement on its principal plane), ``lstar`` (``L*(d)`` of bare pre-norm),
-  ``norm_kinds`` (RMSNorm against LayerNorm), ``margin`` (the classification margins).
+  with the fitted and the theory slopes), ``convergence`` (``B_min / (c L^p)`` against ``L``,
+  converging to 1, with the exact leading constants), ``geometry`` (the read-out
+  representation ``z(n)`` of each placement on its principal plane), ``lstar`` (``L*(d)`` of
+  bare pre-norm), ``norm_kinds`` (RMSNorm against LayerNorm), ``margin`` (the classification
+  margins and their proven upper bounds), ``precision`` (the precision walls of each number
+  format, :mod:`verify.precision`), ``tasks`` (the select task and the last-position read
+  against plain counting, for the cells built for them).
 
 The Markdown table is also printed on stdout.  Every number comes from the sweep
 (:func:`bounds.sweep.sweep`), so the report says what the sweep says.
@@ -28,9 +32,9 @@ import numpy as np
 
 from bounds import sweep as sweeping
 from bounds.lstar import l_star
-from constructions import cli, regression
+from constructions import cli, progress, regression, tasks
 from constructions.cell import MAX_D, Cell, architectures
-from verify import reduced
+from verify import precision, reduced
 
 #: the counts of the table's B_min / B_lower columns (those in the grid)
 TABLE_L = (16, 256, 4096)
@@ -38,6 +42,12 @@ TABLE_L = (16, 256, 4096)
 LSTAR_D = tuple(range(2, 33))
 #: the count up to which the geometry figure draws z(n)
 GEOMETRY_L = 16
+#: the largest count of the precision walls (every L up to it) and of the task sweeps (the
+#: select task has about L^2/2 inputs)
+PRECISION_LMAX = 256
+TASKS_LMAX = 256
+#: the cells of the precision figure: softmax regression at each placement
+PRECISION_VARIANTS = ("none", "pre_bare", "pre_learned", "post_bare", "post_learned")
 
 
 def _parser() -> cli.Parser:
@@ -48,6 +58,7 @@ def _parser() -> cli.Parser:
                    help="the folder of the report (default: report), written atomically")
     p.add_argument("--jobs", type=int, default=None,
                    help="worker processes for the rows of each sweep (default: the number of CPUs)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
 
@@ -64,28 +75,44 @@ def parse(argv):
 
 
 def name(cell: Cell) -> str:
-    """A short label: ``attention/variant[ kind affine]/readout``."""
+    """A short label: ``attention/variant[ kind affine]/readout[ task/read]`` (the task and the
+    read position where they are not the count task read at ``s``)."""
     norm = "" if cell.placement.name == "none" else f" {cell.kind.name} {cell.affine.name}"
-    return f"{cell.attention}/{cell.variant}{norm}/{cell.readout}"
+    task = ("" if (cell.task.name, cell.read.name) == ("count", "bos")
+            else f" {cell.task.name}/{cell.read.name}")
+    return f"{cell.attention}/{cell.variant}{norm}/{cell.readout}{task}"
 
 
-def run_cells(Lmax: int, d: int, jobs: int | None) -> list[tuple[Cell, dict | None, str | None]]:
-    """``(cell, sweep result or None, why not)`` for every architecture."""
+def _sweep(cell: Cell, Lmax: int, jobs: int | None):
+    """``(sweep result, None)``, or ``(None, why not)`` where the sweep refuses the cell."""
+    argv = ["--variant", cell.variant, "--attention", cell.attention, "--readout", cell.readout,
+            "--norm", cell.kind.name, "--Lmax", str(Lmax), "--d", str(cell.d),
+            "--task", cell.task.name, "--read", cell.read.name]
+    argv += ["--affine", cell.affine.name] if cell.learned else []
+    argv += [] if jobs is None else ["--jobs", str(jobs)]
+    try:
+        args, cell, Ls = sweeping.parse(argv)  # the sweep's own up-front checks
+    except (cli.UsageError, ValueError) as exc:
+        return None, str(exc)
+    return sweeping.sweep(cell, Ls, jobs=args.jobs), None
+
+
+def run_cells(cells, Lmax: int, jobs: int | None, bar=None) -> list[tuple[Cell, dict | None, str | None]]:
+    """``(cell, sweep result or None, why not)`` for each cell."""
     out = []
-    Ls = sweeping.grid(2, Lmax)
-    argv_common = ["--Lmax", str(Lmax), "--d", str(d)] + ([] if jobs is None else ["--jobs", str(jobs)])
-    for cell in architectures(d=d):
-        argv = ["--variant", cell.variant, "--attention", cell.attention, "--readout", cell.readout,
-                "--norm", cell.kind.name, *argv_common]
-        if cell.learned:
-            argv += ["--affine", cell.affine.name]
-        try:
-            args, cell, Ls = sweeping.parse(argv)  # the sweep's own up-front checks
-        except (cli.UsageError, ValueError) as exc:
-            out.append((cell, None, str(exc)))
-            continue
-        out.append((cell, sweeping.sweep(cell, Ls, jobs=args.jobs), None))
+    for cell in cells:
+        out.append((cell, *_sweep(cell, Lmax, jobs)))
+        if bar is not None:
+            bar.advance()
     return out
+
+
+def task_cells(d: int) -> list[Cell]:
+    """The regression cells built for the select task or the last read
+    (:func:`constructions.tasks.refusal`)."""
+    return [c for task, read in (("select", "bos"), ("count", "last"), ("select", "last"))
+            for c in architectures(readouts=("regression",), d=d, task=task, read=read)
+            if tasks.refusal(c) is None]
 
 
 def _at(rows, L, key):
@@ -110,14 +137,21 @@ def table_rows(results) -> list[dict]:
         Ls = [L for L in TABLE_L if any(r["L"] == L for r in rows)]
         entry.update(exponent=f["exponent"], ci95_low=(f["ci95"] or [None, None])[0],
                      ci95_high=(f["ci95"] or [None, None])[1], theory=f["theory"],
-                     L_star=res["L_star"], certified=all(r.get("certified") for r in rows))
+                     L_star=res["L_star"],
+                     # every row certified, or without a result for the reason it gives (L > L*)
+                     certified=all(r.get("certified") or (r.get("B_min") is None and bool(r.get("note")))
+                                   for r in rows))
+        lead = f.get("leading_constant")
         if cell.readout == "regression":
+            entry.update(leading_constant=lead and lead["exact"], c_value=lead and lead["value"],
+                         ratio_at_Lmax=lead and lead["ratio"])
             for L in Ls:
                 entry[f"B_min@{L}"] = _at(rows, L, "B_min")
                 entry[f"B_lower@{L}"] = _at(rows, L, "B_lower")
         else:
             top = rows[-1]["L"]
             entry.update({f"margin@{top}": _at(rows, top, "margin"),
+                          f"margin_upper@{top}": _at(rows, top, "margin_upper"),
                           f"storage@{top}": _at(rows, top, "storage")})
         notes = sorted({r["note"] for r in rows if r.get("note") and r["L"] > 1})
         if notes:
@@ -235,6 +269,27 @@ def figure_bmin(results):
     return _save(fig)
 
 
+def figure_convergence(results):
+    """``B_min / (c L^p)`` with the exact leading constant of each regression cell."""
+    fig, axes = _figure(1, 2, (13, 5))
+    for ax, attention in zip(axes[0], ("softmax", "linear")):
+        for cell, res, _ in results:
+            lead = res and res["fit"].get("leading_constant")
+            if not lead or cell.readout != "regression" or cell.attention != attention:
+                continue
+            pts = _series(res, "B_min")
+            ratio = pts[:, 1] / (lead["value"] * pts[:, 0] ** lead["exponent_value"])
+            ax.semilogx(pts[:, 0], ratio, "o-", ms=3, lw=1,
+                        label=f"{name(cell).split('/', 1)[1].rsplit('/', 1)[0]}: c = {lead['exact']}")
+        ax.axhline(1.0, color="0.3", lw=0.8)
+        ax.set_title(f"{attention} attention: B_min / (c(d) L^p)")
+        ax.set_xlabel("L")
+        ax.set_ylabel("certified B_min over its leading term")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    return _save(fig)
+
+
 def figure_geometry(d: int):
     """``z(n)``, ``n = 0..GEOMETRY_L``, of the optimal softmax construction of each placement
     (no norm: the Mobius segment; bare pre-norm: the bounded segment; post-norm: the arc), on
@@ -309,9 +364,12 @@ def figure_margin(results):
                 continue
             pts = _series(res, "margin")
             if len(pts) >= 2:
-                ax.loglog(pts[:, 0], pts[:, 1], "o-", ms=3, lw=1,
-                          label=name(cell).split("/", 1)[1].rsplit("/", 1)[0])
-        ax.set_title(f"{attention} attention: certified margin at unit norm")
+                (line,) = ax.loglog(pts[:, 0], pts[:, 1], "o-", ms=3, lw=1,
+                                    label=name(cell).split("/", 1)[1].rsplit("/", 1)[0])
+                up = _series(res, "margin_upper")
+                if len(up):
+                    ax.loglog(up[:, 0], up[:, 1], ":", lw=1, color=line.get_color())
+        ax.set_title(f"{attention} attention: certified margin (dotted: proven upper bound)")
         ax.set_xlabel("L")
         ax.set_ylabel("smallest logit margin")
         ax.grid(True, which="major", alpha=0.3)
@@ -319,15 +377,72 @@ def figure_margin(results):
     return _save(fig)
 
 
-def figures(results, d: int) -> dict[str, dict[str, bytes]]:
-    return {"bmin": figure_bmin(results), "geometry": figure_geometry(d), "lstar": figure_lstar(),
-            "norm_kinds": figure_norm_kinds(results), "margin": figure_margin(results)}
+def precision_walls(d: int, Lmax: int) -> dict[str, dict]:
+    """The precision walls (:func:`verify.precision.report`) of the softmax regression cells of
+    :data:`PRECISION_VARIANTS` at width ``d``, every ``L`` up to ``Lmax``."""
+    return {v: precision.report(Cell("softmax", v, "regression", d=d), Lmax)
+            for v in PRECISION_VARIANTS}
+
+
+def figure_precision(walls):
+    fig, axes = _figure(1, 1, (11, 5))
+    ax = axes[0][0]
+    formats = list(next(iter(walls.values()))["formats"])
+    width = 0.8 / len(walls)
+    for k, (variant, result) in enumerate(walls.items()):
+        best = [max(result["formats"][f]["L_wall_best"], 0.5) for f in formats]  # 0 on a log axis
+        ax.bar(np.arange(len(formats)) + (k - (len(walls) - 1) / 2) * width, best, width,
+               label=f"softmax/{variant}")
+    ax.set_yscale("log")
+    ax.set_xticks(np.arange(len(formats)), formats)
+    ax.set_ylabel(f"largest L counted (best budget; every L to {result['Lmax']})")
+    ax.set_title("The precision wall: the whole forward pass rounded to each format (regression)")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig)
+
+
+def figure_tasks(task_results, results):
+    """``B_min`` of each cell built for the select task or the last read over the same cell's
+    plain counting (the count task read at ``s``)."""
+    fig, axes = _figure(1, 1, (13, 6))
+    ax = axes[0][0]
+    plain = {(c.attention, c.variant, c.kind.name, c.affine.name): r for c, r, _ in results
+             if c.readout == "regression"}
+    for cell, res, _ in task_results:
+        twin = plain.get((cell.attention, cell.variant, cell.kind.name, cell.affine.name))
+        if res is None or twin is None:
+            continue
+        mine, theirs = dict(map(tuple, _series(res, "B_min"))), dict(map(tuple, _series(twin, "B_min")))
+        Ls = sorted(set(mine) & set(theirs))
+        if Ls:
+            label = name(cell).replace("/regression", "")
+            ax.semilogx(Ls, [mine[L] / theirs[L] for L in Ls], "o-", ms=3, lw=1, label=label)
+    ax.axhline(1.0, color="0.3", lw=0.8)
+    ax.set_xlabel("L")
+    ax.set_ylabel("B_min(task, read) / B_min(count, bos)")
+    ax.set_title("Selective counting and the last-position read against plain counting")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    return _save(fig)
+
+
+def figures(results, task_results, walls, d: int) -> dict[str, dict[str, bytes]]:
+    return {"bmin": figure_bmin(results), "convergence": figure_convergence(results),
+            "geometry": figure_geometry(d), "lstar": figure_lstar(),
+            "norm_kinds": figure_norm_kinds(results), "margin": figure_margin(results),
+            "precision": figure_precision(walls), "tasks": figure_tasks(task_results, results)}
 
 
 def execute(args) -> int:
-    results = run_cells(args.Lmax, args.d, args.jobs)
-    table = table_rows(results)
-    drawn = figures(results, args.d)
+    cells, extra = architectures(d=args.d), task_cells(args.d)
+    with progress.Bar(len(cells) + len(extra) + 1, "report", args.quiet) as bar:
+        results = run_cells(cells, args.Lmax, args.jobs, bar)
+        task_results = run_cells(extra, min(args.Lmax, TASKS_LMAX), args.jobs, bar)
+        walls = precision_walls(args.d, min(args.Lmax, PRECISION_LMAX))
+        bar.advance()
+    table = table_rows(results + task_results)
+    drawn = figures(results, task_results, walls, args.d)
     text = markdown(table, list(drawn))
     files = {"report.md": text, "report.csv": csv_text(table)}
     for fig, formats in drawn.items():

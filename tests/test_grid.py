@@ -286,7 +286,7 @@ BASE = {"--variant": "none", "--Lmax": "8"}
 BAD = [
     {"--variant": "none,foo"}, {"--variant": "none,"}, {"--variant": "none,none"},
     {"--variant": ""}, {"--d": "1"}, {"--d": "3,x"}, {"--d": "3,,8"}, {"--d": "3,3"},
-    {"--d": "70000"}, {"--Lmax": "131072"}, {"--Lmax": "0"}, {"--Lmin": "9"},
+    {"--d": "70000"}, {"--Lmax": str(2 * sweep.MAX_L)}, {"--Lmax": "0"}, {"--Lmin": "9"},
     {"--attention": "softmax,quadratic"}, {"--norm": "batchnorm"}, {"--readout": "ranking"},
     {"--affine": "gain"}, {"--variant": "none,pre_learned", "--affine": "bare"},
     {"--variant": "post_bare", "--attention": "linear", "--norm": "rmsnorm"},
@@ -361,3 +361,29 @@ def test_readme_documents_every_option_and_the_timeout():
     assert set(re.findall(r"--[A-Za-z][A-Za-z-]*", usage)) == options - {"--help"}
     assert all(a.help and a.help != argparse.SUPPRESS for a in parser._actions)
     assert f"within {cluster.CONNECT_TIMEOUT:g} seconds" in readme
+
+
+@pytest.mark.parametrize("axes,expected", [
+    (["--task", "count,select"], {("count", "bos"), ("select", "bos")}),
+    (["--read", "bos,last"], {("count", "bos"), ("count", "last")}),
+])
+def test_task_and_read_are_axes_of_the_grid(axes, expected, tmp_path, capsys):
+    """--task and --read multiply the grid like the other parts; each row is the sweep's."""
+    argv = ["--variant", "pre_learned", "--attention", "linear", *axes, "--Lmax", "4",
+            "--jobs", "1", "--quiet", "--json"]
+    assert grid.main([*argv, "--out", str(tmp_path / "store")]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {(r["task"], r["read"]) for r in rows} == expected
+    for task, read in expected:
+        cell = Cell("linear", "pre_learned", "regression", 8, task=task, read=read)
+        mine = [r for r in rows if (r["task"], r["read"]) == (task, read)]
+        fresh = sweep.sweep(cell, sweep.grid(2, 4))["rows"]
+        assert [r["B_min"] for r in mine] == [r["B_min"] for r in fresh]
+
+
+def test_a_task_without_a_construction_is_refused_in_one_line(tmp_path, capsys):
+    argv = ["--variant", "pre_learned", "--attention", "linear", "--task", "select", "--read",
+            "last", "--Lmax", "4", "--out", str(tmp_path / "store")]
+    assert grid.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no construction" in err and len(err.strip().splitlines()) == 1

@@ -23,7 +23,8 @@ def written(tmp_path_factory):
 def test_every_architecture_has_a_line(written):
     with open(written / "report.csv", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    assert [r["cell"] for r in rows] == [report.name(c) for c in architectures(d=3)]
+    every = [report.name(c) for c in architectures(d=3)] + [report.name(c) for c in report.task_cells(3)]
+    assert [r["cell"] for r in rows] == every and len(set(every)) == len(every)
     md = (written / "report.md").read_text(encoding="utf-8")
     for r in rows:
         assert f"| {r['cell']} |" in md
@@ -43,7 +44,8 @@ def test_the_numbers_are_the_sweeps(written):
 
 
 def test_the_figures_are_whole_files(written):
-    for fig in ("bmin", "geometry", "lstar", "norm_kinds", "margin"):
+    for fig in ("bmin", "convergence", "geometry", "lstar", "norm_kinds", "margin", "precision",
+                "tasks"):
         assert (written / f"{fig}.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
         pdf = (written / f"{fig}.pdf").read_bytes()
         assert pdf.startswith(b"%PDF") and pdf.rstrip().endswith(b"%%EOF")
