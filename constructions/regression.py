@@ -54,13 +54,14 @@ coordinate ``a M``.
   ``top``, ``g = B e_1`` (and ``beta = B e_1``), values of the law's largest norm ``H B``.
 
 **Linear attention with post-RMSNorm is not built** (:func:`refusal`).  Its residual is
-``r(n) = e_s + tau <e_s, e_s> e_s + n tau <e_s, e_a> e_a = P + n Q`` with
-``P = (1 + tau |e_s|^2) e_s`` and ``Q = tau <e_s, e_a> e_a``, so
-``<P, Q> = (1 + tau |e_s|^2) tau <e_s, e_a>^2 >= 0``: the foot of the residual line, at
-``n0 = -<P, Q>/|Q|^2``, is at ``n0 <= 0``, and the symmetric arc (``n0 = L/2``) of the arc
-family is not realisable.  RMSNorm does not centre, so nothing removes a common part of
-``P`` and ``Q``; LayerNorm escapes this by centring away the common ``one`` component of the
-embeddings (:func:`_arc_steps`).
+``r(n) = e_s + tau <e_s, e_s> e_s + n tau <e_s, e_a> e_a = P + n Q``, whose foot
+``n0 = -<P, Q>/|Q|^2 = -(1 + tau|e_s|^2)/(tau |e_a|^2)`` lies before the first count, at
+``n0 < -sqrt(d)/B^2`` (:func:`constructions.laws.foot_distance`): the symmetric arc
+(``n0 = L/2``) of the arc family is not realisable, and the optimal arc is one-sided, with the
+read-out angle as a second free shape parameter beside ``lam``.  RMSNorm does not centre, so
+nothing removes a common part of ``P`` and ``Q``; LayerNorm escapes this by centring away the
+common ``one`` component of the embeddings (:func:`_arc_steps`).  Its proven lower bound is the
+restricted arc bound (:func:`bounds.arc_lower.arc_lower` with ``foot``).
 
 The cell counts to ``L`` at budget ``B`` iff some ``t`` has ``lo(t) < min(hi(t), cap(t, B))``.
 :meth:`RegressionDesign.build` picks the ``t`` with the largest relative slack
@@ -134,13 +135,14 @@ def capacity_branches(cell: Cell) -> list:
 def refusal(cell: Cell) -> str | None:
     """Why no construction attains the capacity law of ``cell``, in one sentence (None: built).
 
-    Linear attention with post-RMSNorm (module docstring): the residual line has its foot at
-    ``n0 <= 0``, so the symmetric arc of the arc family is not realisable.
+    Linear attention with post-RMSNorm (module docstring): the foot of the residual line is
+    tied to the embeddings, before the first count, so the symmetric arc of the arc family is
+    not realisable and the one-sided arc has no construction here.
     """
-    if cell.attention == "linear" and cell.post and not cell.kind.centred:
+    if laws.foot_distance(cell, 1) is not None:
         return ("linear attention with post-RMSNorm is not built: its residuals (1 + tau|e_s|^2) e_s "
-                "+ n tau <e_s,e_a> e_a have <P, Q> >= 0, so the foot of the residual line is at "
-                "n0 <= 0 and the symmetric arc (n0 = L/2) is not realisable")
+                "+ n tau <e_s,e_a> e_a have their foot at n0 = -(1 + tau|e_s|^2)/(tau |e_a|^2) < "
+                "-sqrt(d)/B^2, so the symmetric arc (n0 = L/2) is not realisable")
     return None
 
 
