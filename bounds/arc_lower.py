@@ -261,7 +261,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     restricted optimum; only with ``foot``, since step 4 needs counts closed under
     ``n -> L - n``): step 5 then reads with ``n_1, n_4`` for ``0, L`` and, for (b), ``T(n) =
     (n - n0) S >= n S``: if ``S > S_max = M/n_2`` the counts ``n_2, n_3, n_4`` all have
-    ``T > M`` and the pair ``n_2, n_4`` (``n_4 - n_2 >= 2`` required) gives
+    ``T > M`` and the pair ``n_2, n_4`` (``n_4 - n_2 >= 2``: the counts are distinct) gives
     ``|u| > (n_4 - n_2 - 1) M >= M > R_t``; in (c), ``T(n_1) = c - S (L/2 - n_1)`` with
     ``n_1 <= L/2`` (required) decreases in ``S``, as ``T(0)`` does.
 
@@ -359,9 +359,9 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     if counts is not None:
         counts = sorted(int(k) for k in counts)
         if (foot is None or len(set(counts)) != 4 or counts[0] < 0 or 2 * counts[0] > L
-                or counts[-1] > L or counts[3] - counts[1] < 2):
-            raise ValueError(f"counts must be four distinct counts of 0..L, the first at most L/2 "
-                             f"and the last at least 2 above the second, and need a foot; got {counts!r}")
+                or counts[-1] > L):
+            raise ValueError(f"counts must be four distinct counts of 0..L, the first at most L/2, "
+                             f"and need a foot; got {counts!r}")
     check_float_mode()
     boxes = _Boxes(L, counts)
     first, span = int(boxes.ns[0]), int(boxes.ns[3] - boxes.ns[0])

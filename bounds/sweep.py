@@ -114,8 +114,8 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
         raise cli.UsageError(f"--fit-from must be >= 1, got {args.fit_from}")
     cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps, norm=args.norm,
                 affine=args.affine)
-    if cell.readout == "regression":
-        regression.design(cell)  # a cell without a derived construction is refused here
+    # a cell without a derived construction is refused here (classification reads its geometry)
+    regression.design(cell.replace(readout="regression"))
     Ls = grid(args.Lmin, args.Lmax)
     if cell.readout == "classification":
         classification.check_size(cell, max(Ls))  # the cost grows with L: the largest row decides

@@ -125,7 +125,17 @@ def test_restriction_excludes_the_symmetric_arc():
 
 @pytest.mark.parametrize("kwargs", [dict(foot=-1.0), dict(foot=float("nan")), dict(counts=(0, 2, 4, 8)),
                                     dict(foot=0.0, counts=(0, 2, 4)), dict(foot=0.0, counts=(0, 7, 8, 9)),
-                                    dict(foot=0.0, counts=(5, 6, 7, 8)), dict(foot=0.0, counts=(0, 6, 7, 8))])
+                                    dict(foot=0.0, counts=(5, 6, 7, 8)), dict(foot=0.0, counts=(0, 4, 4, 8))])
 def test_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         arc_lower(8, 5.0, **kwargs)
+
+
+@pytest.mark.parametrize("readout", ["regression", "classification"])
+def test_sweep_refuses_in_one_line(readout, capsys):
+    from bounds import sweep
+    argv = ["--attention", "linear", "--variant", "post_bare", "--norm", "rmsnorm", "--readout", readout,
+            "--Lmax", "8"]
+    assert sweep.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not built" in err[0]
