@@ -87,7 +87,7 @@ import sympy
 from bounds.lstar import l_star
 from constructions import arc, laws, line, segment
 from constructions.cell import Cell
-from constructions.regression import capacity_branches, family, refusal
+from constructions.regression import capacity_branches, family
 from constructions.symbols import A, B, L, lam, sigma, x
 
 #: the corner equation lo_k(rho) = hi_k'(rho), as a polynomial in rho (numerator of the difference)
@@ -225,7 +225,7 @@ def formula(cell: Cell) -> ClosedForm | None:
     (:func:`constructions.regression.refusal`), post-LayerNorm at ``d = 2``, bare pre-LayerNorm
     at ``d = 2``.
     """
-    if cell.readout != "regression" or cell.eps != 0 or refusal(cell) is not None:
+    if cell.readout != "regression" or cell.eps != 0 or laws.foot_distance(cell, 1) is not None:
         return None
     fam = family(cell)
     if fam == "line":

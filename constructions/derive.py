@@ -42,7 +42,7 @@ from constructions import arc, cli, closed_forms, laws, line, segment
 from constructions.basis import E1_ON_FRAME, PATTERN
 from constructions.cell import ATTENTIONS, KINDS, MAX_D, NORMS, READOUTS, Cell
 from constructions.classification import MARGIN_EXPONENT
-from constructions.regression import SHAPE_FUNCTION, axes, design, family, refusal
+from constructions.regression import SHAPE_FUNCTION, axes, design, family
 from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, LN, ONE, P, Q, U, U_c, W, A, B, B_min, C,
                                    D, D_hi, D_lo, D_star, K, K_min, L, L_star, argmax, b, b_c, b_hi,
                                    b_lo, b_star, budget, c, cap, coord, d, delta, i, infimum, inner,
@@ -372,9 +372,6 @@ def _head(cell: Cell) -> Section:
 def derivation(cell: Cell) -> list[Section]:
     """The derivation of a cell (module docstring); a ``ValueError`` for a cell without a
     construction (:func:`constructions.regression.refusal`)."""
-    reason = refusal(cell)
-    if reason is not None:
-        raise ValueError(f"{cell.describe()}: {reason}")
     head = [_result(cell), _frame(cell), _model(cell), _conditions(cell)]
     if cell.readout == "classification":
         keep = {"e_s", "e_a", "_h_s", "_h_a"} | (set() if cell.post else {"g", "beta"})
@@ -592,9 +589,6 @@ def parse(argv) -> tuple[Cell, str]:
     if cell.post and cell.d < laws.smallest_d(cell):
         raise cli.UsageError(f"post-{cell.kind.name} at d = {cell.d} maps every input to one of two "
                              "points: nothing to derive beyond L = 1")
-    reason = refusal(cell)
-    if reason is not None:
-        raise cli.UsageError(reason)
     return cell, args.format
 
 
