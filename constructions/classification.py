@@ -49,9 +49,9 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions import basis, zoom
+from constructions import basis, laws, zoom
 from constructions.cell import Cell, Params
-from constructions.regression import axes, family
+from constructions.regression import FOOT_SLACK, axes, family
 from constructions.regression import design as regression_design
 from constructions.symbols import E1
 from verify.judge import check_cost
@@ -87,7 +87,11 @@ def positions(cell: Cell, t_value, L_value: int, ctx=np):
         return n / (t_value + n)
     if fam == "line":
         return n
-    xs = n - ctx.mpf(L_value) / 2 if ctx is mpmath else n - L_value / 2
+    foot = laws.foot_distance(cell, 1, laws.MPMATH if ctx is mpmath else laws.FLOAT)
+    if foot is not None:  # the one-sided arc read along its line (psi = pi/2), foot at budget 1
+        xs = n + (foot + (mpmath.mpf(FOOT_SLACK) if ctx is mpmath else float(FOOT_SLACK)))
+    else:
+        xs = n - ctx.mpf(L_value) / 2 if ctx is mpmath else n - L_value / 2
     sq = np.frompyfunc(mpmath.sqrt, 1, 1) if ctx is mpmath else np.sqrt
     return xs / sq(t_value**2 + xs**2)
 

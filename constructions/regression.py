@@ -720,8 +720,9 @@ class FootDesign(RegressionDesign):
             vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
             return Params(self.cell, vectors, {"w0": out["w0"]})
 
-    def evaluate(self, L_value, B_value, t_value, A_value, C_value, psi_value=0) -> dict:
-        """As :meth:`RegressionDesign.evaluate`, with the read-out angle ``psi``."""
+    def evaluate(self, L_value, B_value, t_value, A_value, C_value, psi_value=mpmath.pi / 2) -> dict:
+        """As :meth:`RegressionDesign.evaluate`, with the read-out angle ``psi`` (default
+        ``pi/2``: ``top`` along the line, the direction the classification head reads)."""
         values = self.compiled()(mpmath.mpf(B_value), mpmath.mpf(L_value), mpmath.mpf(t_value),
                                  mpmath.mpf(A_value), mpmath.mpf(C_value), mpmath.mpf(psi_value))
         return self._named(values)
