@@ -96,7 +96,7 @@ def test_layernorm_against_rmsnorm_table():
     from constructions.laws import smallest_d
 
     rows = _table("LayerNorm against RMSNorm")
-    assert len(rows) == 10
+    assert len(rows) == 11
     for attention, part, _exponent, ln, rms, dims in rows:
         placement, _, rest = part.partition(", ")
         affine = rest.split(" ")[0] or "bare"
@@ -106,9 +106,10 @@ def test_layernorm_against_rmsnorm_table():
         cells = {k: Cell(attention, variant, "regression", d=8, norm=k, affine=learned)
                  for k in ("layernorm", "rmsnorm")}
         assert closed_form(cells["layernorm"], L)["B"] == pytest.approx(value, rel=1e-5)
-        if rms == "no construction":
-            with pytest.raises(ValueError, match="not built"):
-                design(cells["rmsnorm"])
+        if closed_form(cells["rmsnorm"], L) is None:
+            # linear attention after RMSNorm: no closed form; the float64 optimum of the one-sided
+            # arc (the certified sweep B_min meets it to the bisection tolerance)
+            assert design(cells["rmsnorm"]).estimate(L) == pytest.approx(_number_at(rms)[0], rel=1e-5)
         elif rms.startswith("the same"):
             assert closed_form(cells["rmsnorm"], L)["B"] == closed_form(cells["layernorm"], L)["B"]
         else:
