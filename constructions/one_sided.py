@@ -30,7 +30,8 @@ halfway between ``R*`` and the capacity.
 **The best shape.**  ``R*`` is smallest where ``K`` shrinks to a point (for ``L >= 16``; at
 small ``L`` a single pair of counts binds and ``K`` keeps an interior): :func:`best_shape`
 maximises the relative slack ``(cap - R*)/R*`` over ``lam`` among the shapes with ``delta > 0``
-(a log-spaced scan of ``R*``, then a zoom of the slack around its smallest value).  ``R*``
+(a log-spaced scan of ``R*`` and a Brent search, then the least shape and its neighbours at
+half-decade steps).  ``R*``
 (minimised over ``lam``) increases with ``F``, so the best foot is the nearest the budget allows.
 As ``L`` grows the best ``lam`` is of order ``L^{3/2} >> L``: all counts are within ``O(L)`` of
 the foot, where ``atan`` deviates from a line by the same cubic term as at the centre of the
@@ -48,7 +49,6 @@ import numpy as np
 import sympy
 from scipy.optimize import linprog, minimize, minimize_scalar
 
-from constructions import zoom
 from constructions.symbols import F, n, psi, t
 
 #: ``y(n) = C + A * SHAPE``: the foot at ``-F``, shape ``t = lam``, read-out angle ``psi``
@@ -134,9 +134,21 @@ def least_amplitude(L: int, foot: float):
     return _least(L, float(foot))
 
 
+#: the last best ``lam`` per ``L``: feet of nearby budgets have nearby best shapes
+_LAST: dict = {}
+
+
 @functools.lru_cache(maxsize=256)
 def _least(L: int, foot: float):
     value = lambda ll: min_norm(L, foot, float(np.exp(ll)))[0]
+    if L in _LAST:  # a Brent search in a bracket around the last best shape, if it holds it
+        mid = np.log(_LAST[L])
+        res = minimize_scalar(value, bounds=(mid - 0.25, mid + 0.25), method="bounded",
+                              options={"xatol": 1e-12})
+        if (np.isfinite(res.fun) and abs(res.x - mid) < 0.2
+                and res.fun < min(value(mid - 0.25), value(mid + 0.25))):
+            _LAST[L] = float(np.exp(res.x))
+            return _LAST[L], float(res.fun)
     grid = np.linspace(np.log(1e-2), np.log(10.0 * (L + 2) ** 1.5), 49)
     vals = np.array([value(g) for g in grid])
     j = int(np.argmin(vals))
@@ -145,17 +157,28 @@ def _least(L: int, foot: float):
     res = minimize_scalar(value, bounds=(grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]),
                           method="bounded", options={"xatol": 1e-12})
     ll = res.x if res.fun < vals[j] else grid[j]
-    return float(np.exp(ll)), min(float(res.fun), float(vals[j]))
+    _LAST[L] = float(np.exp(ll))
+    return _LAST[L], min(float(res.fun), float(vals[j]))
+
+
+#: relative steps from the least shape tried by :func:`best_shape`: half decades, 1e-9 to 0.3
+STEPS = 10.0 ** np.arange(-9.0, 0.0, 0.5)
 
 
 def best_shape(L: int, foot: float, cap: float):
-    """``(lam, slack)``: the shape with the largest slack at the capacity ``cap``."""
+    """``(lam, slack)``: the shape with the largest slack at the capacity ``cap`` among the least
+    shape ``lam0`` and ``lam0 (1 + e)^{+-1}`` for half-decade steps ``e`` (where ``K`` shrinks to
+    a point at ``lam0`` the slack is largest next to it, on the side where ``K`` has an interior;
+    a step of a half decade loses at most a fixed part of the slack)."""
     lam0, R0 = least_amplitude(L, foot)
     if lam0 is None or R0 >= cap:
         return lam0, -np.inf if lam0 is None else (cap - R0) / R0
-    f = lambda lams: np.array([slack(L, foot, float(v), cap) for v in np.atleast_1d(lams)])
-    # the shapes within the capacity lie around lam0; zoom over a bracket of a factor 2 each way
-    return zoom.maximize(f, lam0 / 2, lam0 * 2, points=17, rounds=8)
+    best = (lam0, slack(L, foot, lam0, cap))
+    for lam in np.concatenate([lam0 * (1 + STEPS), lam0 / (1 + STEPS)]):
+        v = slack(L, foot, float(lam), cap)
+        if v > best[1]:
+            best = (float(lam), v)
+    return best
 
 
 def readout(L: int, foot: float, lam: float, cap: float):
