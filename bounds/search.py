@@ -89,7 +89,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
         return row
     if L == 1:
         return _infimum_row(row, design, L, start)
-    counts = lambda b: counts_to(design.build(L, b), L, "float64").counts
+    counts = lambda b: counts_to(design.build(L, b), L, design.screen).counts
     # bracket [lo, hi] around the estimate: lo fails, hi counts (widen until both hold)
     step = 1e-5
     hi, lo = est * (1 + step), est * (1 - step)

@@ -451,6 +451,9 @@ def _relative_slack(lo, top):
 class RegressionDesign:
     """The optimal regression construction of one cell (see the module docstring)."""
 
+    #: the judge's backend for the bisection's screen (:func:`bounds.search.regression_row`)
+    screen = "float64"
+
     def __init__(self, cell: Cell):
         if cell.readout != "regression":
             raise ValueError("RegressionDesign is for regression cells")
@@ -651,7 +654,13 @@ class FootDesign(RegressionDesign):
     increases with ``F`` and ``F(B)`` decreases with ``B``, so the smallest such ``B`` is the
     fixed point of ``B -> budget(min_lam R*(F(B), lam))``, reached from below by iterating it
     (:meth:`estimate`).
+
+    The screen is ``mp30``: ``e_s`` and ``e_a`` are nearly orthogonal (``cos = F/sqrt(F^2 +
+    lam^2)``, about ``1e-13`` at ``L = 4096``), so float64 would carry the foot and ``lam`` with a
+    relative error far above the counting margin.
     """
+
+    screen = "mp30"
 
     def foot(self, B_value: float) -> float:
         """``F(B)``, the foot the construction uses at budget ``B`` (float)."""
