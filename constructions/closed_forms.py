@@ -221,9 +221,9 @@ class ClosedForm:
 def formula(cell: Cell) -> ClosedForm | None:
     """The closed form of ``B_min(L)`` of a regression cell and its range (module docstring).
 
-    None where none applies: classification, ``eps > 0``, cells without a construction
-    (:func:`constructions.regression.refusal`), post-LayerNorm at ``d = 2``, bare pre-LayerNorm
-    at ``d = 2``.
+    None where none applies: classification, ``eps > 0``, linear attention with post-RMSNorm
+    (its one-sided arc is a numeric fixed point, :mod:`constructions.one_sided`), post-LayerNorm
+    at ``d = 2``, bare pre-LayerNorm at ``d = 2``.
     """
     if cell.readout != "regression" or cell.eps != 0 or laws.foot_distance(cell, 1) is not None:
         return None

@@ -24,9 +24,9 @@ in a standard article with ``amsmath``), ``text`` (plain: no LaTeX macros) or ``
 object: the cell, every row with its LaTeX and ``sympy.srepr``, and ``closed_forms`` whose
 ``B_min`` entry is the ``srepr`` of the closed form in ``L`` with its range; ``srepr`` strings
 evaluate back in sympy's namespace).  The constructions are derived for ``eps = 0``; with
-``eps > 0`` the derivation says so and gives no closed form.  A cell without a construction
-(:func:`constructions.regression.refusal`: linear attention with post-RMSNorm) is a
-``ValueError`` with the reason.
+``eps > 0`` the derivation says so and gives no closed form.  Linear attention with
+post-RMSNorm (the one-sided arc, :mod:`constructions.one_sided`) has no closed form: its
+derivation gives the model, the construction and the bound as a fixed point.
 """
 
 from __future__ import annotations
@@ -407,8 +407,7 @@ def _head(cell: Cell) -> Section:
 
 
 def derivation(cell: Cell) -> list[Section]:
-    """The derivation of a cell (module docstring); a ``ValueError`` for a cell without a
-    construction (:func:`constructions.regression.refusal`)."""
+    """The derivation of a cell (module docstring)."""
     head = [_result(cell), _frame(cell), _model(cell), _conditions(cell)]
     if cell.readout == "classification":
         keep = {"e_s", "e_a", "_h_s", "_h_a"} | (set() if cell.post else {"g", "beta"})

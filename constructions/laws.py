@@ -64,10 +64,11 @@ of the line from the origin in counts (``phi`` the angle between ``e_s`` and ``e
 ``e_s -> 0`` and not attained), and every ``n0`` below it is reachable.  LayerNorm escapes this
 by centring away a common component of ``e_s`` and ``e_a``; RMSNorm does not centre.  The arc
 read-out is then one-sided: the symmetric arc (``n0 = L/2``) that attains the capacity above is
-out of reach, and the capacity alone is only an upper bound there.  The reduced problem is the
-arc problem with the foot restricted to ``n0 <= -F``, ``F = sqrt(d)/B^2`` (proven lower bound:
-:func:`bounds.arc_lower.arc_lower` with ``foot``).  No construction of this cell is built yet
-(:func:`constructions.regression.refusal`).
+out of reach.  The capacity is still attained (``w`` and ``g`` as for the other arcs), but the
+shapes it applies to are only those with ``n0 <= -F``, ``F = sqrt(d)/B^2``: the reduced problem
+is the arc problem with the foot so restricted, and the foot trades against the budget
+(:mod:`constructions.one_sided`, the construction; :func:`bounds.arc_lower.arc_lower` with
+``foot``, the proven lower bound).  The rates stay ``3/2`` and ``3/4``.
 """
 
 from __future__ import annotations

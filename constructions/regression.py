@@ -53,12 +53,13 @@ coordinate ``a M``.
 * linear, no norm or pre-norm: aligned vectors (Cauchy-Schwarz is tight): ``e_s = e_a`` along
   ``top``, ``g = B e_1`` (and ``beta = B e_1``), values of the law's largest norm ``H B``.
 
-**Linear attention with post-RMSNorm is not built** (:func:`refusal`).  Its residual is
+**Linear attention with post-RMSNorm: the one-sided arc** (:class:`FootDesign`).  Its residual is
 ``r(n) = e_s + tau <e_s, e_s> e_s + n tau <e_s, e_a> e_a = P + n Q``, whose foot
 ``n0 = -<P, Q>/|Q|^2 = -(1 + tau|e_s|^2)/(tau |e_a|^2)`` lies before the first count, at
 ``n0 < -sqrt(d)/B^2`` (:func:`constructions.laws.foot_distance`): the symmetric arc
-(``n0 = L/2``) of the arc family is not realisable, and the optimal arc is one-sided, with the
-read-out angle as a second free shape parameter beside ``lam``.  RMSNorm does not centre, so
+(``n0 = L/2``) of the arc family is not realisable, and the optimal arc is one-sided
+(:mod:`constructions.one_sided`), with the read-out angle ``psi`` as a second free shape
+parameter beside ``lam`` and the foot at the budget's limit (:func:`_foot_steps`).  RMSNorm does not centre, so
 nothing removes a common part of ``P`` and ``Q``; LayerNorm escapes this by centring away the
 common ``one`` component of the embeddings (:func:`_arc_steps`).  Its proven lower bound is the
 restricted arc bound (:func:`bounds.arc_lower.arc_lower` with ``foot``).

@@ -1,13 +1,18 @@
-"""Linear attention with post-RMSNorm: the foot of the residual line and the restricted arc bound.
+"""Linear attention with post-RMSNorm: the foot of the residual line, the one-sided arc and the
+restricted arc bound.
 
 * the foot law (:func:`constructions.laws.foot_distance`) against the residuals of the model
   computed by hand from random embeddings: the foot is ``-(1 + tau|e_s|^2)/(tau|e_a|^2)``, before
   ``-sqrt(d)/B^2``;
+* the construction (bare, gain, gain and bias) counts in ball arithmetic slightly above its
+  estimate and not slightly below, stays within its budget, and at the law's capacity reads out
+  exactly ``C + cap f(n)`` (:data:`constructions.one_sided.SHAPE`) in an independent reference
+  forward pass (``tests/test_new_cells.py``), its foot at the budget's limit;
+* its classification head counts; its sweep row is certified with ``B_lower`` within 1e-4;
 * :func:`bounds.arc_lower.arc_lower` with ``foot``: never above the smallest amplitude of any
   restricted shape (an independent LP + SLSQP reference), tight against the reference optimum
   at the foot (with the counts that bind there), and above the symmetric optimum, which the
-  restriction excludes;
-* bad arguments are refused.
+  restriction excludes; bad arguments are refused.
 """
 
 from __future__ import annotations
@@ -20,13 +25,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog, minimize, minimize_scalar
 
+import mpmath
+from test_new_cells import _reference_readout
+
+from bounds import search
 from bounds.arc_lower import arc_lower
-from constructions import laws, regression
+from constructions import classification, laws, regression
 from constructions.cell import Cell
 from constructions.closed_forms import arc_closed_form
+from verify import counts_to
 
 CELLS = [Cell("linear", v, "regression", d=8, norm="rmsnorm", affine=a)
          for v, a in (("post_bare", None), ("post_learned", "gain"), ("post_learned", "gain_bias"))]
+IDS = ["bare", "gain", "gain_bias"]
+#: relative step above and below the estimate of B_min
+STEP = 1e-3
 
 
 @settings(max_examples=40, deadline=None)
@@ -52,9 +65,56 @@ def test_the_foot_is_free_elsewhere():
     for att, kind in (("softmax", "rmsnorm"), ("linear", "layernorm"), ("softmax", "layernorm")):
         assert laws.foot_distance(Cell(att, "post_bare", "regression", norm=kind), 1.0) is None
     assert laws.foot_distance(Cell("linear", "none", "regression", norm="rmsnorm"), 1.0) is None
-    for cell in CELLS:
-        with pytest.raises(ValueError, match="not built"):
-            regression.design(cell)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=IDS)
+def test_construction_counts_above_the_estimate_and_not_below(cell):
+    des = regression.design(cell)
+    L = 8
+    est = des.estimate(L)
+    above = des.build(L, est * (1 + STEP))
+    res = counts_to(above, L, backend="arb256")
+    assert res.verdict == "counts" and res.certified, res
+    assert above.bound() <= mpmath.mpf(est * (1 + STEP)) * (1 + mpmath.mpf("1e-9"))
+    below = des.build(L, est * (1 - STEP))
+    assert below.bound() <= mpmath.mpf(est * (1 - STEP)) * (1 + mpmath.mpf("1e-9"))
+    assert counts_to(below, L, backend="mp30").verdict != "counts"
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=IDS)
+def test_construction_attains_the_capacity_at_the_foot(cell):
+    """With amplitude cap(B) the read-out is C + cap f(n) with the foot F(B) (reference forward
+    pass), and every vector is within B."""
+    des = regression.design(cell)
+    L, B_value, lam, angle = 8, 2.5, 7.0, 2.2
+    with mpmath.workdps(40):
+        Bv = mpmath.mpf(B_value)
+        cap = laws.capacity(cell, None, Bv, laws.MPMATH)
+        out = des.evaluate(L, Bv, lam, cap, 3, angle)
+        vec = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
+        for name, v in vec.items():
+            assert mpmath.sqrt(mpmath.fsum(x * x for x in v)) <= Bv * (1 + mpmath.mpf("1e-30")), name
+        ys = _reference_readout(cell, vec, out["w0"], L)
+        foot = mpmath.sqrt(cell.d) / Bv**2 + mpmath.mpf(2) ** -40
+        f = lambda k: ((lam * mpmath.cos(angle) + (k + foot) * mpmath.sin(angle))
+                       / mpmath.sqrt(lam**2 + (k + foot) ** 2))
+        for k, y in enumerate(ys):
+            assert abs(y - (3 + cap * f(k))) <= mpmath.mpf("1e-25") * cap, (k, y)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=IDS)
+def test_classification_head_counts(cell):
+    params = classification.design(cell.replace(readout="classification")).build(16)
+    assert params.bound() <= 1 + 1e-12
+    res = counts_to(params, 16, backend="arb256")
+    assert res.verdict == "counts" and res.certified and res.min_margin > 0, res
+
+
+def test_sweep_row_is_certified_with_its_lower_bound():
+    row = search.regression_row(CELLS[0], 6)
+    assert row["certified"] and row["B_lower"] <= row["B_min"]
+    assert row["B_min"] / row["B_lower"] - 1 <= 1e-4 + 1e-6
+    assert row["closed_form"] is None
 
 
 def _inner_min(L: int, lam: float, n0: float):
@@ -130,12 +190,3 @@ def test_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         arc_lower(8, 5.0, **kwargs)
 
-
-@pytest.mark.parametrize("readout", ["regression", "classification"])
-def test_sweep_refuses_in_one_line(readout, capsys):
-    from bounds import sweep
-    argv = ["--attention", "linear", "--variant", "post_bare", "--norm", "rmsnorm", "--readout", readout,
-            "--Lmax", "8"]
-    assert sweep.main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "not built" in err[0]
