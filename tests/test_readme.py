@@ -90,8 +90,8 @@ def _number_at(text: str):
 
 def test_layernorm_against_rmsnorm_table():
     """Every number of the table is the cell's closed form (itself checked against the certified
-    sweep by tests/test_closed_form_sweep.py); "the same" holds too, and the one-sided arc of linear attention after RMSNorm (no closed form)
-    is its float64 optimum."""
+    sweep by tests/test_closed_form_sweep.py); "the same" holds too, and the one-sided arc of
+    linear attention after RMSNorm (no closed form) is its float64 optimum."""
     from constructions.closed_forms import closed_form
     from constructions.regression import design
     from constructions.laws import smallest_d
