@@ -259,7 +259,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     subset, step 4 is not needed and step 7 discards the rest.  ``counts`` replaces the four
     counts of step 1 by others ``n_1 < n_2 < n_3 < n_4`` of ``0..L`` (those that bind at the
     restricted optimum; only with ``foot``, since step 4 needs counts closed under
-    ``n -> L - n``): step 5 then reads with ``n_1, n_4`` for ``0, L`` and, for (b), ``T(n) =
+    ``n -> L - n``; any ``L >= 3``, where four distinct counts exist): step 5 then reads with ``n_1, n_4`` for ``0, L`` and, for (b), ``T(n) =
     (n - n0) S >= n S``: if ``S > S_max = M/n_2`` the counts ``n_2, n_3, n_4`` all have
     ``T > M`` and the pair ``n_2, n_4`` (``n_4 - n_2 >= 2``: the counts are distinct) gives
     ``|u| > (n_4 - n_2 - 1) M >= M > R_t``; in (c), ``T(n_1) = c - S (L/2 - n_1)`` with
@@ -354,7 +354,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     """
     if foot is not None and not foot >= 0:
         raise ValueError(f"foot must be a number >= 0, got {foot!r}")
-    if L <= 5:
+    if L <= 5 and (counts is None or L < 3):
         return min(max(0.0, (L - 1) / 2), R_target)
     if counts is not None:
         counts = sorted(int(k) for k in counts)

@@ -212,7 +212,7 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
         R_up = laws.capacity(cell, None, flint.arb(B_upper), laws.ARB)
         target = float(R_up.upper().mid()) * (1 + 1e-12)
         foot = laws.foot_distance(cell, flint.arb(B_upper), laws.ARB)
-        if foot is None or L <= 5:
+        if foot is None or L < 3:
             R_low = arc_lower(L, target, max_boxes=boxes)
         else:
             F = arb_floor(foot)
