@@ -301,7 +301,6 @@ BAD = [["--variant", "bogus"], ["--variant", "none", "--d", "1"], ["--variant", 
        ["--variant", "none", "--d", "x"], ["--variant", "none", "--eps", "-1"],
        ["--variant", "none", "--eps", "nan"], ["--variant", "none", "--format", "pdf"],
        ["--variant", "post_bare", "--d", "2"], ["--attention", "softmax"],
-       ["--variant", "post_bare", "--attention", "linear", "--norm", "rmsnorm"],
        ["--variant", "none", "--affine", "gain"], ["--variant", "pre_learned", "--norm", "batchnorm"]]
 
 
