@@ -125,9 +125,10 @@ def _ratio_lower(N: Iv, w_hi: np.ndarray) -> np.ndarray:
 class _Boxes:
     """The four counts, the offsets ``d_i = n_i - L/2`` and the bounds of step 3 on arrays of boxes."""
 
-    def __init__(self, L: int):
+    def __init__(self, L: int, counts=None):
         m = -(-L // 4)
-        self.ns = np.array([0.0, m, L - m, L])
+        self.L = L
+        self.ns = np.array([0.0, m, L - m, L] if counts is None else sorted(counts), dtype=float)
         self.ds = self.ns - L / 2  # exact: multiples of 1/2 far below 2^53
 
     def _N(self, alpha: Iv) -> Iv:
@@ -226,8 +227,9 @@ class _Boxes:
         cos = 1 / (1 + Iv(lo, hi).square()).sqrt()
         return _ratio_lower(self._N(A), norm_upper(_sum4(A * cos), _sum4(A * sin)))
 
-    def bound(self, Sa, Sb, ca, cb, half: float, Mp: float):
-        """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it.
+    def bound(self, Sa, Sb, ca, cb, half: float, Mp: float, foot: float | None = None):
+        """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it,
+        or (with ``foot``) where step 7 does.
 
         Also returns the float estimate of the relaxed problem at each centre (a stopping
         rule only, never part of the bound).
@@ -237,7 +239,11 @@ class _Boxes:
         v = np.maximum(self.taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm),
                        self.interval(alpha_i, Sa, Sb, ca, cb))
         excluded = (Iv(ca) - Iv(Sb) * half).lo > Mp  # (c): all tangents exceed M'
-        return np.where(excluded, np.inf, v), np.where(excluded, np.inf, point)
+        outside = excluded
+        if foot is not None:  # step 7: every shape of the box has its foot after -foot
+            excluded = excluded | ((Iv(cb) - Iv(Sa) * (Iv(self.L / 2) + foot)).hi < 0)
+            outside = excluded | (cm < Sm * (self.L / 2 + foot))  # the centre's foot (a float test)
+        return np.where(excluded, np.inf, v), np.where(outside, np.inf, point)
 
 
 #: a round of the branch and bound evaluates at least this many boxes when it can
@@ -262,8 +268,21 @@ def _split(Sa, Sb, ca, cb, L: int):
             np.concatenate([np.where(by_S, cb, cut), cb])]
 
 
-def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_000_000) -> float:
+def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_000_000,
+              foot: float | None = None, counts=None) -> float:
     """A float ``<= R*(L)``; equal to ``min(R_target, bound)`` (``R_target`` = ``R_sym`` is tight).
+
+    With ``foot = F >= 0`` the bound is on ``R*_F(L)``, the same infimum over the shapes whose
+    foot lies at ``n0 <= -F`` only (the arcs linear attention reaches after RMSNorm,
+    :func:`constructions.laws.foot_reach`): steps 1-3, 5 and 6 below hold verbatim on that
+    subset, step 4 is not needed and step 7 discards the rest.  ``counts`` replaces the four
+    counts of step 1 by others ``n_1 < n_2 < n_3 < n_4`` of ``0..L`` (those that bind at the
+    restricted optimum; only with ``foot``, since step 4 needs counts closed under
+    ``n -> L - n``; any ``L >= 3``, where four distinct counts exist): step 5 then reads with ``n_1, n_4`` for ``0, L`` and, for (b), ``T(n) =
+    (n - n0) S >= n S``: if ``S > S_max = M/n_2`` the counts ``n_2, n_3, n_4`` all have
+    ``T > M`` and the pair ``n_2, n_4`` (``n_4 - n_2 >= 2``: the counts are distinct) gives
+    ``|u| > (n_4 - n_2 - 1) M >= M > R_t``; in (c), ``T(n_1) = c - S (L/2 - n_1)`` with
+    ``n_1 <= L/2`` (required) decreases in ``S``, as ``T(0)`` does.
 
     *Proof.*  Write ``R_t = R_target``.
 
@@ -342,29 +361,47 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        evaluated.  Every shape lies in a
        remaining box, a discarded box, or an excluded region, so
        ``R*(L) >= min(smallest remaining bound, R_t)``, which is returned.
+
+    7. **A restricted foot** (``foot = F``).  ``n0 <= -F`` reads ``T(0) = -n0 S >= F S``, i.e.
+       ``c >= S (L/2 + F)``; such shapes have ``c > 0``, so the domain of step 5 holds them all
+       without the symmetry of step 4 (which does not preserve the restriction).  A box with
+       ``cb - Sa (L/2 + F) < 0`` (an outward-rounded comparison) contains no such shape, since
+       ``c - S (L/2 + F)`` increases in ``c`` and decreases in ``S``, and is discarded; every
+       other box keeps the bound of step 3 over the whole box, which is below the bound over
+       its restricted part.  So the returned value bounds ``R*_F(L)`` from below.  (For
+       ``L <= 5`` the bound of step 1 holds for every shape, restricted or not.)
     """
-    if L <= 5:
+    if foot is not None and not foot >= 0:
+        raise ValueError(f"foot must be a number >= 0, got {foot!r}")
+    if L <= 5 and (counts is None or L < 3):
         return min(max(0.0, (L - 1) / 2), R_target)
+    if counts is not None:
+        counts = sorted(int(k) for k in counts)
+        if (foot is None or len(set(counts)) != 4 or counts[0] < 0 or 2 * counts[0] > L
+                or counts[-1] > L):
+            raise ValueError(f"counts must be four distinct counts of 0..L, the first at most L/2, "
+                             f"and need a foot; got {counts!r}")
     check_float_mode()
+    boxes = _Boxes(L, counts)
+    first, span = int(boxes.ns[0]), int(boxes.ns[3] - boxes.ns[0])
     old, flint.ctx.prec = flint.ctx.prec, PREC
     try:
         m = -(-L // 4)
         g = min(m, L - 2 * m)
         Rt = flint.arb(R_target)
-        Mp = arb_ceil(Rt / (L - 1) + 1)
-        S_min = arb_floor(flint.arb(L - 1) / (L * Rt))
-        S_max = arb_ceil(2 * (Rt + 1) / g)
-        c_max = arb_ceil(flint.arb(Mp) + flint.arb(S_max) * L / 2)
+        Mp = arb_ceil(Rt / (span - 1) + 1)
+        S_min = arb_floor(flint.arb(span - 1) / (span * Rt))
+        S_max = arb_ceil(2 * (Rt + 1) / g if counts is None else (Rt + 1) / int(boxes.ns[1]))
+        c_max = arb_ceil(flint.arb(Mp) + flint.arb(S_max) * (flint.arb(L) / 2 - first))
     finally:
         flint.ctx.prec = old
-    boxes = _Boxes(L)
     # the relaxed problem's value at any evaluated shape caps what can be proven: once one is
     # below the target, aim within rtol of the smallest such value instead (a stopping rule)
     reach = R_target
 
     def bound(Sa, Sb, ca, cb):
         nonlocal reach
-        v, point = boxes.bound(Sa, Sb, ca, cb, L / 2, Mp)
+        v, point = boxes.bound(Sa, Sb, ca, cb, L / 2 - first, Mp, foot)
         reach = min(reach, float(point.min()))
         return v
 

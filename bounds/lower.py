@@ -15,7 +15,7 @@ import flint
 
 from bounds.arc_lower import arc_lower
 from bounds.lstar import feasible as bare_pre_feasible
-from constructions import segment
+from constructions import one_sided, segment
 from constructions.cell import Cell
 from constructions import laws
 from verify.backends import arb_floor
@@ -201,11 +201,26 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
     :func:`bounds.arc_lower.arc_lower` bounds ``R*(L)`` from below to within ``1e-4`` of the
     capacity at ``B_upper`` (``boxes`` caps its branch and bound: a bound stopped by the cap
     is still valid, only weaker).
+
+    Where the foot is tied to the budget (linear attention with post-RMSNorm,
+    :func:`constructions.laws.foot_distance`) a parameter set of norm ``B <= B_upper`` has its
+    foot at ``n0 < -F(B) <= -F(B_upper)``, so ``|u| >= R*_F(L)`` with ``F = F(B_upper)`` (rounded
+    down): the restricted arc bound, on the four counts that bind at the one-sided optimum
+    (:func:`constructions.one_sided.binding_counts`; any four counts give a valid bound).  A
+    set with ``B > B_upper`` is above the returned bound anyway.
     """
     with flint.ctx.workprec(PREC):
         R_up = laws.capacity(cell, None, flint.arb(B_upper), laws.ARB)
-        R_low = flint.arb(arc_lower(L, float(R_up.upper().mid()) * (1 + 1e-12), max_boxes=boxes))
-        return min(arb_floor(laws.budget(cell, R_low, laws.ARB)), B_upper)
+        target = float(R_up.upper().mid()) * (1 + 1e-12)
+        foot = laws.foot_distance(cell, flint.arb(B_upper), laws.ARB)
+        if foot is None or L < 3:
+            R_low = arc_lower(L, target, max_boxes=boxes)
+        else:
+            F = arb_floor(foot)
+            lam, _ = one_sided.least_amplitude(L, F)
+            counts = one_sided.binding_counts(L, F, lam) if lam is not None else None
+            R_low = arc_lower(L, target, max_boxes=boxes, foot=F, counts=counts)
+        return min(arb_floor(laws.budget(cell, flint.arb(R_low), laws.ARB)), B_upper)
 
 
 def last_line_lower(cell: Cell, L: int) -> float:

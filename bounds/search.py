@@ -35,11 +35,13 @@ from verify.judge import counts_to
 INFIMUM_FLOOR = 1e-3
 
 
-def _screen(params: Params, L: int) -> bool:
-    """The bisection's judge: the interval first pass (:func:`verify.interval_pass.counts_surely`,
-    well conditioned at every ``L``, and rigorous), else the float64 judge."""
-    surely = interval_pass.counts_surely(params, L)
-    return counts_to(params, L, "float64").counts if surely is None else surely
+def _screen(params: Params, L: int, backend: str = "float64") -> bool:
+    """The bisection's judge: on a float64 screen the interval first pass
+    (:func:`verify.interval_pass.counts_surely`, well conditioned at every ``L``, and rigorous)
+    where it applies, else the judge on ``backend`` (the design's
+    :attr:`~constructions.regression.RegressionDesign.screen_backend`)."""
+    surely = interval_pass.counts_surely(params, L) if backend == "float64" else None
+    return counts_to(params, L, backend).counts if surely is None else surely
 
 
 def _unavailable(cell: Cell, L: int):
@@ -70,7 +72,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
         return row
     if L == 1:
         return _infimum_row(row, design, L, start, witness)
-    counts = lambda b: _screen(design.screen(L, b), L)
+    counts = lambda b: _screen(design.screen(L, b), L, design.screen_backend)
     # bracket [lo, hi] around the estimate: lo fails, hi counts (widen until both hold)
     step = 1e-5
     hi, lo = est * (1 + step), est * (1 - step)

@@ -82,7 +82,7 @@ import numpy as np
 import sympy
 from scipy import optimize
 
-from constructions import basis, zoom
+from constructions import basis, laws, zoom
 from constructions.cell import Cell, Params
 from constructions.regression import axes, family
 from constructions.regression import design as regression_design
@@ -443,4 +443,9 @@ def _mp_vector(axis, width: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> ClassificationDesign:
+    """The head of a classification cell (refused, ``ValueError``, where none is built)."""
+    if laws.foot_distance(cell, 1) is not None:
+        raise ValueError(f"{cell.describe()}: the classification head of linear attention with "
+                         "post-RMSNorm is not built (its outputs lie on a one-sided arc whose foot "
+                         "is tied to the budget; the heads on the circle assume a free foot)")
     return ClassificationDesign(cell)

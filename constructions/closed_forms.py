@@ -87,7 +87,7 @@ import sympy
 from bounds.lstar import l_star
 from constructions import arc, laws, line, segment
 from constructions.cell import Cell
-from constructions.regression import capacity_branches, family, refusal
+from constructions.regression import capacity_branches, family
 from constructions.symbols import A, B, L, lam, sigma, x
 
 #: the corner and the active gaps as functions of L (module docstring)
@@ -239,11 +239,12 @@ class ClosedForm:
 def formula(cell: Cell) -> ClosedForm | None:
     """The closed form of ``B_min(L)`` of a regression cell and its range (module docstring).
 
-    None where none applies: classification, ``eps > 0``, cells without a construction
-    (:func:`constructions.regression.refusal`), post-LayerNorm at ``d = 2``, bare pre-LayerNorm
-    at ``d = 2``, and the select task or the last read (:func:`constructions.tasks.closed_form`).
+    None where none applies: classification, ``eps > 0``, linear attention with post-RMSNorm
+    (its one-sided arc is a numeric fixed point, :mod:`constructions.one_sided`), post-LayerNorm
+    at ``d = 2``, bare pre-LayerNorm at ``d = 2``, and the select task or the last read
+    (:func:`constructions.tasks.closed_form`).
     """
-    if cell.readout != "regression" or cell.eps != 0 or refusal(cell) is not None:
+    if cell.readout != "regression" or cell.eps != 0 or laws.foot_distance(cell, 1) is not None:
         return None
     if cell.task.distractor or cell.read.last:
         return None  # the other tasks and reads: constructions.tasks.closed_form

@@ -24,9 +24,9 @@ in a standard article with ``amsmath``), ``text`` (plain: no LaTeX macros) or ``
 object: the cell, every row with its LaTeX and ``sympy.srepr``, and ``closed_forms`` whose
 ``B_min`` entry is the ``srepr`` of the closed form in ``L`` with its range; ``srepr`` strings
 evaluate back in sympy's namespace).  The constructions are derived for ``eps = 0``; with
-``eps > 0`` the derivation says so and gives no closed form.  A cell without a construction
-(:func:`constructions.regression.refusal`: linear attention with post-RMSNorm) is a
-``ValueError`` with the reason.
+``eps > 0`` the derivation says so and gives no closed form.  Linear attention with
+post-RMSNorm (the one-sided arc, :mod:`constructions.one_sided`) has no closed form: its
+derivation gives the model, the construction and the bound as a fixed point.
 """
 
 from __future__ import annotations
@@ -38,16 +38,16 @@ import sympy
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.str import StrPrinter
 
-from constructions import arc, cli, closed_forms, laws, line, segment
+from constructions import arc, cli, closed_forms, laws, line, one_sided, segment
 from constructions.basis import E1_ON_FRAME, PATTERN
 from constructions.cell import ATTENTIONS, KINDS, MAX_D, NORMS, READOUTS, Cell
-from constructions.regression import SHAPE_FUNCTION, axes, design, family, refusal
-from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, LN, ONE, P, Q, U, U_c, W, A, B, B_min, C,
+from constructions.regression import SHAPE_FUNCTION, axes, design, family
+from constructions.symbols import (BETA, C1, E1, E_A, E_S, F, G, H_A, H_S, LN, ONE, P, Q, U, U_c, W, A, B, B_min, C,
                                    D, D_hi, D_lo, D_star, K, K_min, L, L_star, argmax, b, b_c, b_hi,
                                    b_lo, b_star, budget, c, cap, coord, d, delta, i, infimum, inner,
                                    k, k_slope, k_star, kk, kk_star, lam, lam_star, lam_star_sq,
                                    lam_x_sq, lead_c, lo_k, hi_k, m, maximum, mean, minimum, n, rho, rho_star, storage,
-                                   t, tau, var, x, x_pos, x_star, y, z)
+                                   psi, t, tau, var, x, x_pos, x_star, y, z)
 
 PROG = "derive"
 FORMATS = ("text", "latex", "json")
@@ -113,6 +113,9 @@ def _result(cell: Cell) -> Section:
     if form is None:
         why = ("the constructions are derived for eps = 0: with eps > 0 the toolkit's B_min is an "
                "upper bound and has no closed form" if cell.eps
+               else "the foot of the residual line is tied to the budget and the optimal one-sided arc "
+                    "is a numeric fixed point (constructions.one_sided): B_min has no closed form; the "
+                    "sweep certifies it and proves B_lower" if _foot(cell)
                else f"at d = 2 bare pre-{cell.kind.name} realises only two score gaps: B_min has no "
                     "closed form")
         return Section("result", [], f"{intro} Here {why}.")
@@ -217,7 +220,8 @@ def _model(cell: Cell) -> Section:
             rows.append(Row(rho, "=", sympy.exp(tau * (inner(H_S, H_S) - inner(H_S, H_A))),
                             "the attention ratio of s over a: s gets weight rho/(rho+n), each a 1/(rho+n)"))
         elif fam == "arc":
-            rows += [Row(x, "=", n - L / 2, "the offset of the count n from the middle"), *_arc_output(cell)]
+            rows += (_foot_output(cell) if _foot(cell) else
+                     [Row(x, "=", n - L / 2, "the offset of the count n from the middle"), *_arc_output(cell)])
         return Section("the model reduced to a read-out of the count", rows, intro + ".")
     if fam == "segment":
         rows += [Row(rho, "=", sympy.exp(tau * (inner(H_S, H_S) - inner(H_S, H_A))),
@@ -227,6 +231,15 @@ def _model(cell: Cell) -> Section:
     elif fam == "line":
         rows += [Row(K, "=", tau * inner(H_S, H_A) * inner(W, H_A), "the slope of the read-out"),
                  Row(y(n), "=", C + K * readout, "the read-out after n tokens a; C collects the constants")]
+    elif _foot(cell):
+        gain = "w times g elementwise" if cell.affine.gain else "w"
+        top = axes(cell)[0]
+        rows += [*_foot_output(cell),
+                 Row(b, "=", sympy.sqrt(cell.d) * inner(W * G if cell.affine.gain else W, top),
+                     f"the read-out amplitude, {gain} along {top}"),
+                 Row(y(n), "=", C + b * one_sided.SHAPE.xreplace(rule),
+                     "the read-out after n tokens a; psi is the angle of the read-out from the line's "
+                     "normal, C the bias")]
     else:
         gain = "w times g elementwise" if cell.affine.gain else "w"
         top = axes(cell)[0]
@@ -249,6 +262,23 @@ def _arc_output(cell: Cell) -> list:
                f"{cell.kind.name} scales it to norm sqrt(d)")]
 
 
+def _foot(cell: Cell) -> bool:
+    """Whether the foot of the residual line is tied to the budget (the one-sided arc)."""
+    return laws.foot_distance(cell, 1) is not None
+
+
+def _foot_output(cell: Cell) -> list:
+    top, across = axes(cell)
+    along = sympy.sin(psi) * top + sympy.cos(psi) * across
+    perp = sympy.cos(psi) * top - sympy.sin(psi) * across
+    return [Row(F, ">", laws.foot_distance(cell, B), "the foot of the residual line lies at the count -F: "
+                "-(1 + tau|e_s|^2)/(tau|e_a|^2), before the first count, and the budget B bounds how near"),
+            Row(lam, ">", sympy.Integer(0), "the distance of the line of residuals from the origin, in counts"),
+            Row(z(n), "=", sympy.sqrt(cell.d) * (lam * perp + (n + F) * along) / sympy.sqrt(lam**2 + (n + F) ** 2),
+                f"the normalised residual: the residual line runs along sin(psi) {top} + cos(psi) {across}, "
+                f"and {cell.kind.name} scales it to norm sqrt(d)")]
+
+
 def _conditions(cell: Cell) -> Section:
     rows = []
     fam = family(cell)
@@ -265,6 +295,8 @@ def _conditions(cell: Cell) -> Section:
                  Row(D_lo(rho), "=", maximum(lo_k(rho), k, 1, L), "the smallest counting amplitude"),
                  Row(D_hi(rho), "=", minimum(hi_k(rho), kk, 1, L), "the largest"),
                  Row(D_lo(rho), "<", D, "the counting amplitudes"), Row(D, "<", D_hi(rho))]
+    elif _foot(cell):
+        pass  # one-sided: no closed interval of amplitudes (constructions.one_sided)
     elif fam == "line":
         rows += [Row(line.INTERVAL[0], "<", K, "the counting slopes: n = 0 and n = L"),
                  Row(K, "<", line.INTERVAL[1])]
@@ -318,6 +350,10 @@ def _bound(cell: Cell) -> Section:
     if fam == "segment":
         rows.append(Row(B_min(L), "=", infimum(budget(rho, D_lo(rho)), rho, sympy.Lt(D_lo(rho), D_hi(rho))),
                         "the cheapest shape at which some amplitude counts"))
+    elif _foot(cell):
+        rows.append(Row(B_min(L), "=", infimum(budget(b), b, sympy.Lt(sympy.Abs(y(n) - n), sympy.Rational(1, 2))),
+                        "the cheapest amplitude over lambda, psi and C with the foot F at the budget's "
+                        "limit, for every n = 0..L: a fixed point, since F depends on B"))
     elif fam == "arc":
         rows += [Row(lam_star, "=", infimum(lam, lam, sympy.Lt(b_lo(lam), b_hi(lam))),
                      "the closest arc that counts: b_lo increases with lambda"),
@@ -420,13 +456,15 @@ def _circle_head(cell: Cell) -> Section:
 
 def derivation(cell: Cell) -> list[Section]:
     """The derivation of a cell (module docstring); a ``ValueError`` for a cell without a
-    construction (:func:`constructions.regression.refusal`)."""
-    reason = refusal(cell)
-    if reason is None and (cell.task.distractor or cell.read.last):
-        reason = ("the derivation covers the count task at the BOS read; the other tasks and "
-                  "reads are derived in constructions.tasks")
-    if reason is not None:
-        raise ValueError(f"{cell.describe()}: {reason}")
+    construction (the other tasks and reads are derived in :mod:`constructions.tasks`; the
+    classification head of the one-sided arc is not built)."""
+    if cell.task.distractor or cell.read.last:
+        raise ValueError(f"{cell.describe()}: the derivation covers the count task at the BOS "
+                         "read; the other tasks and reads are derived in constructions.tasks")
+    if cell.readout == "classification":
+        from constructions import classification
+
+        classification.design(cell)  # refuses a cell without a head
     head = [_result(cell), _frame(cell), _model(cell), _conditions(cell)]
     if cell.readout == "classification":
         keep = {"e_s", "e_a", "_h_s", "_h_a"} | (set() if cell.post else {"g", "beta"})
@@ -653,9 +691,6 @@ def parse(argv) -> tuple[Cell, str]:
     if cell.post and cell.d < laws.smallest_d(cell):
         raise cli.UsageError(f"post-{cell.kind.name} at d = {cell.d} maps every input to one of two "
                              "points: nothing to derive beyond L = 1")
-    reason = refusal(cell)
-    if reason is not None:
-        raise cli.UsageError(reason)
     return cell, args.format
 
 

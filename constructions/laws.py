@@ -50,13 +50,25 @@ norm of a basis vector's part in the image (:meth:`~constructions.cell.NormKind.
 lies in the plane.  The embeddings are free (scale invariance).  The plane needs an image of
 dimension 2: LayerNorm needs ``d >= 3``, RMSNorm ``d >= 2``.
 
-*Not attained: linear attention with post-RMSNorm.*  There ``r(n) = P + n Q`` with
-``P = (1 + tau|e_s|^2) e_s`` and ``Q = tau <e_s, e_a> e_a``, so ``<P, Q> = (1 + tau|e_s|^2) tau
-<e_s, e_a>^2 >= 0``: the foot of the residual line is at a count ``n0 <= 0`` whatever the
-embeddings, and the symmetric arc (``n0 = L/2``) that attains the capacity above is out of
-reach (LayerNorm escapes this by centring away a common component of ``e_s`` and ``e_a``).
-The capacity is still an upper bound there, but ``B_min`` lies above its inverse; the
-constructions refuse the cell (:func:`constructions.regression.refusal`).
+*The foot: linear attention with post-RMSNorm.*  There ``r(n) = P + n Q`` with
+``P = (1 + tau|e_s|^2) e_s`` and ``Q = tau <e_s, e_a> e_a``.  The foot of the residual line, the
+count ``n0 = -<P, Q>/|Q|^2`` at which ``|r(n)|`` is least, is (where ``<e_s, e_a> != 0``; else
+``r`` is constant and nothing counts beyond ``L = 0``)
+
+    n0 = -(1 + tau |e_s|^2) / (tau |e_a|^2),
+
+whatever the angle between the embeddings, which sets only the distance ``lam = |n0| tan phi``
+of the line from the origin in counts (``phi`` the angle between ``e_s`` and ``e_a``, free in
+``(0, pi/2)``).  So at budget ``B`` the foot lies before the first count, ``n0 <
+-sqrt(d)/B^2`` (:func:`foot_distance`; the bound is approached with ``|e_a| = B`` and
+``e_s -> 0`` and not attained), and every ``n0`` below it is reachable.  LayerNorm escapes this
+by centring away a common component of ``e_s`` and ``e_a``; RMSNorm does not centre.  The arc
+read-out is then one-sided: the symmetric arc (``n0 = L/2``) that attains the capacity above is
+out of reach.  The capacity is still attained (``w`` and ``g`` as for the other arcs), but the
+shapes it applies to are only those with ``n0 <= -F``, ``F = sqrt(d)/B^2``: the reduced problem
+is the arc problem with the foot so restricted, and the foot trades against the budget
+(:mod:`constructions.one_sided`, the construction; :func:`bounds.arc_lower.arc_lower` with
+``foot``, the proven lower bound).  The rates stay ``3/2`` and ``3/4``.
 
 **Leading terms.**  The capacity's leading power and the extremal amplitude's
 (:data:`EXTREMAL_AMPLITUDE`) give the exact ``c(d)`` of ``B_min(L) = c(d) L^p (1 + o(1))``
@@ -187,6 +199,15 @@ def budget(cell: Cell, amplitude, ops: Ops = SYMPY):
     p = degree(cell)
     ratio = amplitude / capacity(cell, 1, 1, ops)
     return {1: ratio, 2: ops.sqrt(ratio), 4: ops.sqrt(ops.sqrt(ratio))}[p]
+
+
+def foot_distance(cell: Cell, B, ops: Ops = SYMPY):
+    """``F(B) = sqrt(d)/B^2``: at budget ``B`` the foot of the residual line lies at a count
+    ``n0 < -F(B)`` (linear attention with post-RMSNorm, module docstring); None where the foot is
+    free (every other post-norm cell) or there is no arc."""
+    if not (cell.post and cell.attention == "linear" and not cell.kind.centred):
+        return None
+    return ops.sqrt(cell.d) / B**2
 
 
 def smallest_d(cell: Cell) -> int:
@@ -329,7 +350,7 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     if cell.post and cell.d < smallest_d(cell):
         return None
     if cell.attention == "linear" and cell.post and not cell.kind.centred:
-        return None  # no construction (constructions.regression.refusal)
+        return None  # the one-sided arc (constructions.one_sided): its constant is not derived
     if cell.eps > 0 and cell.placement.name != "none" and not (fam == "segment" and cell.pre):
         return None
     from constructions.symbols import d as d_symbol

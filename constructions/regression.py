@@ -53,14 +53,16 @@ coordinate ``a M``.
 * linear, no norm or pre-norm: aligned vectors (Cauchy-Schwarz is tight): ``e_s = e_a`` along
   ``top``, ``g = B e_1`` (and ``beta = B e_1``), values of the law's largest norm ``H B``.
 
-**Linear attention with post-RMSNorm is not built** (:func:`refusal`).  Its residual is
-``r(n) = e_s + tau <e_s, e_s> e_s + n tau <e_s, e_a> e_a = P + n Q`` with
-``P = (1 + tau |e_s|^2) e_s`` and ``Q = tau <e_s, e_a> e_a``, so
-``<P, Q> = (1 + tau |e_s|^2) tau <e_s, e_a>^2 >= 0``: the foot of the residual line, at
-``n0 = -<P, Q>/|Q|^2``, is at ``n0 <= 0``, and the symmetric arc (``n0 = L/2``) of the arc
-family is not realisable.  RMSNorm does not centre, so nothing removes a common part of
-``P`` and ``Q``; LayerNorm escapes this by centring away the common ``one`` component of the
-embeddings (:func:`_arc_steps`).
+**Linear attention with post-RMSNorm: the one-sided arc** (:class:`FootDesign`).  Its residual is
+``r(n) = e_s + tau <e_s, e_s> e_s + n tau <e_s, e_a> e_a = P + n Q``, whose foot
+``n0 = -<P, Q>/|Q|^2 = -(1 + tau|e_s|^2)/(tau |e_a|^2)`` lies before the first count, at
+``n0 < -sqrt(d)/B^2`` (:func:`constructions.laws.foot_distance`): the symmetric arc
+(``n0 = L/2``) of the arc family is not realisable, and the optimal arc is one-sided
+(:mod:`constructions.one_sided`), with the read-out angle ``psi`` as a second free shape
+parameter beside ``lam`` and the foot at the budget's limit (:func:`_foot_steps`).  RMSNorm does not centre, so
+nothing removes a common part of ``P`` and ``Q``; LayerNorm escapes this by centring away the
+common ``one`` component of the embeddings (:func:`_arc_steps`).  Its proven lower bound is the
+restricted arc bound (:func:`bounds.arc_lower.arc_lower` with ``foot``).
 
 The cell counts to ``L`` at budget ``B`` iff some ``t`` has ``lo(t) < min(hi(t), cap(t, B))``.
 :meth:`RegressionDesign.build` picks the ``t`` with the largest relative slack
@@ -88,12 +90,12 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions import arc, basis, laws, line, segment, zoom
+from constructions import arc, basis, laws, line, one_sided, segment, zoom
 from constructions.basis import FrameVector
 from constructions.cell import MAX_B, MAX_L, Cell, Params, to_mpf
-from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, Q, W, W0, A, B, C, H,
+from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, Q, W, W0, A, B, C, F, H,
                                    L, N_1, P, S, V, V_norm, X, alpha, beta_1, ell, eta, gamma,
-                                   inner, kappa, mu, n, nu, omega, r, rho, sigma, t, tau, xi)
+                                   inner, kappa, mu, n, nu, omega, psi, r, rho, sigma, t, tau, xi)
 
 #: above this width :meth:`RegressionDesign.symbolic` refuses (it builds d-long sympy vectors);
 #: :meth:`RegressionDesign.frame` and everything numeric work up to ``Cell``'s ``MAX_D``
@@ -129,19 +131,6 @@ def capacity_branches(cell: Cell) -> list:
     if family(cell) == "segment":
         return [B * gap for gap in _branches(laws.value_gap(cell, B, sigma))]
     return _branches(laws.capacity(cell, t, B))
-
-
-def refusal(cell: Cell) -> str | None:
-    """Why no construction attains the capacity law of ``cell``, in one sentence (None: built).
-
-    Linear attention with post-RMSNorm (module docstring): the residual line has its foot at
-    ``n0 <= 0``, so the symmetric arc of the arc family is not realisable.
-    """
-    if cell.attention == "linear" and cell.post and not cell.kind.centred:
-        return ("linear attention with post-RMSNorm is not built: its residuals (1 + tau|e_s|^2) e_s "
-                "+ n tau <e_s,e_a> e_a have <P, Q> >= 0, so the foot of the residual line is at "
-                "n0 <= 0 and the symmetric arc (n0 = L/2) is not realisable")
-    return None
 
 
 @dataclass(frozen=True)
@@ -267,13 +256,45 @@ def _segment_steps(cell: Cell) -> list[Step]:
     ] + read
 
 
+#: how far beyond the budget's limit the one-sided arc puts its foot: ``F = sqrt(d)/B^2 +
+#: FOOT_SLACK``, so that ``|e_s| = sqrt(FOOT_SLACK) B > 0`` (the limit needs ``e_s = 0``)
+FOOT_SLACK = sympy.Rational(1, 2**40)
+
+
+def _foot_steps(cell: Cell) -> list[Step]:
+    """Linear attention with post-RMSNorm: the one-sided arc of :mod:`constructions.one_sided`.
+
+    With ``along = sin psi top + cos psi across`` and ``perp = cos psi top - sin psi across``
+    (orthonormal), ``e_a = B along`` and ``e_s = nu (F along + lam perp)/sqrt(F^2 + lam^2)``
+    give ``<e_s, e_a> = nu B F/sqrt(F^2 + lam^2) > 0``, the foot ``n0 = -(1 + tau nu^2)/(tau B^2)
+    = -F`` (:func:`constructions.laws.foot_distance`) and ``|P + F Q|/|Q| = lam``; the residual is
+    then a positive multiple of ``lam perp + (n + F) along``, and the read-out along ``top`` sees
+    ``A f(n)`` (:data:`constructions.one_sided.SHAPE`).
+    """
+    top, across = axes(cell)
+    along = sympy.sin(psi) * top + sympy.cos(psi) * across
+    perp = sympy.cos(psi) * top - sympy.sin(psi) * across
+    return [
+        _temperature(cell),
+        Step(F, laws.foot_distance(cell, B) + FOOT_SLACK,
+             "the distance of the foot of the residual line before the count 0: just beyond the "
+             "nearest the budget allows"),
+        Step(nu, sympy.sqrt(FOOT_SLACK) * B, "the norm of e_s, which sets how far beyond that limit"),
+        _vec(E_A, B * along, "the embedding of a, of norm B, along the residual line", "e_a"),
+        _vec(E_S, nu * (F * along + t * perp) / sympy.sqrt(F**2 + t**2),
+             "the embedding of s, at the angle that puts the line at distance lambda", "e_s"),
+    ]
+
+
 def _arc_steps(cell: Cell) -> list[Step]:
     """Embeddings with the normalised residual ``z(n)`` a positive multiple of
-    ``lam across + (n - L/2) top`` (:func:`axes`)."""
+    ``lam across + (n - L/2) top`` (:func:`axes`), or for a foot tied to the budget the one-sided
+    arc (:func:`_foot_steps`)."""
     d = cell.d
     sd = sympy.sqrt(d)
     top, across = axes(cell)
-    out = [
+    foot = laws.foot_distance(cell, B) is not None
+    out = _foot_steps(cell) if foot else [
         _vec(V, t * across - (L / 2) * top, "the residual line at n = 0, up to scale"),
         Step(V_norm, sympy.sqrt(t**2 + L**2 / 4), "its norm"),
         _embedding_scale(cell),
@@ -293,8 +314,8 @@ def _arc_steps(cell: Cell) -> list[Step]:
             _vec(E_S, (kappa / (2 * rho)) * V, "the embedding of s", "e_s"),
             _vec(E_A, kappa * top - E_S, "the embedding of a", "e_a"),
         ]
-    else:
-        # LayerNorm only (RegressionDesign refuses RMSNorm):
+    elif not foot:
+        # LayerNorm (RMSNorm ties the foot to the budget: _foot_steps):
         # r(n) = (1 + tau|e_s|^2) e_s + n tau <e_s,e_a> e_a with e_s = xi v + eta one,
         # e_a = mu c_1 + eta one; mu solves tau mu (eta^2 - xi mu L/2) = (1 + tau |e_s|^2) xi
         out += [
@@ -317,7 +338,8 @@ def _arc_steps(cell: Cell) -> list[Step]:
                 _vec(G, S * E1, f"the {cell.kind.name} gain", "g")]
         if cell.affine.bias:
             out.append(_vec(BETA, sympy.Integer(0), f"the {cell.kind.name} bias", "beta"))
-    out.append(Step(W0, L / 2, "the read-out bias, the middle count", "w0"))
+    out.append(Step(W0, C, "the read-out bias", "w0") if foot
+               else Step(W0, L / 2, "the read-out bias, the middle count", "w0"))
     return out
 
 
@@ -430,12 +452,12 @@ def _relative_slack(lo, top):
 class RegressionDesign:
     """The optimal regression construction of one cell (see the module docstring)."""
 
+    #: the judge's backend for the bisection's screen (:func:`bounds.search.regression_row`)
+    screen_backend = "float64"
+
     def __init__(self, cell: Cell):
         if cell.readout != "regression":
             raise ValueError("RegressionDesign is for regression cells")
-        reason = refusal(cell)
-        if reason is not None:
-            raise ValueError(f"{cell.describe()}: {reason}")
         self.cell = cell
         self.family = family(cell)
         self.module = FAMILIES[self.family]
@@ -616,6 +638,10 @@ class RegressionDesign:
         """The construction evaluated in mpmath: name -> mpf or length-d object array of mpf."""
         values = self.compiled()(mpmath.mpf(B_value), mpmath.mpf(L_value), mpmath.mpf(t_value),
                                  mpmath.mpf(A_value), mpmath.mpf(C_value))
+        return self._named(values)
+
+    def _named(self, values) -> dict:
+        """The compiled values by name, vectors repeated out to length ``d``."""
         out = {}
         d = self.cell.d
         for name, v in zip(self._names, values):
@@ -627,12 +653,108 @@ class RegressionDesign:
         return out
 
 
+class FootDesign(RegressionDesign):
+    """Linear attention with post-RMSNorm: the one-sided arc (:mod:`constructions.one_sided`).
+
+    The shape is ``lam`` (``t``) with the read-out angle ``psi`` as a sixth argument of the
+    construction (:meth:`evaluate`), and the foot is the budget's, ``F(B) = sqrt(d)/B^2 +
+    FOOT_SLACK``.  At budget ``B`` the construction counts iff some ``lam`` has
+    ``R*(F(B), lam) < cap(B)`` and an interior (:func:`constructions.one_sided.slack`); ``R*``
+    increases with ``F`` and ``F(B)`` decreases with ``B``, so the smallest such ``B`` is the
+    fixed point of ``B -> budget(min_lam R*(F(B), lam))``, reached from below by iterating it
+    (:meth:`estimate`).
+
+    The screen's backend is ``mp30``: ``e_s`` and ``e_a`` are nearly orthogonal (``cos = F/sqrt(F^2 +
+    lam^2)``, about ``1e-13`` at ``L = 4096``), so float64 would carry the foot and ``lam`` with a
+    relative error far above the counting margin.
+    """
+
+    screen_backend = "mp30"
+
+    def foot(self, B_value: float) -> float:
+        """``F(B)``, the foot the construction uses at budget ``B`` (float)."""
+        return laws.foot_distance(self.cell, float(B_value), laws.FLOAT) + float(FOOT_SLACK)
+
+    def compiled(self):
+        """The construction lambdified for mpmath in ``ARGS`` and ``psi``."""
+        if self._build is None:
+            assignments, out = program(self.steps(), self.cell.d)
+            self._names = list(out)
+            heads = [v.coordinates() if isinstance(v, FrameVector) else v for v in out.values()]
+            self._build = sympy.lambdify(ARGS + (psi,), heads, "mpmath",
+                                         cse=lambda exprs: (assignments, exprs))
+        return self._build
+
+    def interval(self, t_value, L_value: int):
+        raise ValueError("the one-sided arc's counting amplitudes depend on the read-out angle and "
+                         "on the budget's foot: see constructions.one_sided")
+
+    interval_float = interval
+
+    def slack(self, t_value, L_value: int, B_value: float):
+        cap = float(self.capacity(1.0, B_value))
+        return np.array([one_sided.slack(L_value, self.foot(B_value), float(v), cap)
+                         for v in np.atleast_1d(t_value)])
+
+    def best_shape(self, L_value: int, B_value: float):
+        return one_sided.best_shape(L_value, self.foot(B_value), float(self.capacity(1.0, B_value)))
+
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
+        """The fixed point ``B = budget(min_lam R*(F(B), lam))`` (class docstring), or None."""
+        B_value = 0.0
+        foot = float(FOOT_SLACK)
+        for _ in range(200):
+            _, R = one_sided.least_amplitude(L_value, foot)
+            if not np.isfinite(R):
+                return None
+            new = float(laws.budget(self.cell, R, laws.FLOAT))
+            if new > hi_B:
+                return None
+            if abs(new - B_value) <= rtol * 1e-3 * new:
+                break
+            B_value, foot = new, self.foot(new)
+        return new
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        """The construction at budget ``B``: the best ``lam``, a read-out halfway between ``R*`` and
+        the capacity (:func:`constructions.one_sided.readout`); where nothing counts, the least
+        read-out, scaled to the capacity if it exceeds it (a parameter set within the budget that
+        does not count)."""
+        L_value = _check_count(L_value)
+        with mpmath.workdps(dps):
+            Bv = _check_budget(B_value)
+            foot, cap = self.foot(float(Bv)), float(self.capacity(1.0, float(Bv)))
+            lam, _ = self.best_shape(L_value, float(Bv))
+            if lam is None:
+                lam = 1.0
+            chosen = one_sided.readout(L_value, foot, lam, cap)
+            if chosen is None:
+                R, x = one_sided.min_norm(L_value, foot, lam)
+                x = np.array([L_value / 2, 0.0, 1.0]) if x is None else x
+                A = min(float(np.hypot(x[1], x[2])), cap) * (1 - 1e-12)
+                chosen = (float(x[0]), A, float(np.arctan2(x[2], x[1])))
+            Cv, Av, angle = chosen
+            out = self.evaluate(L_value, Bv, lam, Av, Cv, angle)
+            vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
+            return Params(self.cell, vectors, {"w0": out["w0"]})
+
+    def evaluate(self, L_value, B_value, t_value, A_value, C_value, psi_value=mpmath.pi / 2) -> dict:
+        """As :meth:`RegressionDesign.evaluate`, with the read-out angle ``psi`` (default
+        ``pi/2``: ``top`` along the line, the direction the classification head reads)."""
+        values = self.compiled()(mpmath.mpf(B_value), mpmath.mpf(L_value), mpmath.mpf(t_value),
+                                 mpmath.mpf(A_value), mpmath.mpf(C_value), mpmath.mpf(psi_value))
+        return self._named(values)
+
+
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
-    """The construction of a regression cell: :class:`RegressionDesign` for the count task at
-    the BOS read, :class:`constructions.tasks.TaskDesign` for the other tasks and reads."""
+    """The construction of a regression cell: :class:`constructions.tasks.TaskDesign` for the
+    other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
+    post-RMSNorm), :class:`RegressionDesign` otherwise."""
     if cell.task.distractor or cell.read.last:
         from constructions.tasks import TaskDesign  # it builds on this module
 
         return TaskDesign(cell)
+    if laws.foot_distance(cell, 1) is not None and cell.readout == "regression":
+        return FootDesign(cell)
     return RegressionDesign(cell)

@@ -96,6 +96,10 @@ eta = sympy.Symbol("eta", **_pos)
 xi = sympy.Symbol("xi", **_pos)
 omega = sympy.Symbol("omega", **_pos)
 mu = sympy.Symbol("mu", **_pos)
+#: one-sided arc (linear attention, post-RMSNorm): the distance F of the foot of the residual
+#: line before the count 0, and the angle psi of the read-out from the line's normal
+F = sympy.Symbol("F", **_pos)
+psi = sympy.Symbol("psi", real=True)
 #: line, learned pre-norm: the norm of the token values
 H = sympy.Symbol("H", **_pos)
 #: post_learned: the norm of w and of g

@@ -18,14 +18,14 @@ from bounds.lower import line_lower
 from bounds.lstar import l_star
 from constructions import arc, closed_forms as cf, laws, segment
 from constructions.cell import ATTENTIONS, NORMS, Cell
-from constructions.regression import capacity_branches, design, family, refusal
+from constructions.regression import capacity_branches, design, family
 from constructions.symbols import A, L, k, kk, lam, rho, sigma, x
 
 REG_CELLS = list(itertools.product(ATTENTIONS, NORMS))
 #: every (attention, variant, norm kind, affine) with a construction, the new kinds and affines included
 ALL_PARTS = [(att, norm, kind, affine) for att, norm in REG_CELLS for kind in ("layernorm", "rmsnorm")
              for affine in ((None,) if norm == "none" or norm.endswith("bare") else ("gain", "gain_bias"))
-             if refusal(Cell(att, norm, "regression", norm=kind, affine=affine)) is None]
+             if laws.foot_distance(Cell(att, norm, "regression", norm=kind, affine=affine), 1) is None]
 
 
 def test_corner_identities_hold_symbolically():

@@ -41,7 +41,7 @@ def _reg_parts():
         for affine in (None,) if norm == "none" or norm.endswith("bare") else ("gain", "gain_bias"):
             cell = Cell(att, norm, "regression", d=d, norm=kind, affine=affine)
             new = not cell.kind.centred or cell.affine.name == "gain"
-            if regression.refusal(cell) is None and d >= laws.smallest_d(cell) and (d > 2 or new):
+            if laws.foot_distance(cell, 1) is None and d >= laws.smallest_d(cell) and (d > 2 or new):
                 out.append((att, norm, kind, affine, d))
     return out
 
@@ -254,24 +254,6 @@ def test_build_accepts_every_kind_of_real():
     for B_value in (np.float32(1.5), mpmath.mpf("1.5"), Fraction(3, 2), sympy.Rational(3, 2)):
         got = des.build(np.int64(4), B_value)
         assert all((got.vectors[k] == ref.vectors[k]).all() for k in ref.vectors)
-
-
-@pytest.mark.parametrize("variant,affine", [("post_bare", None), ("post_learned", "gain"),
-                                            ("post_learned", "gain_bias")])
-def test_linear_post_rmsnorm_is_refused_with_its_reason(variant, affine):
-    """Linear attention with post-RMSNorm: <P, Q> >= 0 puts the foot of the residual line at
-    n0 <= 0, so the symmetric arc is not realisable; every design says so and builds nothing."""
-    cell = Cell("linear", variant, "regression", d=8, norm="rmsnorm", affine=affine)
-    for make in (regression.design, lambda c: classification.design(c.replace(readout="classification"))):
-        with pytest.raises(ValueError, match=r"n0 <= 0 and the symmetric arc \(n0 = L/2\) is not realisable"):
-            make(cell)
-    # the reason in one sentence: the residual of any embeddings has <P, Q> >= 0
-    rng = np.random.default_rng(3)
-    tau = 1 / np.sqrt(8)
-    for _ in range(100):
-        e_s, e_a = rng.normal(size=8), rng.normal(size=8)
-        P_vec, Q_vec = (1 + tau * e_s @ e_s) * e_s, tau * (e_s @ e_a) * e_a
-        assert P_vec @ Q_vec >= 0
 
 
 @pytest.mark.parametrize("att,norm,kind,affine,d", REG_PARTS, ids=REG_PARTS_IDS)

@@ -14,7 +14,8 @@ where the cell counts):
 * the closed-form ranges are tight: the closed form is the float64 optimum of the reduced problem
   at its smallest ``L`` and not one below.
 
-Linear attention with post-RMSNorm is refused (``tests/test_constructions.py``).
+Linear attention with post-RMSNorm, whose foot is tied to the budget, has its own tests
+(``tests/test_linear_post_rms.py``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _cells():
     out = []
     for att, (variant, kind, affine), d in itertools.product(("softmax", "linear"), PARTS, (2, 3, 8)):
         cell = Cell(att, variant, "regression", d=d, norm=kind, affine=affine)
-        if regression.refusal(cell) is None and d >= laws.smallest_d(cell):
+        if laws.foot_distance(cell, 1) is None and d >= laws.smallest_d(cell):
             out.append(cell)
     return out
 

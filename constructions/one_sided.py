@@ -1,0 +1,211 @@
+"""The one-sided arc: what a linear read-out counts after post-norm when the foot of the
+residual line is held before the counted range (linear attention with post-RMSNorm).
+
+The residual line ``r(n) = P + n Q`` has its foot, the count ``n0`` at which ``|r(n)|`` is
+least, at ``n0 = -F`` with ``F > sqrt(d)/B^2`` at budget ``B``
+(:func:`constructions.laws.foot_distance`).  In the plane of ``P, Q`` let ``along = Q/|Q|`` and
+``perp`` the unit vector along ``P + F Q``; with ``lam = |P + F Q|/|Q|`` (the distance of the
+line from the origin, in counts) the normalised residual is ``sqrt(d) v_n`` with
+
+    v_n = (lam perp + (n + F) along) / sqrt(lam^2 + (n + F)^2),
+
+and every read-out is ``y(n) = C + <u, v_n>``, ``|u|`` the arc amplitude of
+:mod:`constructions.laws`.  With ``u = A (cos psi perp + sin psi along)``
+
+    y(n) = C + A f(n),   f(n) = (lam cos psi + (n + F) sin psi) / sqrt(lam^2 + (n + F)^2)
+
+(:data:`SHAPE`).  Unlike the symmetric arc (:mod:`constructions.arc`, ``n0 = L/2``, where the
+odd symmetry fixes ``psi = pi/2`` and ``C = L/2``) the angle ``psi`` and ``C`` are free.
+
+**At a shape.**  For fixed ``(F, lam)`` the counting read-outs ``(C, u)``,
+``|C + <u, v_n> - n| < 1/2`` for ``n = 0..L``, form an open convex polyhedron ``K``.  Its closure
+has a unique point of least ``|u|``, ``R*(F, lam)`` (:func:`min_norm`: the small problem on a
+few counts, adding the most violated count until all ``L + 1`` hold; only a handful bind), and
+an inscribed point of largest margin ``delta`` (:func:`centre_point`, a linear programme).  Every
+mixture ``(1 - th) x* + th x_c`` with ``0 < th <= 1`` of the two is in ``K`` (margin ``th
+delta > 0``) and has ``|u| <= (1 - th) R* + th |u_c|``; so a budget whose capacity exceeds
+``R*`` counts at this shape iff ``delta > 0``, and :func:`readout` picks ``th`` so that ``|u|`` is
+halfway between ``R*`` and the capacity.
+
+**The best shape.**  ``R*`` is smallest where ``K`` shrinks to a point (for ``L >= 16``; at
+small ``L`` a single pair of counts binds and ``K`` keeps an interior): :func:`best_shape`
+maximises the relative slack ``(cap - R*)/R*`` over ``lam`` among the shapes with ``delta > 0``
+(a log-spaced scan of ``R*`` and a Brent search, then the least shape and its neighbours at
+half-decade steps).  ``R*``
+(minimised over ``lam``) increases with ``F``, so the best foot is the nearest the budget allows.
+As ``L`` grows the best ``lam`` is of order ``L^{3/2} >> L``: all counts are within ``O(L)`` of
+the foot, where ``atan`` deviates from a line by the same cubic term as at the centre of the
+symmetric arc, and ``psi`` cancels the quadratic one; so ``R*`` grows as ``L^{3/2}``, like the
+other arcs.  Everything here is a float64 screen: the constructions are judged in ball
+arithmetic, and the lower bound (:func:`bounds.arc_lower.arc_lower` with ``foot``) is proven
+independently of it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import sympy
+from scipy.optimize import linprog, minimize, minimize_scalar
+
+from constructions.symbols import F, n, psi, t
+
+#: ``y(n) = C + A * SHAPE``: the foot at ``-F``, shape ``t = lam``, read-out angle ``psi``
+SHAPE = (t * sympy.cos(psi) + (n + F) * sympy.sin(psi)) / sympy.sqrt(t**2 + (n + F) ** 2)
+
+
+def points(L: int, foot: float, lam: float) -> np.ndarray:
+    """``v_n`` for ``n = 0..L`` in the basis ``(perp, along)``: shape ``(L + 1, 2)``."""
+    s = np.arange(L + 1, dtype=np.float64) + foot
+    r = np.hypot(lam, s)
+    return np.stack([lam / r, s / r], axis=1)
+
+
+def _system(L: int, foot: float, lam: float):
+    """The constraints ``|M x - ns| <= 1/2`` in ``x = (C', u)``, ``C' = C + <u, v_m>`` with the
+    middle count's point ``v_m`` (well conditioned: ``C`` nearly cancels ``<u, v_m>``)."""
+    V = points(L, foot, lam)
+    mid = V[L // 2]
+    M = np.hstack([np.ones((L + 1, 1)), V - mid])
+    return M, np.arange(L + 1, dtype=np.float64), mid
+
+
+def _small(M: np.ndarray, ns: np.ndarray, x0: np.ndarray, scale: float) -> np.ndarray:
+    """``argmin |u|`` over ``x = (C', u)`` with ``|M x - ns| <= 1/2`` on a few counts (SLSQP)."""
+    cons = [{"type": "ineq", "fun": lambda x: 0.5 - (M @ x - ns), "jac": lambda x: -M},
+            {"type": "ineq", "fun": lambda x: 0.5 + (M @ x - ns), "jac": lambda x: M}]
+    k = 1 / scale**2
+    res = minimize(lambda x: k * (x[1] ** 2 + x[2] ** 2), x0,
+                   jac=lambda x: np.array([0.0, 2 * k * x[1], 2 * k * x[2]]),
+                   constraints=cons, method="SLSQP", options={"ftol": 1e-16, "maxiter": 500})
+    return res.x
+
+
+def _plain(x: np.ndarray, mid: np.ndarray) -> np.ndarray:
+    """``(C, u)`` from ``(C', u)``."""
+    return np.array([x[0] - x[1] * mid[0] - x[2] * mid[1], x[1], x[2]])
+
+
+@functools.lru_cache(maxsize=4096)
+def min_norm(L: int, foot: float, lam: float):
+    """``(R*, x*)``: the least amplitude at the shape and its read-out ``x* = (C, u_perp,
+    u_along)``; ``(inf, None)`` where nothing counts (module docstring)."""
+    M, ns, mid = _system(L, foot, lam)
+    x = np.linalg.lstsq(M, ns, rcond=None)[0]
+    scale = max(1.0, float(np.hypot(x[1], x[2])))
+    active = sorted({0, L, L // 4, L // 2, (3 * L) // 4})
+    for _ in range(60):
+        x = _small(M[active], ns[active], x, scale)
+        err = np.abs(M @ x - ns) - 0.5
+        worst = int(np.argmax(err))
+        if err[worst] <= 1e-9:
+            return float(np.hypot(x[1], x[2])), _plain(x, mid)
+        if worst in active:
+            return np.inf, None
+        active = sorted(set(active) | {worst})
+    return np.inf, None
+
+
+@functools.lru_cache(maxsize=4096)
+def centre_point(L: int, foot: float, lam: float):
+    """``(delta, x_c)``: the read-out with the largest margin ``delta`` in every count (LP)."""
+    M, ns, mid = _system(L, foot, lam)
+    ones = np.ones((L + 1, 1))
+    A_ub = np.vstack([np.hstack([M, ones]), np.hstack([-M, ones])])
+    b_ub = np.concatenate([ns + 0.5, 0.5 - ns])
+    res = linprog([0, 0, 0, -1], A_ub=A_ub, b_ub=b_ub, bounds=[(None, None)] * 3 + [(None, 0.5)],
+                  method="highs")
+    if res.status != 0:
+        return -np.inf, None
+    return float(res.x[3]), _plain(res.x[:3], mid)
+
+
+def slack(L: int, foot: float, lam: float, cap: float) -> float:
+    """``(cap - R*)/R*`` where the shape has an interior (``delta > 0``), else ``-inf``."""
+    R, _ = min_norm(L, foot, lam)
+    if not np.isfinite(R) or R >= cap or centre_point(L, foot, lam)[0] <= 0:
+        return -np.inf
+    return (cap - R) / R
+
+
+def least_amplitude(L: int, foot: float):
+    """``(lam, min over lam of R*)`` at the foot: a log-spaced scan, then a bounded Brent search."""
+    return _least(L, float(foot))
+
+
+#: the last best ``lam`` per ``L``: feet of nearby budgets have nearby best shapes
+_LAST: dict = {}
+
+
+@functools.lru_cache(maxsize=256)
+def _least(L: int, foot: float):
+    value = lambda ll: min_norm(L, foot, float(np.exp(ll)))[0]
+    if L in _LAST:  # a Brent search in a bracket around the last best shape, if it holds it
+        mid = np.log(_LAST[L])
+        res = minimize_scalar(value, bounds=(mid - 0.25, mid + 0.25), method="bounded",
+                              options={"xatol": 1e-12})
+        if (np.isfinite(res.fun) and abs(res.x - mid) < 0.2
+                and res.fun < min(value(mid - 0.25), value(mid + 0.25))):
+            _LAST[L] = float(np.exp(res.x))
+            return _LAST[L], float(res.fun)
+    grid = np.linspace(np.log(1e-2), np.log(10.0 * (L + 2) ** 1.5), 49)
+    vals = np.array([value(g) for g in grid])
+    j = int(np.argmin(vals))
+    if not np.isfinite(vals[j]):
+        return None, np.inf
+    res = minimize_scalar(value, bounds=(grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]),
+                          method="bounded", options={"xatol": 1e-12})
+    ll = res.x if res.fun < vals[j] else grid[j]
+    _LAST[L] = float(np.exp(ll))
+    return _LAST[L], min(float(res.fun), float(vals[j]))
+
+
+#: relative steps from the least shape tried by :func:`best_shape`: half decades, 1e-9 to 0.3
+STEPS = 10.0 ** np.arange(-9.0, 0.0, 0.5)
+
+
+def best_shape(L: int, foot: float, cap: float):
+    """``(lam, slack)``: the shape with the largest slack at the capacity ``cap`` among the least
+    shape ``lam0`` and ``lam0 (1 + e)^{+-1}`` for half-decade steps ``e`` (where ``K`` shrinks to
+    a point at ``lam0`` the slack is largest next to it, on the side where ``K`` has an interior;
+    a step of a half decade loses at most a fixed part of the slack)."""
+    lam0, R0 = least_amplitude(L, foot)
+    if lam0 is None or R0 >= cap:
+        return lam0, -np.inf if lam0 is None else (cap - R0) / R0
+    best = (lam0, slack(L, foot, lam0, cap))
+    for lam in np.concatenate([lam0 * (1 + STEPS), lam0 / (1 + STEPS)]):
+        v = slack(L, foot, float(lam), cap)
+        if v > best[1]:
+            best = (float(lam), v)
+    return best
+
+
+def readout(L: int, foot: float, lam: float, cap: float):
+    """``(C, A, psi)``: a counting read-out with ``|u|`` halfway between ``R*`` and ``cap``
+    (module docstring); None where the shape has no interior or ``R* >= cap``."""
+    R, xs = min_norm(L, foot, lam)
+    delta, xc = centre_point(L, foot, lam)
+    if xs is None or xc is None or delta <= 0 or R >= cap:
+        return None
+    target = (R + cap) / 2
+    uc = float(np.hypot(xc[1], xc[2]))
+    th = 1.0 if uc <= target else (target - R) / (uc - R)
+    x = (1 - th) * xs + th * xc
+    return float(x[0]), float(np.hypot(x[1], x[2])), float(np.arctan2(x[2], x[1]))
+
+
+def binding_counts(L: int, foot: float, lam: float) -> tuple:
+    """Four counts holding those that bind at the least read-out of the shape (the largest
+    errors first), ``0`` and ``L``: the counts of the restricted arc bound."""
+    V = points(L, foot, lam)
+    _, x = min_norm(L, foot, lam)
+    err = np.abs(x[0] + V @ x[1:] - np.arange(L + 1))
+    order = [int(k) for k in np.argsort(-err, kind="stable") if err[k] > 0.5 - 1e-6]
+    out = []
+    for k in order + [L, 0, L // 2, L // 4, (3 * L) // 4, 1, 2]:
+        if k not in out and len(out) < 4:
+            out.append(k)
+    if 2 * min(out) > L:  # the bound needs a count in the first half
+        out[-1] = 0
+    return tuple(sorted(out))

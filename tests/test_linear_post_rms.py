@@ -1,0 +1,192 @@
+"""Linear attention with post-RMSNorm: the foot of the residual line, the one-sided arc and the
+restricted arc bound.
+
+* the foot law (:func:`constructions.laws.foot_distance`) against the residuals of the model
+  computed by hand from random embeddings: the foot is ``-(1 + tau|e_s|^2)/(tau|e_a|^2)``, before
+  ``-sqrt(d)/B^2``;
+* the construction (bare, gain, gain and bias) counts in ball arithmetic slightly above its
+  estimate and not slightly below, stays within its budget, and at the law's capacity reads out
+  exactly ``C + cap f(n)`` (:data:`constructions.one_sided.SHAPE`) in an independent reference
+  forward pass (``tests/test_new_cells.py``), its foot at the budget's limit;
+* its classification head counts; its sweep row is certified with ``B_lower`` within 1e-4;
+* :func:`bounds.arc_lower.arc_lower` with ``foot``: never above the smallest amplitude of any
+  restricted shape (an independent LP + SLSQP reference), tight against the reference optimum
+  at the foot (with the counts that bind there), and above the symmetric optimum, which the
+  restriction excludes; bad arguments are refused.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog, minimize, minimize_scalar
+
+import mpmath
+from test_new_cells import _reference_readout
+
+from bounds import search
+from bounds.arc_lower import arc_lower
+from constructions import classification, laws, regression
+from constructions.cell import Cell
+from constructions.closed_forms import arc_closed_form
+from verify import counts_to
+
+CELLS = [Cell("linear", v, "regression", d=8, norm="rmsnorm", affine=a)
+         for v, a in (("post_bare", None), ("post_learned", "gain"), ("post_learned", "gain_bias"))]
+IDS = ["bare", "gain", "gain_bias"]
+#: relative step above and below the estimate of B_min
+STEP = 1e-3
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(-3, 3), min_size=16, max_size=16), st.sampled_from([2, 3, 8]))
+def test_foot_of_the_residual_line(coords, d):
+    e_s, e_a = np.array(coords[:d]), np.array(coords[8:8 + d])
+    tau = 1 / math.sqrt(d)
+    dot = float(e_s @ e_a)
+    if abs(dot) < 1e-3 or np.linalg.norm(e_a) < 1e-3:
+        return
+    # the model by hand: r(n) = e_s + score_s e_s + n score_a e_a (linear attention, h = e)
+    r = [e_s + tau * float(e_s @ e_s) * e_s + k * tau * dot * e_a for k in range(3)]
+    step = r[1] - r[0]
+    assert np.allclose(r[2] - r[1], step)
+    foot = -float(r[0] @ step) / float(step @ step)
+    assert foot == pytest.approx(-(1 + tau * float(e_s @ e_s)) / (tau * float(e_a @ e_a)), rel=1e-9)
+    B = float(max(np.linalg.norm(e_s), np.linalg.norm(e_a)))
+    cell = Cell("linear", "post_bare", "regression", d=d, norm="rmsnorm")
+    assert foot < -laws.foot_distance(cell, B, laws.FLOAT)
+
+
+def test_the_foot_is_free_elsewhere():
+    for att, kind in (("softmax", "rmsnorm"), ("linear", "layernorm"), ("softmax", "layernorm")):
+        assert laws.foot_distance(Cell(att, "post_bare", "regression", norm=kind), 1.0) is None
+    assert laws.foot_distance(Cell("linear", "none", "regression", norm="rmsnorm"), 1.0) is None
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=IDS)
+def test_construction_counts_above_the_estimate_and_not_below(cell):
+    des = regression.design(cell)
+    L = 8
+    est = des.estimate(L)
+    above = des.build(L, est * (1 + STEP))
+    res = counts_to(above, L, backend="arb256")
+    assert res.verdict == "counts" and res.certified, res
+    assert above.bound() <= mpmath.mpf(est * (1 + STEP)) * (1 + mpmath.mpf("1e-9"))
+    below = des.build(L, est * (1 - STEP))
+    assert below.bound() <= mpmath.mpf(est * (1 - STEP)) * (1 + mpmath.mpf("1e-9"))
+    assert counts_to(below, L, backend="mp30").verdict != "counts"
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=IDS)
+def test_construction_attains_the_capacity_at_the_foot(cell):
+    """With amplitude cap(B) the read-out is C + cap f(n) with the foot F(B) (reference forward
+    pass), and every vector is within B."""
+    des = regression.design(cell)
+    L, B_value, lam, angle = 8, 2.5, 7.0, 2.2
+    with mpmath.workdps(40):
+        Bv = mpmath.mpf(B_value)
+        cap = laws.capacity(cell, None, Bv, laws.MPMATH)
+        out = des.evaluate(L, Bv, lam, cap, 3, angle)
+        vec = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
+        for name, v in vec.items():
+            assert mpmath.sqrt(mpmath.fsum(x * x for x in v)) <= Bv * (1 + mpmath.mpf("1e-30")), name
+        ys = _reference_readout(cell, vec, out["w0"], L)
+        foot = mpmath.sqrt(cell.d) / Bv**2 + mpmath.mpf(2) ** -40
+        f = lambda k: ((lam * mpmath.cos(angle) + (k + foot) * mpmath.sin(angle))
+                       / mpmath.sqrt(lam**2 + (k + foot) ** 2))
+        for k, y in enumerate(ys):
+            assert abs(y - (3 + cap * f(k))) <= mpmath.mpf("1e-25") * cap, (k, y)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=IDS)
+def test_classification_head_counts(cell):
+    params = classification.design(cell.replace(readout="classification")).build(16)
+    assert params.bound() <= 1 + 1e-12
+    res = counts_to(params, 16, backend="arb256")
+    assert res.verdict == "counts" and res.certified and res.min_margin > 0, res
+
+
+def test_sweep_row_is_certified_with_its_lower_bound():
+    row = search.regression_row(CELLS[0], 6)
+    assert row["certified"] and row["B_lower"] <= row["B_min"]
+    assert row["B_min"] / row["B_lower"] - 1 <= 1e-4 + 1e-6
+    assert row["closed_form"] is None
+
+
+def _inner_min(L: int, lam: float, n0: float):
+    """``(min |u|, errors)`` over ``C, u`` with ``|C + <u, v_n> - n| <= 1/2`` (``inf`` if none):
+    an LP for a feasible start, then SLSQP on ``|u|^2``."""
+    n = np.arange(L + 1, dtype=float)
+    th = np.arctan((n - n0) / lam)
+    A = np.column_stack([np.ones_like(n), np.cos(th), np.sin(th)])
+    A_ub = np.vstack([np.column_stack([A, np.zeros(L + 1)]), np.column_stack([-A, np.zeros(L + 1)]),
+                      [[0, 1, 0, -1], [0, -1, 0, -1], [0, 0, 1, -1], [0, 0, -1, -1]]])
+    b_ub = np.concatenate([n + 0.5, 0.5 - n, np.zeros(4)])
+    lp = linprog([0, 0, 0, 1], A_ub=A_ub, b_ub=b_ub, bounds=[(None, None)] * 4, method="highs")
+    if lp.status != 0:
+        return math.inf, None
+    cons = [{"type": "ineq", "fun": lambda z: A @ z - (n - 0.5), "jac": lambda z: A},
+            {"type": "ineq", "fun": lambda z: (n + 0.5) - A @ z, "jac": lambda z: -A}]
+    res = minimize(lambda z: z[1] ** 2 + z[2] ** 2, lp.x[:3], jac=lambda z: np.array([0, 2 * z[1], 2 * z[2]]),
+                   constraints=cons, method="SLSQP", options={"ftol": 1e-15, "maxiter": 500})
+    z = res.x if np.all(np.abs(A @ res.x - n) <= 0.5 + 1e-9) else lp.x[:3]
+    return float(np.hypot(z[1], z[2])), A @ z - n
+
+
+def _optimum_at(L: int, n0: float):
+    """The reference optimum over ``lam`` at the foot ``n0`` and its binding counts."""
+    f = lambda ll: _inner_min(L, math.exp(ll), n0)[0]
+    grid = np.linspace(math.log(0.1), math.log(10 * (L + 2) ** 1.5), 60)
+    j = int(np.argmin([f(g) for g in grid]))
+    res = minimize_scalar(f, bounds=(grid[max(j - 1, 0)], grid[min(j + 1, 59)]), method="bounded",
+                          options={"xatol": 1e-10})
+    R, err = _inner_min(L, math.exp(res.x), n0)
+    return R, [k for k in range(L + 1) if abs(err[k]) > 0.5 - 1e-6]
+
+
+def _counts(L: int, binding) -> tuple:
+    """Four counts holding the binding ones, 0 and L (filled in with spread-out counts)."""
+    out = set(binding) | {0, L}
+    for k in (L // 4, L // 2, (3 * L) // 4, 1):
+        if len(out) >= 4:
+            break
+        out.add(k)
+    return tuple(sorted(out)[:4])
+
+
+@pytest.mark.parametrize("L", [8, 16])
+def test_restricted_bound_is_tight_and_valid(L):
+    foot = 0.25
+    R_ref, binding = _optimum_at(L, -foot)
+    counts = _counts(L, binding)
+    low = arc_lower(L, R_ref * (1 + 1e-9), foot=foot, counts=counts)
+    assert R_ref / low - 1 < 1.2e-4, (R_ref, low, counts)
+    # valid: below the reference at every restricted shape (any foot n0 <= -F)
+    rng = np.random.default_rng(L)
+    for lam, n0 in zip(np.exp(rng.uniform(math.log(0.5), math.log(4 * L ** 1.5), 12)),
+                       -foot - rng.exponential(L / 4, 12)):
+        R, _ = _inner_min(L, float(lam), float(n0))
+        assert low <= R * (1 + 1e-9), (lam, n0)
+
+
+def test_restriction_excludes_the_symmetric_arc():
+    """At L = 8 no arc with its foot before the first count reaches twice the symmetric optimum
+    (the bound certifies the target itself with rtol = 0); the unrestricted bound cannot."""
+    L = 8
+    r_sym = arc_closed_form(Cell("softmax", "post_bare", "regression"), L)["b"]
+    target = 2 * r_sym
+    assert arc_lower(L, target, rtol=0.0, foot=0.0, counts=(0, 2, 4, 8)) == target
+    assert arc_lower(L, target) <= r_sym
+
+
+@pytest.mark.parametrize("kwargs", [dict(foot=-1.0), dict(foot=float("nan")), dict(counts=(0, 2, 4, 8)),
+                                    dict(foot=0.0, counts=(0, 2, 4)), dict(foot=0.0, counts=(0, 7, 8, 9)),
+                                    dict(foot=0.0, counts=(5, 6, 7, 8)), dict(foot=0.0, counts=(0, 4, 4, 8))])
+def test_bad_arguments(kwargs):
+    with pytest.raises(ValueError):
+        arc_lower(8, 5.0, **kwargs)
+
