@@ -24,12 +24,11 @@ from bounds import sweep
 from constructions import arc, closed_forms, laws, segment
 from constructions.cell import Cell
 from constructions.derive import derivation, render, text
-from constructions.regression import refusal
 from constructions.symbols import L, d, k, kk, lam, rho, x
 from helpers import ARCHS, ARCH_IDS, arch_cell, examples
 
 _REGRESSION = [(a, i) for a, i in zip(ARCHS, ARCH_IDS)
-               if a[2] == "regression" and refusal(arch_cell(a)) is None]
+               if a[2] == "regression" and laws.foot_distance(arch_cell(a), 1) is None]
 #: every constructed regression cell with a power rate (bare pre-norm with softmax has none)
 POWER = [(a, i) for a, i in _REGRESSION if laws.leading_term(arch_cell(a)) is not None]
 CELLS = [a for a, _ in POWER]
@@ -311,7 +310,7 @@ def test_readme_column_is_the_toolkit_s():
     """Each entry of the README's leading-constant column is ``c(d)`` of the cell (LayerNorm /
     RMSNorm) in exact form and its value at ``d = 8``, or ``-`` where there is none."""
     rows = _readme_constants()
-    assert len(rows) == 10
+    assert len(rows) == 11
     seen = 0
     for attention, part, _exp, _ln, _rms, _dims, lead in rows:
         placement, _, rest = part.partition(", ")
@@ -324,7 +323,7 @@ def test_readme_column_is_the_toolkit_s():
                 variant = "none" if placement == "none" else f"{placement}_{'bare' if affine == 'bare' else 'learned'}"
                 learned = None if affine == "bare" else affine
                 cell = Cell(attention, variant, "regression", d=8, norm=kind, affine=learned)
-                term = None if refusal(cell) is not None else laws.leading_term(cell)
+                term = laws.leading_term(cell)
                 if term is None:
                     assert entry == "-", (part, kind)
                     continue

@@ -28,7 +28,7 @@ from scipy.optimize import linprog, minimize, minimize_scalar
 import mpmath
 from test_new_cells import _reference_readout
 
-from bounds import search
+from bounds import search, sweep
 from bounds.arc_lower import arc_lower
 from constructions import classification, laws, regression
 from constructions.cell import Cell
@@ -103,11 +103,16 @@ def test_construction_attains_the_capacity_at_the_foot(cell):
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=IDS)
-def test_classification_head_counts(cell):
-    params = classification.design(cell.replace(readout="classification")).build(16)
-    assert params.bound() <= 1 + 1e-12
-    res = counts_to(params, 16, backend="arb256")
-    assert res.verdict == "counts" and res.certified and res.min_margin > 0, res
+def test_classification_head_is_refused_in_one_line(cell, capsys):
+    """No head is built for the one-sided arc: the design and the sweep say so, never a wrong row."""
+    with pytest.raises(ValueError, match="one-sided arc"):
+        classification.design(cell.replace(readout="classification"))
+    argv = ["--attention", "linear", "--variant", cell.variant, "--norm", "rmsnorm",
+            "--readout", "classification", "--Lmax", "8", "--d", str(cell.d)]
+    argv += ["--affine", cell.affine.name] if cell.learned else []
+    assert sweep.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "one-sided arc" in err and len(err.strip().splitlines()) == 1
 
 
 def test_sweep_row_is_certified_with_its_lower_bound():
