@@ -419,9 +419,10 @@ def _arc_shape(des: ClassificationDesign, L_fit: int):
     from the best of a grid of orientations and ellipses; without one a bounded scalar search
     for ``q``)."""
     if not des.cell.affine.gain:
-        res = optimize.minimize_scalar(lambda lq: -des.arc_margin(L_fit, (math.exp(lq), 0.0, 0.0)),
-                                       bounds=(math.log(0.02), math.log(4.0)), method="bounded",
-                                       options={"xatol": 1e-6})
+        with np.errstate(invalid="ignore"):  # an infinite margin (no greedy head) is a value
+            res = optimize.minimize_scalar(lambda lq: -des.arc_margin(L_fit, (math.exp(lq), 0.0, 0.0)),
+                                           bounds=(math.log(0.02), math.log(4.0)), method="bounded",
+                                           options={"xatol": 1e-6})
         return (math.exp(res.x), 0.0, 0.0)
     f = lambda p: -des.arc_margin(L_fit, (math.exp(p[0]), p[1], p[2]))
     # start at the best of a coarse grid of orientations and ellipses

@@ -143,8 +143,9 @@ def _least(L: int, foot: float):
     value = lambda ll: min_norm(L, foot, float(np.exp(ll)))[0]
     if L in _LAST:  # a Brent search in a bracket around the last best shape, if it holds it
         mid = np.log(_LAST[L])
-        res = minimize_scalar(value, bounds=(mid - 0.25, mid + 0.25), method="bounded",
-                              options={"xatol": 1e-12})
+        with np.errstate(invalid="ignore"):  # an infinite norm (no read-out) is a value
+            res = minimize_scalar(value, bounds=(mid - 0.25, mid + 0.25), method="bounded",
+                                  options={"xatol": 1e-12})
         if (np.isfinite(res.fun) and abs(res.x - mid) < 0.2
                 and res.fun < min(value(mid - 0.25), value(mid + 0.25))):
             _LAST[L] = float(np.exp(res.x))
@@ -154,8 +155,9 @@ def _least(L: int, foot: float):
     j = int(np.argmin(vals))
     if not np.isfinite(vals[j]):
         return None, np.inf
-    res = minimize_scalar(value, bounds=(grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]),
-                          method="bounded", options={"xatol": 1e-12})
+    with np.errstate(invalid="ignore"):
+        res = minimize_scalar(value, bounds=(grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]),
+                              method="bounded", options={"xatol": 1e-12})
     ll = res.x if res.fun < vals[j] else grid[j]
     _LAST[L] = float(np.exp(ll))
     return _LAST[L], min(float(res.fun), float(vals[j]))

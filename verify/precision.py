@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import sys
 
-from constructions import cli
+from constructions import cli, laws
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, Cell
 from verify import walls as W
 from verify.formats import ACCUMULATE, FORMATS, Arith
@@ -69,11 +69,16 @@ def parse(argv):
         raise cli.UsageError(f"--Lmax {args.Lmax} at d = {cell.d} needs passes of (Lmax+1) d = "
                              f"{(args.Lmax + 1) * cell.d} numbers, beyond verify.rounded.MAX_PASS_ENTRIES "
                              f"= {MAX_PASS_ENTRIES}")
+    if laws.foot_distance(cell, 1) is not None:
+        raise cli.UsageError(f"{cell.describe()}: the precision walls of the one-sided arc (linear "
+                             "attention with post-RMSNorm) are not computed: its construction is a "
+                             "numeric search of minutes per L")
     if cell.readout == "regression":
         from constructions.regression import design
         design(cell)  # a cell without a construction is bad input (ValueError: one line)
     else:
-        from constructions.classification import check_size
+        from constructions.classification import design, check_size
+        design(cell)
         check_size(cell, args.Lmax)
     return args, cell
 
