@@ -336,7 +336,7 @@ class ClassificationDesign:
             if self.cell.affine.gain:
                 top, across = (_mp_vector(a, d) for a in axes(self.cell))
                 T, A = _turned_plane(self.cell, omega)
-                for name in ("e_s", "e_a"):
+                for name in ("e_s", "e_a", "e_b")[:3 if "e_b" in geo else 2]:  # e_b: the select task
                     e = geo[name]
                     a, b = mpmath.fsum(e * top), mpmath.fsum(e * across)
                     vec[name] = e - top * a - across * b + T * a + A * b
@@ -348,7 +348,7 @@ class ClassificationDesign:
                 rows = np.zeros((L_value + 1, d))
                 rows[:, :2] = v
             else:
-                vec.update(e_s=geo["e_s"], e_a=geo["e_a"])
+                vec.update({name: geo[name] for name in ("e_s", "e_a", "e_b") if name in geo})
                 top, across = (np.array(_mp_vector(a, d), dtype=np.float64) for a in axes(self.cell))
                 rows = v[:, :1] * top + v[:, 1:] * across
             rows *= 1 - 2.0**-40

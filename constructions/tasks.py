@@ -170,6 +170,9 @@ def refusal(cell: Cell) -> str | None:
         return refusal(cell.replace(readout="regression"))
     if task == "select" and read == "last":
         return f"{what} has no construction yet (the query b must count the a tokens too)"
+    if laws.foot_distance(cell, 1) is not None:
+        return (f"{what} has no construction yet for linear attention with post-RMSNorm (its count "
+                "construction is the one-sided arc, constructions.one_sided)")
     if read == "last":
         if cell.attention == "softmax":
             if not cell.pre or not cell.affine.gain:

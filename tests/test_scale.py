@@ -46,7 +46,7 @@ def _ball_verdicts(params: Params, L: int):
     bk = get_backend("arb256")
     with bk.context():
         nums = numbers(params, bk)
-        good, bad, _ = judge._regression_chunk(bk, params, nums, np.arange(L + 1))
+        good, bad, _ = judge._regression_chunk(bk, params, nums, np.arange(L + 1), np.zeros(L + 1, dtype=np.int64), np.zeros(L + 1, dtype=np.int64))
         return good, bad, interval_pass.prepare(params, nums)
 
 

@@ -377,7 +377,7 @@ def test_readme_usage_lists_every_option():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
         readme = fh.read()
     (block,) = [b for lang, b in re.findall(r"```(\w*)\n(.*?)```", readme, flags=re.S)
-                if lang == "bash" and b.lstrip().startswith("python -m verify")]
+                if lang == "bash" and b.lstrip().startswith("python -m verify ")]
     documented = set(re.findall(r"--[A-Za-z][A-Za-z-]*", block))
     parser = verify_cli._parser()
     assert documented == {o for a in parser._actions for o in a.option_strings} - {"--help", "-h"}
