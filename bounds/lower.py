@@ -163,26 +163,7 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
             need = _budget_needed(cell, flint.arb(max(D_low, 0.0)), sigma_hi, sigma_lo)
             return max(arb_floor(need), 0.0)
 
-        heap = []
-        edges = [low * (high / low) ** (i / 64) for i in range(65)]
-        for a, b in zip(edges[:-1], edges[1:]):
-            v = bound(a, b)
-            if v is not None:
-                heapq.heappush(heap, (v, a, b))
-        boxes = len(edges)
-        while heap and boxes < max_boxes:
-            v, a, b = heap[0]
-            if v >= B_upper / (1 + rtol):
-                break
-            heapq.heappop(heap)
-            m = math.sqrt(a * b)
-            for lo_, hi_ in ((a, m), (m, b)):
-                w = bound(lo_, hi_)
-                boxes += 1
-                if w is not None:
-                    heapq.heappush(heap, (max(w, v), lo_, hi_))
-        best = heap[0][0] if heap else B_upper
-        return min(best, B_upper)
+        return _branch_and_bound(bound, low, high, B_upper, rtol, max_boxes)
 
 
 #: branch-and-bound budget for the arc (post-norm) bound: a cap, not reached for L <= 2^20
@@ -321,26 +302,7 @@ def last_segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
             sig_hi = flint.arb(sig(b).upper())
             return max(arb_floor(_last_budget_needed(cell, flint.arb(D_low), sig_lo, sig_hi)), 0.0)
 
-        heap = []
-        edges = [low * (high / low) ** (i / 64) for i in range(65)]
-        for a, b in zip(edges[:-1], edges[1:]):
-            v = bound(a, b)
-            if v is not None:
-                heapq.heappush(heap, (v, a, b))
-        boxes = len(edges)
-        while heap and boxes < max_boxes:
-            v, a, b = heap[0]
-            if v >= B_upper / (1 + rtol):
-                break
-            heapq.heappop(heap)
-            m = math.sqrt(a * b)
-            for lo_, hi_ in ((a, m), (m, b)):
-                w = bound(lo_, hi_)
-                boxes += 1
-                if w is not None:
-                    heapq.heappush(heap, (max(w, v), lo_, hi_))
-        best = heap[0][0] if heap else B_upper
-        return min(best, B_upper)
+        return _branch_and_bound(bound, low, high, B_upper, rtol, max_boxes)
 
 
 def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES,
@@ -387,3 +349,36 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     if B_upper is None:
         return None
     return segment_lower(cell, L, B_upper, rtol)
+
+
+def _branch_and_bound(bound, low: float, high: float, B_upper: float, rtol: float,
+                      max_boxes: int) -> float:
+    """``min(B_upper, min over [low, high] of the budget a shape needs)``, from below.
+
+    ``bound(a, b)`` is a rigorous lower bound on the budget every shape in ``[a, b]`` needs (None:
+    no shape there counts).  The interval is cut into 64 geometric boxes, and the box of the
+    smallest bound is halved (geometrically) until that bound reaches ``B_upper / (1 + rtol)`` or
+    ``max_boxes`` boxes are spent.  A child keeps its parent's bound if that is larger (both are
+    valid), so the smallest bound of the boxes left is a lower bound over ``[low, high]``, and a
+    smaller cap only weakens it.
+    """
+    heap = []
+    edges = [low * (high / low) ** (i / 64) for i in range(65)]
+    for a, b in zip(edges[:-1], edges[1:]):
+        v = bound(a, b)
+        if v is not None:
+            heapq.heappush(heap, (v, a, b))
+    boxes = len(edges)
+    while heap and boxes < max_boxes:
+        v, a, b = heap[0]
+        if v >= B_upper / (1 + rtol):
+            break
+        heapq.heappop(heap)
+        m = math.sqrt(a * b)
+        for lo_, hi_ in ((a, m), (m, b)):
+            w = bound(lo_, hi_)
+            boxes += 1
+            if w is not None:
+                heapq.heappush(heap, (max(w, v), lo_, hi_))
+    best = heap[0][0] if heap else B_upper
+    return min(best, B_upper)
