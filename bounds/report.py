@@ -209,6 +209,16 @@ def _figure(rows=1, cols=1, size=(6.4, 4.8)):
     return fig, axes
 
 
+def _label(ax, title: str, ylabel: str, grid: str = "both", xlabel: str = "L", fontsize: int = 7,
+           **legend) -> None:
+    """Title, axis labels, a light grid and the legend of one panel."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which=grid, alpha=0.3)
+    ax.legend(fontsize=fontsize, **legend)
+
+
 def _save(fig) -> dict[str, bytes]:
     from matplotlib import pyplot as plt
 
@@ -259,11 +269,8 @@ def figure_bmin(results):
                                     label=f"{label}: fit {fitted}, {theory}")
                 _slope_line(ax, pts, f["exponent"], f["L_from"], "--", line.get_color())
                 _slope_line(ax, pts, f["theory"], f["L_from"], ":", line.get_color())
-            ax.set_title(f"{attention} attention, {kind}")
-            ax.set_xlabel("L (largest count)")
-            ax.set_ylabel("certified B_min(L)")
-            ax.grid(True, which="major", alpha=0.3)
-            ax.legend(fontsize=7, loc="upper left")
+            _label(ax, f"{attention} attention, {kind}", "certified B_min(L)", grid="major",
+                   xlabel="L (largest count)", loc="upper left")
     fig.suptitle("Certified B_min against L (regression read-out): points; dashed: the fitted "
                  "power law, dotted: the theory exponent (both over the fit's range L >= 64)")
     return _save(fig)
@@ -282,11 +289,7 @@ def figure_convergence(results):
             ax.semilogx(pts[:, 0], ratio, "o-", ms=3, lw=1,
                         label=f"{name(cell).split('/', 1)[1].rsplit('/', 1)[0]}: c = {lead['exact']}")
         ax.axhline(1.0, color="0.3", lw=0.8)
-        ax.set_title(f"{attention} attention: B_min / (c(d) L^p)")
-        ax.set_xlabel("L")
-        ax.set_ylabel("certified B_min over its leading term")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        _label(ax, f"{attention} attention: B_min / (c(d) L^p)", "certified B_min over its leading term")
     return _save(fig)
 
 
@@ -348,11 +351,8 @@ def figure_norm_kinds(results):
             ax.semilogx(Ls, [mine[L] / theirs[L] for L in Ls], "o-", ms=3,
                         label=f"{attention}/{variant} {affine}")
     ax.axhline(1.0, color="0.5", lw=0.8)
-    ax.set_xlabel("L")
-    ax.set_ylabel("B_min(RMSNorm) / B_min(LayerNorm)")
-    ax.set_title("RMSNorm against LayerNorm, same placement and affine")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    _label(ax, "RMSNorm against LayerNorm, same placement and affine",
+           "B_min(RMSNorm) / B_min(LayerNorm)", fontsize=8)
     return _save(fig)
 
 
@@ -369,11 +369,8 @@ def figure_margin(results):
                 up = _series(res, "margin_upper")
                 if len(up):
                     ax.loglog(up[:, 0], up[:, 1], ":", lw=1, color=line.get_color())
-        ax.set_title(f"{attention} attention: certified margin (dotted: proven upper bound)")
-        ax.set_xlabel("L")
-        ax.set_ylabel("smallest logit margin")
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7)
+        _label(ax, f"{attention} attention: certified margin (dotted: proven upper bound)",
+               "smallest logit margin", grid="major")
     return _save(fig)
 
 
@@ -419,11 +416,8 @@ def figure_tasks(task_results, results):
             label = name(cell).replace("/regression", "")
             ax.semilogx(Ls, [mine[L] / theirs[L] for L in Ls], "o-", ms=3, lw=1, label=label)
     ax.axhline(1.0, color="0.3", lw=0.8)
-    ax.set_xlabel("L")
-    ax.set_ylabel("B_min(task, read) / B_min(count, bos)")
-    ax.set_title("Selective counting and the last-position read against plain counting")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    _label(ax, "Selective counting and the last-position read against plain counting",
+           "B_min(task, read) / B_min(count, bos)", loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return _save(fig)
 
 

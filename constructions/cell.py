@@ -35,7 +35,6 @@ the scalars are not bounded.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 

@@ -86,7 +86,6 @@ from constructions import basis, laws, zoom
 from constructions.cell import Cell, Params
 from constructions.regression import axes, family
 from constructions.regression import design as regression_design
-from constructions.symbols import E1
 from verify.judge import check_cost
 
 #: the arc's shape and head are optimised at this L (or at L itself if smaller); beyond it the

@@ -95,7 +95,7 @@ from constructions.basis import FrameVector
 from constructions.cell import MAX_B, MAX_L, Cell, Params, to_mpf
 from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, Q, W, W0, A, B, C, F, H,
                                    L, N_1, P, S, V, V_norm, X, alpha, beta_1, ell, eta, gamma,
-                                   inner, kappa, mu, n, nu, omega, psi, r, rho, sigma, t, tau, xi)
+                                   inner, kappa, mu, nu, omega, psi, r, rho, sigma, t, tau, xi)
 
 #: above this width :meth:`RegressionDesign.symbolic` refuses (it builds d-long sympy vectors);
 #: :meth:`RegressionDesign.frame` and everything numeric work up to ``Cell``'s ``MAX_D``

@@ -45,13 +45,6 @@ class Input(NamedTuple):
     n_b: int
     query: str
 
-    def sequence(self) -> str:
-        """A token string with these counts and this query (the ``b`` tokens first, then the
-        ``a`` tokens, the query token last at the last read)."""
-        if self.query == "b":
-            return "s" + "a" * self.n_a + "b" * self.n_b
-        return "s" + "b" * self.n_b + "a" * self.n_a
-
     def __str__(self) -> str:
         return f"n_a={self.n_a}, n_b={self.n_b}" + ("" if self.query == "s" else f", last {self.query}")
 

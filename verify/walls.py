@@ -220,7 +220,6 @@ def _stagnant_since(x, n: int) -> int:
 
 def diagnose(ps: Pass, n: int, params) -> tuple[str, str]:
     """``(reason, detail)`` for the failure of the pass ``ps`` at the count ``n`` (module docstring)."""
-    cell = params.cell
     ar = ps.arith
     F = ar.store.name
     where = F if not ar.mixed else f"{F} (accumulating in {ar.work.name})"
