@@ -186,8 +186,9 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
     Where the foot is tied to the budget (linear attention with post-RMSNorm,
     :func:`constructions.laws.foot_distance`) a parameter set of norm ``B <= B_upper`` has its
     foot at ``n0 < -F(B) <= -F(B_upper)``, so ``|u| >= R*_F(L)`` with ``F = F(B_upper)`` (rounded
-    down): the restricted arc bound, on the four counts that bind at the one-sided optimum
-    (:func:`constructions.one_sided.binding_counts`; any four counts give a valid bound).  A
+    down): the restricted arc bound, the best over fours of counts that bind at the one-sided
+    optimum (:func:`constructions.one_sided.binding_counts`; any four counts give a valid bound,
+    so their largest does).  A
     set with ``B > B_upper`` is above the returned bound anyway.
     """
     with flint.ctx.workprec(PREC):
@@ -199,8 +200,9 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
         else:
             F = arb_floor(foot)
             lam, _ = one_sided.least_amplitude(L, F)
-            counts = one_sided.binding_counts(L, F, lam) if lam is not None else None
-            R_low = arc_lower(L, target, max_boxes=boxes, foot=F, counts=counts)
+            fours = one_sided.binding_counts(L, F, lam) if lam is not None else [None]
+            R_low = max(arc_lower(L, target, max_boxes=boxes, foot=F, counts=counts)
+                        for counts in fours)
         return min(arb_floor(laws.budget(cell, flint.arb(R_low), laws.ARB)), B_upper)
 
 

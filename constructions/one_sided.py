@@ -197,17 +197,28 @@ def readout(L: int, foot: float, lam: float, cap: float):
     return float(x[0]), float(np.hypot(x[1], x[2])), float(np.arctan2(x[2], x[1]))
 
 
-def binding_counts(L: int, foot: float, lam: float) -> tuple:
-    """Four counts holding those that bind at the least read-out of the shape (the largest
-    errors first), ``0`` and ``L``: the counts of the restricted arc bound."""
+def binding_counts(L: int, foot: float, lam: float) -> list:
+    """Candidate fours of counts for the restricted arc bound (any four give a valid bound, the
+    binding ones a tight one).  The counts whose error at the least read-out of the shape is
+    within ``1e-6`` of binding, largest first, then ``L``, ``0``, ``L/2``, ...: once taking them
+    all, once skipping the neighbours of a count already taken (at large ``L`` the error next to
+    a binding count is within float noise of binding, and would crowd out ``0``; at small ``L``
+    two neighbours may both bind).  Each four has a count in the first half."""
     V = points(L, foot, lam)
     _, x = min_norm(L, foot, lam)
     err = np.abs(x[0] + V @ x[1:] - np.arange(L + 1))
-    order = [int(k) for k in np.argsort(-err, kind="stable") if err[k] > 0.5 - 1e-6]
-    out = []
-    for k in order + [L, 0, L // 2, L // 4, (3 * L) // 4, 1, 2]:
-        if k not in out and len(out) < 4:
-            out.append(k)
-    if 2 * min(out) > L:  # the bound needs a count in the first half
-        out[-1] = 0
-    return tuple(sorted(out))
+    near = [int(k) for k in np.argsort(-err, kind="stable") if err[k] > 0.5 - 1e-6]
+    fours = []
+    for gap in (0, 1):
+        out = []
+        for k in near:
+            if len(out) < 4 and all(abs(k - j) > gap for j in out):
+                out.append(k)
+        for k in [L, 0, L // 2, L // 4, (3 * L) // 4, 1, 2]:
+            if k not in out and len(out) < 4:
+                out.append(k)
+        if 2 * min(out) > L:  # the bound needs a count in the first half
+            out[-1] = 0
+        if tuple(sorted(out)) not in fours:
+            fours.append(tuple(sorted(out)))
+    return fours

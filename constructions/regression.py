@@ -701,18 +701,19 @@ class FootDesign(RegressionDesign):
 
     def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
         """The fixed point ``B = budget(min_lam R*(F(B), lam))`` (class docstring), or None."""
-        B_value = 0.0
+        B_value, change = 0.0, np.inf
         foot = float(FOOT_SLACK)
-        for _ in range(200):
+        for _ in range(50):
             _, R = one_sided.least_amplitude(L_value, foot)
             if not np.isfinite(R):
                 return None
             new = float(laws.budget(self.cell, R, laws.FLOAT))
             if new > hi_B:
                 return None
-            if abs(new - B_value) <= rtol * 1e-3 * new:
+            # converged, or at the noise of the float search for R (a change that stops shrinking)
+            if abs(new - B_value) <= 0.1 * rtol * new or abs(new - B_value) > change / 2:
                 break
-            B_value, foot = new, self.foot(new)
+            B_value, foot, change = new, self.foot(new), abs(new - B_value)
         return new
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
