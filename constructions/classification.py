@@ -44,7 +44,11 @@ are invariant, applied to the embeddings) to the plane of ``f_1, f_2`` at an ang
 (``f_1 = e_1, f_2 = e_2`` for RMSNorm; ``f_1 = c_1`` and ``f_2`` the unit part of the centred
 ``e_2`` orthogonal to it for LayerNorm), ``g = cos(chi) e_1 + sin(chi) e_2`` (a bias is 0) and
 ``u_c = v_1 e_1 + v_2 e_2``, so the head reads ``y_n = (cos(chi) z_n[1], sin(chi) z_n[2])``:
-an arc of an ellipse.  ``q, omega, chi`` are optimised numerically.
+an arc of an ellipse.  ``q, omega, chi`` are optimised numerically.  Linear attention after
+RMSNorm cannot put the foot of its residual line in the counted range
+(:func:`constructions.laws.foot_distance`): its geometry is the one-sided arc of
+:mod:`constructions.one_sided` at budget 1, ``z_n`` along ``(n + F) top - lam across`` with
+``F = F(1)`` (read-out angle ``psi = pi/2``), and the same heads read it.
 
 *The head on a convex arc* (:func:`circle_head`).  The points ``y_n`` are in convex position,
 their chords ``y_{c+1} - y_c = l_c t_c`` turning anticlockwise by less than ``pi`` in total
@@ -207,6 +211,8 @@ class ClassificationDesign:
         self.family = family(cell)
         # the geometry (embeddings, gains) is the regression construction's at budget 1
         self.geometry = regression_design(cell.replace(readout="regression"))
+        #: the foot ``F(1)`` of the one-sided arc (None: the symmetric arc's is free)
+        self.foot = None if laws.foot_distance(cell, 1) is None else self.geometry.foot(1.0)
 
     # ----------------------------------------------------------------- collinear outputs
     def scale(self, t_value, ctx=np):
@@ -253,8 +259,11 @@ class ClassificationDesign:
     def arc_points(self, L_value: int, shape) -> np.ndarray:
         """The points ``y_0..y_L`` the head reads (module docstring), an ``(L+1, 2)`` float array."""
         q, omega, chi = shape
-        x = np.arange(L_value + 1, dtype=np.float64) - L_value / 2
         lam = q * L_value
+        if self.foot is None:  # the symmetric arc: z_n along (n - L/2) top + lam across
+            x = np.arange(L_value + 1, dtype=np.float64) - L_value / 2
+        else:  # the one-sided arc: (n + F) top - lam across (the read-out angle psi = pi/2)
+            x, lam = np.arange(L_value + 1, dtype=np.float64) + self.foot, -lam
         s = np.sqrt(x * x + lam * lam) / math.sqrt(self.cell.d)
         top, across = x / s, lam / s
         if not self.cell.affine.gain:
@@ -443,9 +452,5 @@ def _mp_vector(axis, width: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> ClassificationDesign:
-    """The head of a classification cell (refused, ``ValueError``, where none is built)."""
-    if laws.foot_distance(cell, 1) is not None:
-        raise ValueError(f"{cell.describe()}: the classification head of linear attention with "
-                         "post-RMSNorm is not built (its outputs lie on a one-sided arc whose foot "
-                         "is tied to the budget; the heads on the circle assume a free foot)")
+    """The head of a classification cell."""
     return ClassificationDesign(cell)

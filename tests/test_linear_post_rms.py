@@ -8,7 +8,7 @@ restricted arc bound.
   estimate and not slightly below, stays within its budget, and at the law's capacity reads out
   exactly ``C + cap f(n)`` (:data:`constructions.one_sided.SHAPE`) in an independent reference
   forward pass (``tests/test_new_cells.py``), its foot at the budget's limit;
-* its classification head counts; its sweep row is certified with ``B_lower`` within 1e-4;
+* its classification head (the one-sided arc at unit budget) counts, checked by hand; its sweep row is certified with ``B_lower`` within 1e-4;
 * :func:`bounds.arc_lower.arc_lower` with ``foot``: never above the smallest amplitude of any
   restricted shape (an independent LP + SLSQP reference), tight against the reference optimum
   at the foot (with the counts that bind there), and above the symmetric optimum, which the
@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog, minimize, minimize_scalar
 
 import mpmath
-from test_new_cells import _reference_readout
+from test_new_cells import _norm, _reference_readout
 
-from bounds import search, sweep
+from bounds import search
 from bounds.arc_lower import arc_lower
 from constructions import classification, laws, regression
 from constructions.cell import Cell
@@ -103,16 +103,31 @@ def test_construction_attains_the_capacity_at_the_foot(cell):
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=IDS)
-def test_classification_head_is_refused_in_one_line(cell, capsys):
-    """No head is built for the one-sided arc: the design and the sweep say so, never a wrong row."""
-    with pytest.raises(ValueError, match="one-sided arc"):
-        classification.design(cell.replace(readout="classification"))
-    argv = ["--attention", "linear", "--variant", cell.variant, "--norm", "rmsnorm",
-            "--readout", "classification", "--Lmax", "8", "--d", str(cell.d)]
-    argv += ["--affine", cell.affine.name] if cell.learned else []
-    assert sweep.main(argv) == 2
-    err = capsys.readouterr().err
-    assert "one-sided arc" in err and len(err.strip().splitlines()) == 1
+@pytest.mark.parametrize("L", [5, 16])
+def test_classification_head_reads_the_one_sided_arc(cell, L):
+    """The head is certified; by hand, its residual line has its foot before ``-sqrt(d)`` (the
+    budget-1 limit: every vector has norm <= 1), every logit gap is at least the row's certified
+    margin, and that margin is below the proven ``margin_upper``."""
+    ccell = cell.replace(readout="classification")
+    params = classification.design(ccell).build(L)
+    assert counts_to(params, L, "arb256").certified
+    vec = {k: [mpmath.mpf(x) for x in np.ravel(v)] for k, v in params.vectors.items() if k != "u"}
+    dot = lambda a, b: mpmath.fsum(x * y for x, y in zip(a, b))
+    assert all(dot(vec[k], vec[k]) <= 1 for k in vec)
+    tau = 1 / mpmath.sqrt(cell.d)
+    e_s, e_a = vec["e_s"], vec["e_a"]
+    P = [x + tau * dot(e_s, e_s) * x for x in e_s]  # r(n) = P + n Q (linear attention)
+    Q = [tau * dot(e_s, e_a) * x for x in e_a]
+    assert -dot(P, Q) / dot(Q, Q) < -mpmath.sqrt(cell.d)
+    U = [[mpmath.mpf(x) for x in row] for row in params.vectors["u"]]
+    b = [mpmath.mpf(x) for x in params.scalars["b"]]
+    row = search.classification_row(ccell, L)
+    assert row["certified"] and row["margin"] <= row["margin_upper"]
+    for n in range(L + 1):
+        z = _norm(cell, [p + n * q for p, q in zip(P, Q)], vec)
+        logits = [dot(u, z) + bc for u, bc in zip(U, b)]
+        gap = logits[n] - max(l for c, l in enumerate(logits) if c != n)
+        assert gap >= row["margin"] * (1 - 1e-9), (n, gap)
 
 
 def test_sweep_row_is_certified_with_its_lower_bound():
