@@ -132,9 +132,11 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
             D_low = max(arb_floor(flint.arb(kk - 1) * (rho + L) * (rho + L - kk) / (rho * kk)) for kk in ks)
             return min(arb_floor(_budget_needed(cell, flint.arb(D_low), 4 * flint.arb(1))), B_upper)
         # lower end: below an infeasible rho all are infeasible (up-set); below a rho whose
-        # score gap alone needs more than B_upper, all need more (decreasing in sigma)
+        # score gap alone needs more than B_upper, all need more (decreasing in sigma).  Rigid
+        # values and values on a line have sigma = X^2/2 >= 0: rho >= 1 holds every shape
         low = 1.0
-        if not laws.rigid(cell):
+        fixed_gap = laws.rigid(cell) or laws.on_a_line(cell)
+        if not fixed_gap:
             while not (infeasible(low, low)
                        or _budget_needed(cell, flint.arb(0), sd * flint.arb(low).log()) > B_upper):
                 low /= 2
@@ -158,7 +160,7 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
             D_low = max(arb_floor(_lo_term_min(a, b, L, k)) for k in ks)
             sigma_hi = flint.arb((sd * flint.arb(b).log()).upper())
             sigma_lo = flint.arb((sd * flint.arb(a).log()).lower())
-            if laws.rigid(cell) and not sigma_hi > 0:
+            if fixed_gap and not sigma_hi > 0:
                 return 0.0
             need = _budget_needed(cell, flint.arb(max(D_low, 0.0)), sigma_hi, sigma_lo)
             return max(arb_floor(need), 0.0)

@@ -219,14 +219,18 @@ def theory_exponent(cell: Cell):
     """The growth exponent of regression ``B_min(L)`` (None: finite ``L*``).
 
     Segment ``1`` (``rho ~ L^2``, ``D ~ L^2``, ``cap ~ B^2``); line ``0``; arc ``3/2`` (bare,
-    ``cap ~ B``) and ``3/4`` (gain, ``cap ~ B^2``) since the arc needs ``R ~ L^{3/2}``.
+    ``cap ~ B``) and ``3/4`` (gain, ``cap ~ B^2``) since the arc needs ``R ~ L^{3/2}``.  Values
+    on a line (:func:`on_a_line`): ``2``, the power of ``B_min ~ L^2/sqrt(log L)``
+    (:func:`leading_term`; the log factor makes a fit over finite ``L`` read a little less).
     """
     fam = family(cell)
     if fam == "line":
         return 0.0
     if fam == "arc":
         return 0.75 if cell.affine.gain else 1.5
-    return None if rigid(cell) else 1.0
+    if rigid(cell):
+        return None
+    return 2.0 if on_a_line(cell) else 1.0
 
 
 #: the extremal amplitude of each family as ``L -> oo``: ``A*(L) = a L^q (1 + O(1/L))``, as

@@ -130,6 +130,19 @@ def test_theory_exponent_table(cell):
     assert theory_exponent(Cell(*cell, d=3)) == got
 
 
+def test_values_on_a_line_grow_like_L_squared_over_sqrt_log_L():
+    """LayerNorm with a gain and no bias at d = 2 puts the values on a line: theory exponent 2,
+    and the certified rows' local exponent is that of ``L^2/sqrt(log L)``,
+    ``2 - 1/(2 log L)``, at the geometric middle (not the 1 of the other segments)."""
+    from bounds.search import regression_row
+
+    cell = Cell("softmax", "pre_learned", "regression", d=2, affine="gain")
+    assert theory_exponent(cell) == 2.0
+    lo, hi = (regression_row(cell, L, lower=False)["B_min"] for L in (512, 2048))
+    local = math.log(hi / lo) / math.log(4)
+    assert abs(local - (2 - 1 / (2 * math.log(1024)))) < 0.02
+
+
 def test_theory_matches_measured_segment_margin():
     """The -3 of the segment margin is what the closed form gives (large L)."""
     from constructions import classification

@@ -118,3 +118,13 @@ def test_post_lower_bound_small_budget_is_weaker_but_valid():
     weak, strong = b_lower(cell, 64, B, arc_boxes=50), b_lower(cell, 64, B)
     assert 0 < weak < strong <= B
     assert B / strong - 1 < 1.2e-4
+
+
+@pytest.mark.parametrize("L", [2, 3, 4, 9])
+def test_values_on_a_line_rows_at_small_L(L):
+    """LayerNorm with a gain and no bias at d = 2 (values ``h = +-g*v``: the score gap is 0 or
+    ``X^2/2``, never negative): the row ends, certified, with its lower bound within 1e-4."""
+    cell = Cell("softmax", "pre_learned", "regression", d=2, affine="gain")
+    row = regression_row(cell, L)
+    assert row["certified"] and 0 < row["B_lower"] <= row["B_min"]
+    assert row["B_min"] / row["B_lower"] - 1 <= 1e-4
