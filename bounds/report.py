@@ -77,7 +77,7 @@ def parse(argv):
 def name(cell: Cell) -> str:
     """A short label: ``attention/variant[ kind affine]/readout[ task/read]`` (the task and the
     read position where they are not the count task read at ``s``)."""
-    norm = "" if cell.placement.name == "none" else f" {cell.kind.name} {cell.affine.name}"
+    norm = "" if not cell.normed else f" {cell.kind.name} {cell.affine.name}"
     task = ("" if (cell.task.name, cell.read.name) == ("count", "bos")
             else f" {cell.task.name}/{cell.read.name}")
     return f"{cell.attention}/{cell.variant}{norm}/{cell.readout}{task}"
@@ -255,7 +255,7 @@ def figure_bmin(results):
             ax = axes[i][j]
             for cell, res, _ in results:
                 if (res is None or cell.readout != "regression" or cell.attention != attention
-                        or (cell.placement.name != "none" and cell.kind.name != kind)):
+                        or (cell.normed and cell.kind.name != kind)):
                     continue
                 pts = _series(res, "B_min")
                 if len(pts) < 2:

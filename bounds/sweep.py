@@ -200,7 +200,7 @@ def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6
         "certifying_backend": "arb256 (ball arithmetic)", "rtol": rtol,
         "lower_boxes": lower_boxes if cell.post and cell.readout == "regression" else None,
     }
-    if cell.eps > 0 and cell.placement.name != "none":
+    if cell.eps > 0 and cell.normed:
         out["note"] = ("constructions are derived for eps = 0 (a scale-invariant norm); with "
                        "eps > 0 the certified values are upper bounds, not proven minimal")
     return out

@@ -282,6 +282,11 @@ class Cell:
         return self.placement.output
 
     @property
+    def normed(self) -> bool:
+        """Whether the cell has a norm (pre or post)."""
+        return self.pre or self.post
+
+    @property
     def learned(self) -> bool:
         return self.affine.gain
 

@@ -355,7 +355,7 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
         return None
     if cell.attention == "linear" and cell.post and not cell.kind.centred:
         return None  # the one-sided arc (constructions.one_sided): its constant is not derived
-    if cell.eps > 0 and cell.placement.name != "none" and not (fam == "segment" and cell.pre):
+    if cell.eps > 0 and cell.normed and not (fam == "segment" and cell.pre):
         return None
     from constructions.symbols import d as d_symbol
 

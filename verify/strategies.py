@@ -81,7 +81,7 @@ def parameter_sets(cell: Cell, classes: int | None = None, scale: float = 1.0,
     for name in names:
         if name == "u":
             parts[name] = st.lists(vector(d), min_size=rows, max_size=rows).map(np.array)
-        elif name.startswith("e_") and cell.placement.name != "none":
+        elif name.startswith("e_") and cell.normed:
             parts[name] = vector(d).filter(normalisable)
         else:
             parts[name] = vector(d)
