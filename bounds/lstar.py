@@ -35,9 +35,7 @@ from constructions.cell import Cell
 
 def _feasible(d: int, L: int, prec: int) -> bool | None:
     """Is ``D_lo < D_hi`` at ``rho_max`` for counting to L?  None if undecided at ``prec``."""
-    old = flint.ctx.prec
-    flint.ctx.prec = prec
-    try:
+    with flint.ctx.workprec(prec):
         rho = (2 * flint.arb(d).sqrt()).exp()
 
         def window(x: flint.arb):
@@ -53,8 +51,6 @@ def _feasible(d: int, L: int, prec: int) -> bool | None:
         if top >= bottom:
             return False
         return None
-    finally:
-        flint.ctx.prec = old
 
 
 def feasible(d: int, L: int) -> bool:

@@ -202,14 +202,8 @@ class ArbBackend(ObjectBackend):
         self._max = np.frompyfunc(lambda a, b: a.mid() if a.mid() >= b.mid() else b.mid(), 2, 1)
         self._contains_zero = np.vectorize(lambda v: v.contains(0), otypes=[bool])
 
-    @contextlib.contextmanager
     def context(self):
-        old = flint.ctx.prec
-        flint.ctx.prec = self.prec
-        try:
-            yield
-        finally:
-            flint.ctx.prec = old
+        return flint.ctx.workprec(self.prec)
 
     def _convert(self, x):
         return _arb_from_exact(x)
