@@ -290,7 +290,14 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        (``L >= 6``, so ``0 < m < L-m < L`` and the smallest gap ``g = min(m, L-2m) >= 2``).
        Fewer constraints give a smaller infimum, so a lower bound for the relaxed problem is
        one for ``R*(L)``.  (For ``L <= 5`` the pair ``0, L`` alone gives ``|u| |v_L - v_0| >
-       L - 1`` and ``|v_L - v_0| <= 2``, so ``R* >= (L-1)/2``.)
+       L - 1`` and ``|v_L - v_0| <= 2``, so ``R* >= (L-1)/2``.  With a foot ``n0 <= -F``
+       (step 7) the chord is shorter: with ``s = -n0 >= F`` the angle ``Delta = theta_L -
+       theta_0`` has ``tan Delta = L lam/(lam^2 + s(s+L)) <= L/(2 sqrt(s(s+L))) <=
+       L/(2 sqrt(F(F+L)))`` (AM-GM; ``0 < Delta < pi/2``), so ``R*_F >= (L-1)/(2 sin(Delta_F/2))``
+       with ``Delta_F = atan(L/(2 sqrt(F(F+L))))``.  At ``L = 2`` this is ``R*_F`` itself: the
+       read-out along ``v_2 - v_0`` of norm just above ``1/|v_2 - v_0|`` counts, as ``v_1``
+       projects between ``v_0`` and ``v_2``, and the bound is met at ``s = F``,
+       ``lam = sqrt(F(F+2))``.)
 
     2. **Weak duality.**  For ``alpha`` in ``R^4`` with ``sum alpha_i = 0``, multiply the
        constraint ``n_i - 1/2 < C + <u, v_i> < n_i + 1/2`` by ``alpha_i`` and add: ``C``
@@ -374,7 +381,12 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     if foot is not None and not foot >= 0:
         raise ValueError(f"foot must be a number >= 0, got {foot!r}")
     if L <= 5 and (counts is None or L < 3):
-        return min(max(0.0, (L - 1) / 2), R_target)
+        if foot is None or L < 2:
+            return min(max(0.0, (L - 1) / 2), R_target)
+        with flint.ctx.workprec(PREC):  # the pair 0, L with the foot (step 1)
+            F = flint.arb(foot)
+            delta = (flint.arb(L) / (2 * (F * (F + L)).sqrt())).atan() if foot > 0 else flint.arb.pi() / 2
+            return min(arb_floor((L - 1) / (2 * (delta / 2).sin())), R_target)
     if counts is not None:
         counts = sorted(int(k) for k in counts)
         if (foot is None or len(set(counts)) != 4 or counts[0] < 0 or 2 * counts[0] > L

@@ -197,8 +197,10 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
         R_up = laws.capacity(cell, None, flint.arb(B_upper), laws.ARB)
         target = float(R_up.upper().mid()) * (1 + 1e-12)
         foot = laws.foot_distance(cell, flint.arb(B_upper), laws.ARB)
-        if foot is None or L < 3:
+        if foot is None:
             R_low = arc_lower(L, target, max_boxes=boxes)
+        elif L < 3:  # the pair 0, L with the foot (bounds.arc_lower, step 1)
+            R_low = arc_lower(L, target, foot=arb_floor(foot))
         else:
             F = arb_floor(foot)
             lam, _ = one_sided.least_amplitude(L, F)

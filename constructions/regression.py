@@ -661,8 +661,7 @@ class FootDesign(RegressionDesign):
     FOOT_SLACK``.  At budget ``B`` the construction counts iff some ``lam`` has
     ``R*(F(B), lam) < cap(B)`` and an interior (:func:`constructions.one_sided.slack`); ``R*``
     increases with ``F`` and ``F(B)`` decreases with ``B``, so the smallest such ``B`` is the
-    fixed point of ``B -> budget(min_lam R*(F(B), lam))``, reached from below by iterating it
-    (:meth:`estimate`).
+    fixed point of the decreasing map ``T(B) = budget(min_lam R*(F(B), lam))`` (:meth:`estimate`).
 
     The screen's backend is ``mp30``: ``e_s`` and ``e_a`` are nearly orthogonal (``cos = F/sqrt(F^2 +
     lam^2)``, about ``1e-13`` at ``L = 4096``), so float64 would carry the foot and ``lam`` with a
@@ -700,21 +699,44 @@ class FootDesign(RegressionDesign):
         return one_sided.best_shape(L_value, self.foot(B_value), float(self.capacity(1.0, B_value)))
 
     def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
-        """The fixed point ``B = budget(min_lam R*(F(B), lam))`` (class docstring), or None."""
-        B_value, change = 0.0, np.inf
-        foot = float(FOOT_SLACK)
-        for _ in range(50):
-            _, R = one_sided.least_amplitude(L_value, foot)
-            if not np.isfinite(R):
-                return None
-            new = float(laws.budget(self.cell, R, laws.FLOAT))
-            if new > hi_B:
-                return None
-            # converged, or at the noise of the float search for R (a change that stops shrinking)
-            if abs(new - B_value) <= 0.1 * rtol * new or abs(new - B_value) > change / 2:
+        """The fixed point ``B* = T(B*)`` (class docstring), or None.
+
+        ``T`` decreases, so ``B <= B*`` gives ``T(B) >= B*`` and the other way round: starting
+        from ``T(oo)`` (the foot at ``FOOT_SLACK``) every two iterates bracket ``B*``.  The
+        iteration is kept while it contracts (at large ``L`` the foot barely moves ``R*``: two
+        or three steps); where it does not (small ``L``, ``|T'| >= 1``, where it oscillates)
+        the bracket is bisected on the sign of ``T(B) - B``.  It stops at ``rtol/10`` or at the
+        noise of the float search for ``R*`` (about ``1e-9``).
+        """
+        def T(b):
+            foot = float(FOOT_SLACK) if b is None else self.foot(b)
+            R = one_sided.least_amplitude(L_value, foot)[1]
+            return float(laws.budget(self.cell, R, laws.FLOAT)) if np.isfinite(R) else None
+
+        lo = T(None)
+        if lo is None or lo > hi_B:
+            return None
+        if lo == 0:  # L = 1: every budget counts
+            return lo
+        hi = T(lo)
+        change = abs(hi - lo)
+        while hi is not None and abs(hi - lo) > 0.1 * rtol * hi:
+            nxt = T(hi)
+            if nxt is None or abs(nxt - hi) > change / 2:
                 break
-            B_value, foot, change = new, self.foot(new), abs(new - B_value)
-        return new
+            lo, hi, change = hi, nxt, abs(nxt - hi)
+        if hi is None:
+            return None
+        lo, hi = min(lo, hi), max(lo, hi)
+        for _ in range(60):
+            if hi - lo <= 0.1 * rtol * hi:
+                break
+            mid = (lo + hi) / 2
+            t = T(mid)
+            if t is None:
+                return None
+            lo, hi = (mid, hi) if t > mid else (lo, mid)
+        return hi if hi <= hi_B else None
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
         """The construction at budget ``B``: the best ``lam``, a read-out halfway between ``R*`` and

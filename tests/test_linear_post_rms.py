@@ -210,3 +210,28 @@ def test_bad_arguments(kwargs):
     with pytest.raises(ValueError):
         arc_lower(8, 5.0, **kwargs)
 
+
+
+@pytest.mark.parametrize("F", [0.0, 0.01, 0.65, 2.2, 40.0])
+def test_two_count_bound_with_a_foot_is_the_smallest_amplitude(F):
+    """At ``L = 2`` the smallest amplitude of a shape is ``1/|v_2 - v_0|`` (the read-out along the
+    chord counts): a dense scan of the chord over feet ``s >= F`` and distances ``lam`` never
+    beats the bound's chord, and comes within 1e-6 of it."""
+    got = arc_lower(2, 1e9, foot=F)
+    s = F + np.concatenate([[0.0], np.geomspace(1e-6, 1e3, 50)])
+    lam = np.geomspace(1e-4, 1e4, 40001)
+    S, LAM = np.meshgrid(s, lam)
+    delta = np.arctan((2 + S) / LAM) - np.arctan(S / LAM)
+    best = 1 / (2 * np.sin(delta.max() / 2))
+    assert got <= best * (1 + 1e-12)
+    assert best / got - 1 < (1e-6 if F > 0 else 1e-4)  # F = 0: approached only as lam -> 0
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=IDS)
+def test_rows_at_one_and_two_counts(cell):
+    """L = 1: a certified witness (the infimum 0 is not attained); L = 2: B_lower meets B_min to
+    the bisection tolerance (the two-count bound is exact)."""
+    one = search.regression_row(cell, 1)
+    assert one["certified"] and one["B_min"] == 0 and "witness certified" in one["note"]
+    two = search.regression_row(cell, 2)
+    assert two["certified"] and two["B_lower"] <= two["B_min"] <= two["B_lower"] * (1 + 1e-5)
