@@ -60,7 +60,7 @@ def _symbolic() -> dict:
 
 
 def __getattr__(name: str):
-    if name in ("B_LO", "B_HI_X", "SHAPE", "L", "lam", "n", "t", "x"):
+    if name in ("B_LO", "B_HI_X", "SHAPE", "_lo", "_hi_x", "_lo_np", "_hi_np", "L", "lam", "n", "t", "x"):
         return _symbolic()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
