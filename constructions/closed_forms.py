@@ -1,6 +1,10 @@
 """Exact closed forms of ``B_min(L)``: each stated once, as a sympy expression in ``L``, with the
 range of ``L`` where it holds (:func:`formula`); every number is a substitution into it
-(:func:`closed_form`).
+(:func:`closed_form`), or, for a command that needs no exact form, the same statement evaluated
+without sympy (:func:`value`: the extremal point below at the exact ``L``, and the smallest
+budget whose capacity reaches its amplitude, at 192 bits).  The extremal points are written once
+as functions of ``L`` (:func:`rho_star`, :func:`d_star`, :func:`x_star`, ...), for the symbol and
+for exact numbers alike.
 
 In every family ``B_min`` is the *budget* (:func:`budget`) of the extremal shape and amplitude:
 the smallest ``B`` whose capacity (:func:`constructions.regression.capacity_branches`) reaches
@@ -111,6 +115,7 @@ def segment_L_min(cell: Cell) -> int:
 # and ``ceil``: of the symbol L (sympy.floor, sympy.ceiling) they are the sympy statements
 # RHO_STAR, D_STAR, K_STAR, KK_STAR, X_STAR; of an exact Fraction L (math.floor, math.ceil),
 # their exact values.
+
 
 def rho_star(L, floor):
     """The corner's attention ratio ``floor((L-1)^2/4)`` (module docstring)."""
@@ -398,8 +403,8 @@ def formula(cell: Cell) -> ClosedForm | None:
     at ``d = 2``, bare pre-LayerNorm at ``d = 2``, and the select task or the last read
     (:func:`constructions.tasks.closed_form`).
     """
-    bounds = ranges(cell)
-    if bounds is None:
+    spans = ranges(cell)
+    if spans is None:
         return None
     import sympy
 
@@ -408,13 +413,13 @@ def formula(cell: Cell) -> ClosedForm | None:
     if fam == "arc":
         k = {**k, **_derived()}
     if fam == "line":
-        return ClosedForm((Piece(budget(cell, line.INTERVAL[0]), *bounds[0], {"K": line.INTERVAL[0]}),))
+        return ClosedForm((Piece(budget(cell, line.INTERVAL[0]), *spans[0], {"K": line.INTERVAL[0]}),))
     if fam == "arc":
-        degenerate = Piece(budget(cell, k["B_ARC_DEGENERATE"]), *bounds[0],
+        degenerate = Piece(budget(cell, k["B_ARC_DEGENERATE"]), *spans[0],
                            {"lambda_sq": sympy.Integer(0), "b": k["B_ARC_DEGENERATE"]})
-        return ClosedForm((degenerate, Piece(budget(cell, k["B_ARC_STAR"]), *bounds[1],
+        return ClosedForm((degenerate, Piece(budget(cell, k["B_ARC_STAR"]), *spans[1],
                                              {"x": k["X_STAR"], "lambda_sq": k["LAM_STAR_SQ"], "b": k["B_ARC_STAR"]})))
-    return ClosedForm((Piece(budget(cell, k["D_STAR"], k["RHO_STAR"]), *bounds[0],
+    return ClosedForm((Piece(budget(cell, k["D_STAR"], k["RHO_STAR"]), *spans[0],
                              {"rho": k["RHO_STAR"], "D": k["D_STAR"], "k": k["K_STAR"], "k_prime": k["KK_STAR"]}),))
 
 
