@@ -202,7 +202,6 @@ class Budgets:
             self.builds[L, B] = self.design.build(L, B)
         return self.builds[L, B]
 
-
     def _admissible(self, L: int, B: float, t: float) -> bool:
         """The counting interval at shape ``t`` is open within the capacity, in mpmath (50
         digits): ``lo(t) < min(hi(t), cap(t, B))`` (the float64 slack is only a screen)."""
