@@ -26,25 +26,43 @@ So ``R ~ L^{3/2}``: the ``L^{3/2}`` of post-norm.
 
 from __future__ import annotations
 
+import functools
+
 import mpmath
 import numpy as np
-import sympy
-
-from constructions.symbols import L, lam, n, t, x
-
-#: the smallest read-out amplitude allowed by the outermost count
-B_LO = sympy.sqrt(lam**2 + L**2 / 4) * (1 - 1 / L)
-#: the largest amplitude allowed by the count at offset x from the centre
-B_HI_X = sympy.sqrt(lam**2 + x**2) * (1 + 1 / (2 * x))
-
-_lo = sympy.lambdify((lam, L), B_LO, "mpmath")
-_hi_x = sympy.lambdify((lam, x), B_HI_X, "mpmath")
-_lo_np = sympy.lambdify((lam, L), B_LO, "numpy")
-_hi_np = sympy.lambdify((lam, x), B_HI_X, "numpy")
 
 
-#: ``y(n) = C + A * SHAPE`` with ``C = L/2`` (the symmetric construction), shape ``t = lam``
-SHAPE = (n - L / 2) / sympy.sqrt(t**2 + (n - L / 2) ** 2)
+def b_lo(lam, L, sqrt):
+    """The smallest read-out amplitude allowed by the outermost count (plain arithmetic, any
+    number type with its ``sqrt``)."""
+    return sqrt(lam**2 + L**2 / 4) * (1 - 1 / L)
+
+
+def b_hi_x(lam, x, sqrt):
+    """The largest amplitude allowed by the count at offset ``x`` from the centre."""
+    return sqrt(lam**2 + x**2) * (1 + 1 / (2 * x))
+
+
+@functools.cache
+def _symbolic() -> dict:
+    """The sympy statements, built on first use (module ``__getattr__``): ``B_LO``, ``B_HI_X``
+    (:func:`b_lo`, :func:`b_hi_x` of the symbols), ``SHAPE`` (``y(n) = C + A * SHAPE`` with
+    ``C = L/2``, shape ``t = lam``), their compiled forms, and the symbols this module names."""
+    import sympy
+
+    from constructions.symbols import L, lam, n, t, x
+
+    lo, hi = b_lo(lam, L, sympy.sqrt), b_hi_x(lam, x, sympy.sqrt)
+    return {"B_LO": lo, "B_HI_X": hi, "SHAPE": (n - L / 2) / sympy.sqrt(t**2 + (n - L / 2) ** 2),
+            "_lo": sympy.lambdify((lam, L), lo, "mpmath"), "_hi_x": sympy.lambdify((lam, x), hi, "mpmath"),
+            "_lo_np": sympy.lambdify((lam, L), lo, "numpy"), "_hi_np": sympy.lambdify((lam, x), hi, "numpy"),
+            "L": L, "lam": lam, "n": n, "t": t, "x": x}
+
+
+def __getattr__(name: str):
+    if name in ("B_LO", "B_HI_X", "SHAPE", "_lo", "_hi_x", "_lo_np", "_hi_np", "L", "lam", "n", "t", "x"):
+        return _symbolic()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def centre(t_value, A_value, L_value: int):
@@ -75,9 +93,9 @@ def interval(lam_value, L_value: int):
     full precision over its candidates.
     """
     lv = mpmath.mpf(lam_value)
-    lo = _lo(lv, mpmath.mpf(L_value))  # an mpf L keeps 1 - 1/L exact to working precision
+    lo = _symbolic()["_lo"](lv, mpmath.mpf(L_value))  # an mpf L keeps 1 - 1/L exact to working precision
     xs = {float(x) for x in nearest_offsets(float(lv), L_value)}
-    hi = min(_hi_x(lv, mpmath.mpf(x)) for x in xs)  # offsets are halves of integers: exact
+    hi = min(_symbolic()["_hi_x"](lv, mpmath.mpf(x)) for x in xs)  # offsets are halves of integers: exact
     return lo, hi
 
 
@@ -85,5 +103,6 @@ def interval_float(lam_value: np.ndarray, L_value: int):
     """Vectorised float64 version of :func:`interval` (a fast screen): ``O(1)`` work per ``lam``
     at every ``L`` (:func:`nearest_offsets`)."""
     lv = np.asarray(lam_value, dtype=np.float64)
-    hi = np.min([_hi_np(lv, x) for x in nearest_offsets(lv, L_value)], axis=0)
-    return _lo_np(lv, L_value), hi
+    fns = _symbolic()
+    hi = np.min([fns["_hi_np"](lv, x) for x in nearest_offsets(lv, L_value)], axis=0)
+    return fns["_lo_np"](lv, L_value), hi

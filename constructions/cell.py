@@ -36,11 +36,11 @@ the scalars are not bounded.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 
 import mpmath
 import numpy as np
-import sympy
 
 ATTENTIONS = ("softmax", "linear")
 READOUTS = ("regression", "classification")
@@ -81,18 +81,27 @@ class NormKind:
         """Dimension of the space ``N`` maps onto."""
         return d - 1 if self.centred else d
 
-    def max_coordinate(self, d, sqrt=sympy.sqrt):
+    def max_coordinate(self, d, sqrt=None):
         """``max |N(v)_i|`` over ``v`` (``eps = 0``): ``sqrt(d-1)`` (LayerNorm, at ``v = e_1``:
         ``N(e_1) = sqrt(d) c_1``) or ``sqrt(d)`` (RMSNorm, ``N(e_1) = sqrt(d) e_1``).
 
         *Proof.*  ``|N(v)| = sqrt(d)``; for LayerNorm ``N(v)`` is centred and a centred vector
         of norm ``sqrt(d)`` has ``x_1 = -(x_2 + ... + x_d)``, so ``x_1^2 <= (d-1)(d - x_1^2)``.
         """
+        sqrt = _sympy_sqrt if sqrt is None else sqrt
         return sqrt(d - 1) if self.centred else sqrt(d)
 
-    def axis_reach(self, d, sqrt=sympy.sqrt):
+    def axis_reach(self, d, sqrt=None):
         """Norm of the part of a basis vector ``e_i`` inside the image: ``sqrt((d-1)/d)`` or 1."""
+        sqrt = _sympy_sqrt if sqrt is None else sqrt
         return sqrt(d - 1) / sqrt(d) if self.centred else 1
+
+
+def _sympy_sqrt(v):
+    """The exact square root (sympy, imported on first use: the verdict needs no symbols)."""
+    import sympy
+
+    return sympy.sqrt(v)
 
 
 LAYERNORM = NormKind("layernorm", centred=True, learned="gain_bias")
@@ -271,7 +280,7 @@ class Cell:
     @property
     def tau(self):
         """The fixed score temperature ``1/sqrt(d)`` (exact as a sympy number)."""
-        return 1 / sympy.sqrt(self.d)
+        return 1 / _sympy_sqrt(self.d)
 
     @property
     def pre(self) -> bool:
@@ -342,7 +351,8 @@ def to_mpf(x) -> mpmath.mpf:
         return mpmath.mpf(float(x))  # exact: every float is an mpf
     if isinstance(x, str):
         return mpmath.mpf(x)
-    if isinstance(x, sympy.Basic):
+    sympy = sys.modules.get("sympy")  # a sympy number exists only once sympy is loaded
+    if sympy is not None and isinstance(x, sympy.Basic):
         value = sympy.N(x, mpmath.mp.dps + 5)
         if not value.is_real:
             raise ValueError(f"expected a real number, got {x!r}")

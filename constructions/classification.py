@@ -84,7 +84,6 @@ import math
 import mpmath
 import numpy as np
 import sympy
-from scipy import optimize
 
 from constructions import basis, laws, zoom
 from constructions.cell import Cell, Params
@@ -426,6 +425,8 @@ def _arc_shape(des: ClassificationDesign, L_fit: int):
     """``(q, omega, chi)`` maximising the greedy margin at ``L_fit`` (with a gain: Nelder-Mead
     from the best of a grid of orientations and ellipses; without one a bounded scalar search
     for ``q``)."""
+    from scipy import optimize  # scipy loads only where an arc head is shaped
+
     if not des.cell.affine.gain:
         with np.errstate(invalid="ignore"):  # an infinite margin (no greedy head) is a value
             res = optimize.minimize_scalar(lambda lq: -des.arc_margin(L_fit, (math.exp(lq), 0.0, 0.0)),

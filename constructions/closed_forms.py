@@ -1,6 +1,10 @@
 """Exact closed forms of ``B_min(L)``: each stated once, as a sympy expression in ``L``, with the
 range of ``L`` where it holds (:func:`formula`); every number is a substitution into it
-(:func:`closed_form`).
+(:func:`closed_form`), or, for a command that needs no exact form, the same statement evaluated
+without sympy (:func:`value`: the extremal point below at the exact ``L``, and the smallest
+budget whose capacity reaches its amplitude, at 192 bits).  The extremal points are written once
+as functions of ``L`` (:func:`rho_star`, :func:`d_star`, :func:`x_star`, ...), for the symbol and
+for exact numbers alike.
 
 In every family ``B_min`` is the *budget* (:func:`budget`) of the extremal shape and amplitude:
 the smallest ``B`` whose capacity (:func:`constructions.regression.capacity_branches`) reaches
@@ -80,26 +84,22 @@ All closed forms are for ``eps = 0`` (:func:`formula` returns None otherwise).
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
-import sympy
+import mpmath
 
-from bounds.lstar import l_star
-from constructions import arc, laws, line, segment
+from constructions import arc, laws, line
 from constructions.cell import Cell
-from constructions.regression import capacity_branches, family
-from constructions.symbols import A, B, L, lam, sigma, x
 
-#: the corner and the active gaps as functions of L (module docstring)
-RHO_STAR = sympy.floor((L - 1) ** 2 / 4)
-D_STAR = sympy.floor((L + 1) ** 2 / 4)
-K_STAR = sympy.ceiling(L / 2)
-KK_STAR = sympy.floor(L / 2)
 #: the smallest L from which the corner is optimal (module docstring): no norm, values whose gap
 #: is sqrt(2 sigma) (bare pre-norm, pre-norm onto a line), pre-norm with a gain (either kind)
 SEGMENT_L_MIN_NONE = 6
 SEGMENT_L_MIN_SQRT_GAP = 7
 SEGMENT_L_MIN_GAIN = 5
+#: the largest L at which no offset binds (lam*^2 = 0)
+ARC_DEGENERATE_L_MAX = 4
 
 
 def segment_L_min(cell: Cell) -> int:
@@ -111,8 +111,53 @@ def segment_L_min(cell: Cell) -> int:
     return SEGMENT_L_MIN_GAIN
 
 
-#: the active offset (L >= 3)
-X_STAR = sympy.floor(3 * L / 4) - L / 2
+# The extremal point as functions of L, in plain arithmetic with the number type's ``floor``
+# and ``ceil``: of the symbol L (sympy.floor, sympy.ceiling) they are the sympy statements
+# RHO_STAR, D_STAR, K_STAR, KK_STAR, X_STAR; of an exact Fraction L (math.floor, math.ceil),
+# their exact values.
+
+
+def rho_star(L, floor):
+    """The corner's attention ratio ``floor((L-1)^2/4)`` (module docstring)."""
+    return floor((L - 1) ** 2 / 4)
+
+
+def d_star(L, floor):
+    """The corner's amplitude ``floor((L+1)^2/4)``."""
+    return floor((L + 1) ** 2 / 4)
+
+
+def k_star(L, ceil):
+    """The active lower gap ``ceil(L/2)``."""
+    return ceil(L / 2)
+
+
+def kk_star(L, floor):
+    """The active upper gap ``floor(L/2)``."""
+    return floor(L / 2)
+
+
+def x_star(L, floor):
+    """The active offset ``floor(3L/4) - L/2`` of the arc (``L >= 3``)."""
+    return floor(3 * L / 4) - L / 2
+
+
+@functools.cache
+def _symbolic() -> dict:
+    """The sympy statements, built on first use (module ``__getattr__``; a command that needs
+    only the value of ``B_min``, :func:`value`, never loads sympy): ``RHO_STAR``, ``D_STAR``,
+    ``K_STAR``, ``KK_STAR`` (the corner and the active gaps), ``X_STAR`` (the active offset of
+    the arc, ``L >= 3``), and for ``L`` a multiple of 4, ``L >= 8`` (active offset ``x = L/4``)
+    the simplified extremal arc ``LAM_STAR_SQ_MULT4``, ``B_ARC_STAR_MULT4``."""
+    import sympy
+
+    from constructions.symbols import L
+
+    return {"RHO_STAR": rho_star(L, sympy.floor), "D_STAR": d_star(L, sympy.floor),
+            "K_STAR": k_star(L, sympy.ceiling), "KK_STAR": kk_star(L, sympy.floor),
+            "X_STAR": x_star(L, sympy.floor),
+            "LAM_STAR_SQ_MULT4": L**3 * (L - 4) / (16 * (2 * L + 1)),
+            "B_ARC_STAR_MULT4": (L - 1) * (L + 2) / (4 * sympy.sqrt(2 * L + 1)), "L": L}
 
 
 @functools.cache
@@ -127,8 +172,13 @@ def _derived() -> dict:
     * ``LAM_STAR_SQ``, ``B_ARC_STAR``: the extremal arc for L >= 3 (lam*^2 = 0 at L = 3, 4);
       ``B_ARC_DEGENERATE``: the degenerate arc of L = 2.
     """
+    import sympy
+
+    from constructions import segment
+    from constructions.symbols import lam, x
+
     lam_sq_x = sympy.solve(sympy.Eq(arc.B_LO**2, arc.B_HI_X**2), lam**2)[0]
-    lam_star_sq = lam_sq_x.subs(x, X_STAR)
+    lam_star_sq = lam_sq_x.subs(x, _symbolic()["X_STAR"])
     return {"CORNER": sympy.expand(sympy.fraction(sympy.together(segment.D_LO_K - segment.D_HI_K))[0]),
             "LAM_SQ_X": lam_sq_x, "LAM_STAR_SQ": lam_star_sq,
             "B_ARC_STAR": arc.B_LO.subs(lam, sympy.sqrt(lam_star_sq)),
@@ -138,12 +188,9 @@ def _derived() -> dict:
 def __getattr__(name: str):
     if name in ("CORNER", "LAM_SQ_X", "LAM_STAR_SQ", "B_ARC_STAR", "B_ARC_DEGENERATE"):
         return _derived()[name]
+    if name in ("RHO_STAR", "D_STAR", "K_STAR", "KK_STAR", "X_STAR", "LAM_STAR_SQ_MULT4", "B_ARC_STAR_MULT4", "L"):
+        return _symbolic()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-#: the largest L at which no offset binds (lam*^2 = 0)
-ARC_DEGENERATE_L_MAX = 4
-#: the extremal arc for L a multiple of 4, L >= 8 (active offset x = L/4): a simplification
-LAM_STAR_SQ_MULT4 = L**3 * (L - 4) / (16 * (2 * L + 1))
-B_ARC_STAR_MULT4 = (L - 1) * (L + 2) / (4 * sympy.sqrt(2 * L + 1))
 
 
 @functools.cache
@@ -155,11 +202,16 @@ def _budget_law(cell: Cell):
     pre-norm the domain adds the score-gap reach ``sigma <= score_gap_max(B)``
     (:func:`constructions.laws.score_gap_max`).
     """
+    import sympy
+
+    from constructions.regression import capacity_branches
+    from constructions.symbols import A, B, sigma
+
     inverses = []
     for branch in capacity_branches(cell):
         (root,) = sympy.solve(sympy.Eq(branch, A), B)
         inverses.append(root)
-    if family(cell) == "segment" and not laws.rigid(cell):
+    if laws.family(cell) == "segment" and not laws.rigid(cell):
         (floor,) = sympy.solve(sympy.Eq(laws.score_gap_max(cell, B), sigma), B)
         inverses.append(floor)
     return sympy.Max(*inverses)
@@ -167,10 +219,117 @@ def _budget_law(cell: Cell):
 
 def budget(cell: Cell, amplitude, shape=None):
     """``B`` needed for ``amplitude`` at ``shape`` (``rho``; unused off the segment), sympy."""
+    import sympy
+
+    from constructions.symbols import A, sigma
+
     law = _budget_law(cell).subs(A, amplitude)
-    if family(cell) == "segment":
+    if laws.family(cell) == "segment":
         law = law.subs(sigma, sympy.sqrt(cell.d) * sympy.log(shape))
     return law
+
+
+#: the working precision (bits) of :func:`value` and the relative width its bisection stops at
+VALUE_PREC = 192
+_VALUE_RTOL = mpmath.mpf(2) ** -150
+
+
+def _smallest_budget(reaches) -> mpmath.mpf:
+    """The smallest ``B > 0`` with ``reaches(B)``, for a predicate that holds on an up-set
+    ``[B*, oo)`` (and not at 0): doubling, then bisection to a relative width of 2^-150."""
+    lo, hi = mpmath.mpf(0), mpmath.mpf(1)
+    while not reaches(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > hi * _VALUE_RTOL:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
+    return hi
+
+
+def _value_mp(cell: Cell, L_value: int, piece: int) -> mpmath.mpf:
+    """``B_min(L)`` of :func:`formula`'s ``piece``-th piece, in mpmath at :data:`VALUE_PREC`.
+
+    The same statement as :func:`formula`, evaluated numerically: the extremal point from the
+    functions above at the exact ``L``, and the budget as the smallest ``B`` whose capacity
+    (:func:`constructions.laws.capacity`, and for the segment the score-gap reach) reaches the
+    amplitude.  Arc and line: the law's own inverse (:func:`constructions.laws.budget`).  The
+    arc's ``lam*^2`` solves ``b_lo^2 = b_hi_x^2`` at ``x*`` (as :data:`LAM_SQ_X`): both sides
+    are affine in ``lam^2``, so the root is ``f(0)/(f(0) - f(1))`` for their difference ``f``,
+    and ``lam*^2 = max(0, .)`` (it is exactly 0 at ``L = 3, 4``; the clip keeps a rounding of 0
+    from turning negative).
+    """
+    ops, Lq = laws.MPMATH, Fraction(L_value)
+    fam = laws.family(cell)
+    if fam == "line":
+        return laws.budget(cell, line.slopes(mpmath.mpf(L_value))[0], ops)
+    if fam == "arc":
+        Lm = mpmath.mpf(L_value)
+        if piece == 0:
+            b = arc.b_lo(mpmath.mpf(0), Lm, mpmath.sqrt)
+        else:
+            xs = x_star(Lq, math.floor)
+            xm = mpmath.mpf(xs.numerator) / xs.denominator
+
+            def f(u):
+                return arc.b_lo(mpmath.sqrt(u), Lm, mpmath.sqrt) ** 2 - arc.b_hi_x(mpmath.sqrt(u), xm, mpmath.sqrt) ** 2
+
+            f0, f1 = f(mpmath.mpf(0)), f(mpmath.mpf(1))
+            lam_sq = max(mpmath.mpf(0), f0 / (f0 - f1))
+            b = arc.b_lo(mpmath.sqrt(lam_sq), Lm, mpmath.sqrt)
+        return laws.budget(cell, b, ops)
+    rho = mpmath.mpf(rho_star(Lq, math.floor))
+    D = mpmath.mpf(d_star(Lq, math.floor))
+    sigma = mpmath.sqrt(cell.d) * mpmath.log(rho)
+    rigid = laws.rigid(cell)
+    return _smallest_budget(lambda B: laws.capacity(cell, rho, B, ops) >= D
+                            and (rigid or laws.score_gap_max(cell, B, ops) >= sigma))
+
+
+def value(cell: Cell, L_value: int) -> dict | None:
+    """``B_min(L)`` as a float (``B``, the nearest double to the value computed at
+    :data:`VALUE_PREC` bits) and the range of the piece (``valid_for``), without sympy: what
+    :func:`closed_form` gives as ``B`` and ``valid_for``, for a command that needs no exact
+    form.  None where no closed form holds at this ``L``."""
+    found = next(((i, r) for i, r in enumerate(ranges(cell) or ()) if _holds(r, L_value)), None)
+    if found is None:
+        return None
+    i, r = found
+    with mpmath.workprec(VALUE_PREC):
+        B = float(_value_mp(cell, L_value, i))
+    return {"B": B, "valid_for": _valid_for(r)}
+
+
+@functools.cache
+def ranges(cell: Cell) -> tuple | None:
+    """The ranges ``(L_min, L_max)`` of the pieces of :func:`formula` (``L_max`` None: every
+    ``L >= L_min``), or None where no closed form applies (see :func:`formula`)."""
+    if cell.readout != "regression" or cell.eps != 0 or laws.foot_distance(cell, 1, laws.FLOAT) is not None:
+        return None
+    if cell.task.distractor or cell.read.last:
+        return None  # the other tasks and reads: constructions.tasks.closed_form
+    fam = laws.family(cell)
+    if fam == "line":
+        return ((2, None),)
+    if fam == "arc":
+        return None if cell.d < laws.smallest_d(cell) else ((2, 2), (3, None))
+    if laws.rigid(cell) and laws.on_a_line(cell):
+        return None
+    from bounds.lstar import l_star
+
+    return ((segment_L_min(cell), l_star(cell.d) if laws.rigid(cell) else None),)
+
+
+def _holds(r: tuple, L_value: int) -> bool:
+    return L_value >= r[0] and (r[1] is None or L_value <= r[1])
+
+
+def _valid_for(r: tuple) -> str:
+    L_min, L_max = r
+    if L_max is None:
+        return f"L >= {L_min}"
+    if L_max == L_min:
+        return f"L = {L_min}"
+    return f"{L_min} <= L <= {L_max}"
 
 
 @dataclass(frozen=True)
@@ -187,11 +346,15 @@ class Piece:
     extremal: dict = field(default_factory=dict)
 
     def holds(self, L_value: int) -> bool:
-        return L_value >= self.L_min and (self.L_max is None or L_value <= self.L_max)
+        return _holds((self.L_min, self.L_max), L_value)
 
     @property
     def condition(self) -> sympy.Basic:
         """The range as a sympy relation in ``L``."""
+        import sympy
+
+        from constructions.symbols import L
+
         if self.L_max == self.L_min:
             return sympy.Eq(L, self.L_min, evaluate=False)
         low = sympy.Ge(L, self.L_min, evaluate=False)
@@ -199,11 +362,7 @@ class Piece:
 
     @property
     def valid_for(self) -> str:
-        if self.L_max is None:
-            return f"L >= {self.L_min}"
-        if self.L_max == self.L_min:
-            return f"L = {self.L_min}"
-        return f"{self.L_min} <= L <= {self.L_max}"
+        return _valid_for((self.L_min, self.L_max))
 
 
 @dataclass(frozen=True)
@@ -244,26 +403,24 @@ def formula(cell: Cell) -> ClosedForm | None:
     at ``d = 2``, bare pre-LayerNorm at ``d = 2``, and the select task or the last read
     (:func:`constructions.tasks.closed_form`).
     """
-    if cell.readout != "regression" or cell.eps != 0 or laws.foot_distance(cell, 1) is not None:
+    spans = ranges(cell)
+    if spans is None:
         return None
-    if cell.task.distractor or cell.read.last:
-        return None  # the other tasks and reads: constructions.tasks.closed_form
-    fam = family(cell)
-    if fam == "line":
-        return ClosedForm((Piece(budget(cell, line.INTERVAL[0]), 2, None, {"K": line.INTERVAL[0]}),))
+    import sympy
+
+    k = _symbolic()
+    fam = laws.family(cell)
     if fam == "arc":
-        if cell.d < laws.smallest_d(cell):
-            return None
-        k = _derived()
-        degenerate = Piece(budget(cell, k["B_ARC_DEGENERATE"]), 2, 2,
+        k = {**k, **_derived()}
+    if fam == "line":
+        return ClosedForm((Piece(budget(cell, line.INTERVAL[0]), *spans[0], {"K": line.INTERVAL[0]}),))
+    if fam == "arc":
+        degenerate = Piece(budget(cell, k["B_ARC_DEGENERATE"]), *spans[0],
                            {"lambda_sq": sympy.Integer(0), "b": k["B_ARC_DEGENERATE"]})
-        return ClosedForm((degenerate, Piece(budget(cell, k["B_ARC_STAR"]), 3, None,
-                                             {"x": X_STAR, "lambda_sq": k["LAM_STAR_SQ"], "b": k["B_ARC_STAR"]})))
-    if laws.rigid(cell) and laws.on_a_line(cell):
-        return None
-    L_max = l_star(cell.d) if laws.rigid(cell) else None
-    return ClosedForm((Piece(budget(cell, D_STAR, RHO_STAR), segment_L_min(cell), L_max,
-                             {"rho": RHO_STAR, "D": D_STAR, "k": K_STAR, "k_prime": KK_STAR}),))
+        return ClosedForm((degenerate, Piece(budget(cell, k["B_ARC_STAR"]), *spans[1],
+                                             {"x": k["X_STAR"], "lambda_sq": k["LAM_STAR_SQ"], "b": k["B_ARC_STAR"]})))
+    return ClosedForm((Piece(budget(cell, k["D_STAR"], k["RHO_STAR"]), *spans[0],
+                             {"rho": k["RHO_STAR"], "D": k["D_STAR"], "k": k["K_STAR"], "k_prime": k["KK_STAR"]}),))
 
 
 def closed_form(cell: Cell, L_value: int) -> dict | None:
@@ -278,11 +435,15 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
     piece = None if form is None else form.piece(L_value)
     if piece is None:
         return None
+    import sympy
+
+    from constructions.symbols import L
+
     at = {L: sympy.Integer(L_value)}
     B_exact = piece.B_min.xreplace(at)
     ext = {name: expr.xreplace(at) for name, expr in piece.extremal.items()}
     out = {"B": float(B_exact), "B_exact": str(B_exact), "valid_for": piece.valid_for}
-    fam = family(cell)
+    fam = laws.family(cell)
     if fam == "segment":
         out.update(rho=float(ext["rho"]), D=float(ext["D"]), k=int(ext["k"]), k_prime=int(ext["k_prime"]),
                    rho_exact=str(ext["rho"]), D_exact=str(ext["D"]))
@@ -297,6 +458,6 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
 
 def arc_closed_form(cell: Cell, L_value: int) -> dict | None:
     """:func:`closed_form` of a post-norm cell (the extremal arc ``lambda``, ``b``, ``x``)."""
-    if family(cell) != "arc":
+    if laws.family(cell) != "arc":
         raise ValueError(f"{cell.describe()} is not a post-norm cell")
     return closed_form(cell, L_value)

@@ -77,13 +77,13 @@ is the arc problem with the foot so restricted, and the foot trades against the 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import flint
 import mpmath
 import numpy as np
-import sympy
 
 from constructions.cell import Cell
 
@@ -97,7 +97,19 @@ class Ops:
     min: object
 
 
-SYMPY = Ops(sympy.sqrt, sympy.log, sympy.Min)
+def _sympy(name: str):
+    """``sympy.<name>``, imported on its first call (a verdict that needs no symbols never
+    loads sympy)."""
+    def call(*args):
+        import sympy
+
+        return getattr(sympy, name)(*args)
+
+    call.__name__ = name
+    return call
+
+
+SYMPY = Ops(_sympy("sqrt"), _sympy("log"), _sympy("Min"))
 MPMATH = Ops(mpmath.sqrt, mpmath.log, min)
 NUMPY = Ops(np.sqrt, np.log, np.minimum)
 FLOAT = Ops(math.sqrt, math.log, min)
@@ -233,12 +245,24 @@ def theory_exponent(cell: Cell):
     return 2.0 if on_a_line(cell) else 1.0
 
 
-#: the extremal amplitude of each family as ``L -> oo``: ``A*(L) = a L^q (1 + O(1/L))``, as
-#: ``(a, q)`` (segment ``D* = floor((L+1)^2/4)``; arc ``b* ~ L^{3/2}/(4 sqrt 2)``, the symmetric
-#: arc; line ``K* = 1 - 1/L``; :mod:`constructions.closed_forms`)
-EXTREMAL_AMPLITUDE = {"segment": (sympy.Rational(1, 4), 2),
-                      "arc": (1 / (4 * sympy.sqrt(2)), sympy.Rational(3, 2)),
-                      "line": (sympy.Integer(1), 0)}
+def __getattr__(name: str):
+    """:data:`EXTREMAL_AMPLITUDE`, built on first use (sympy numbers)."""
+    if name == "EXTREMAL_AMPLITUDE":
+        return _extremal_amplitude()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _extremal_amplitude() -> dict:
+    """``EXTREMAL_AMPLITUDE``: the extremal amplitude of each family as ``L -> oo``:
+    ``A*(L) = a L^q (1 + O(1/L))``, as ``(a, q)`` (segment ``D* = floor((L+1)^2/4)``; arc
+    ``b* ~ L^{3/2}/(4 sqrt 2)``, the symmetric arc; line ``K* = 1 - 1/L``;
+    :mod:`constructions.closed_forms`)."""
+    import sympy
+
+    return {"segment": (sympy.Rational(1, 4), 2),
+            "arc": (1 / (4 * sympy.sqrt(2)), sympy.Rational(3, 2)),
+            "line": (sympy.Integer(1), 0)}
 
 
 @dataclass(frozen=True)
@@ -357,10 +381,12 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
         return None  # the one-sided arc (constructions.one_sided): its constant is not derived
     if cell.eps > 0 and cell.normed and not (fam == "segment" and cell.pre):
         return None
+    import sympy
+
     from constructions.symbols import d as d_symbol
 
     def constant(d):
-        a, q = EXTREMAL_AMPLITUDE[fam]
+        a, q = _extremal_amplitude()[fam]
         if fam == "segment":
             k, m = value_reach(cell, SYMPY, d)[0], 2
         else:

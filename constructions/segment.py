@@ -30,16 +30,11 @@ read-out product, hence the linear growth of every vector, comes from.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import mpmath
 import numpy as np
-
-from constructions.symbols import L, k, kk, n, rho, t
-
-
-#: ``y(n) = C + A * SHAPE``, shape ``t = rho``
-SHAPE = n / (t + n)
 
 
 def lo_term(k, rho, L):
@@ -56,9 +51,21 @@ def hi_term(k, rho, L):
     return (k + 1) * (rho + k) / k
 
 
-#: the two constraints as sympy expressions, for the gaps k and k' (for derivations)
-D_LO_K = lo_term(k, rho, L)
-D_HI_K = hi_term(kk, rho, L)
+@functools.cache
+def _symbolic() -> dict:
+    """The sympy statements, built on first use (module ``__getattr__``): ``SHAPE``
+    (``y(n) = C + A * SHAPE``, shape ``t = rho``), the two constraints ``D_LO_K``, ``D_HI_K``
+    for the gaps ``k`` and ``k'`` (for derivations), and the symbols this module names."""
+    from constructions.symbols import L, k, kk, n, rho, t
+
+    return {"SHAPE": n / (t + n), "D_LO_K": lo_term(k, rho, L), "D_HI_K": hi_term(kk, rho, L),
+            "L": L, "k": k, "kk": kk, "n": n, "rho": rho, "t": t}
+
+
+def __getattr__(name: str):
+    if name in ("SHAPE", "D_LO_K", "D_HI_K", "L", "k", "kk", "n", "rho", "t"):
+        return _symbolic()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def candidates(centre, L: int) -> list[int]:

@@ -358,6 +358,57 @@ def test_classification_walls_and_margins():
         assert w.best == w.construction and w.construction in [0] + [r["L"] for r in rows]
 
 
+# ----------------------------------------------------------------------------- the one-sided arc
+ONE_SIDED = Cell("linear", "post_learned", "regression", d=8, norm="rmsnorm")
+
+
+def test_the_one_sided_arc_is_scanned_on_the_targets():
+    """Linear attention with post-RMSNorm is accepted, and its construction wall runs on the
+    best-budget search's targets: every L up to SMALL_TARGETS, then geometric (None: every L)."""
+    from verify import precision
+    assert precision.parse(["--variant", "post_bare", "--attention", "linear", "--norm", "rmsnorm"])[1].post
+    grid = W.construction_grid(ONE_SIDED, 1024)
+    assert grid == W._targets(1024) and grid[:W.SMALL_TARGETS] == list(range(1, W.SMALL_TARGETS + 1))
+    tail = grid[W.SMALL_TARGETS - 1:]
+    assert grid[-1] == 1024 and len(grid) < 100 and all(1 < b / a <= W.TARGET_RATIO * 1.1 for a, b in zip(tail, tail[1:]))
+    assert W.construction_grid(ONE_SIDED, W.SMALL_TARGETS) is None
+    assert W.construction_grid(Cell("linear", "post_learned", "regression", d=8), 1024) is None
+
+
+def test_the_one_sided_arc_walls_agree_with_its_construction_in_each_format(monkeypatch):
+    """The walls of the one-sided arc against a direct run of its construction in the format:
+    it counts at every scanned L up to the construction wall and not at the next one, where it
+    failed; the construction at the float64 wall is certified in ball arithmetic; the best
+    member counts to the best wall.  (A coarse grid of targets keeps the test short: every L
+    <= 4, then doubling, and Lmax.)"""
+    monkeypatch.setattr(W, "SMALL_TARGETS", 4)
+    monkeypatch.setattr(W, "TARGET_RATIO", 2.0)
+    Lmax = 24
+    ariths = {name: Arith.of(name) for name in ("bfloat16", "float32", "float64")}
+    walls = W.regression_walls(ONE_SIDED, Lmax, ariths)
+    budgets = W.Budgets(ONE_SIDED)
+    scan = W.construction_grid(ONE_SIDED, Lmax)
+    assert scan == [1, 2, 3, 4, 8, 16, 24]
+    constructions = {L: budgets.construction(L, budgets.construction_budget(L)) for L in scan}
+    assert counts_to(constructions[1], 1, backend="arb256").counts  # the witness budget counts
+    for name, w in walls.items():
+        ar = ariths[name]
+        assert 0 <= w.construction <= w.best <= Lmax and w.construction in [0] + scan
+        for L in scan:
+            if L <= w.construction:
+                assert run(constructions[L], L, ar).counts_up_to() >= L
+        if w.construction_failure is not None:
+            L = w.construction_failure["L"]
+            assert L == min(x for x in scan if x > w.construction)
+            assert run(constructions[L], L, ar).counts_up_to() == w.construction_failure["n"] - 1 < L
+        else:
+            assert w.construction == Lmax
+        member = budgets.design.build(w.member["L_target"], w.member["B"])
+        assert run(member, w.best, ar).counts_up_to() >= w.best
+    top = walls["float64"].construction
+    assert top >= 8 and counts_to(constructions[top], top, backend="arb256").counts
+
+
 # ----------------------------------------------------------------------------- the command
 def _cmd(argv, capsys):
     from verify import precision
@@ -382,7 +433,6 @@ def test_json_keys(capsys):
                                   ["--variant", "none", "--Lmax", "100000"],
                                   ["--variant", "none", "--accumulate", "float16"],
                                   ["--variant", "none", "--d", "1"], ["--variant", "none", "--eps", "-1"],
-                                  ["--variant", "post_bare", "--attention", "linear", "--norm", "rmsnorm"],
                                   ["--variant", "none", "--readout", "classification", "--Lmax", "1"]])
 def test_bad_input_is_one_line_and_exit_2(args, capsys):
     rc, out, err = _cmd(args, capsys)

@@ -17,6 +17,8 @@ import mpmath
 import numpy as np
 import pytest
 import safetensors.numpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from constructions.cell import Cell, Params
 from constructions.classification import design as classification_design
@@ -391,3 +393,42 @@ def test_an_undefined_norm_cannot_be_certified(tmp_path, capsys):
     report = json.loads(out)
     assert (rc, report["verdict"], report["certified"], err) == (1, "cannot certify", False, "")
     assert report["undecided"] == 3 and report["first_undecided"] == 0
+
+
+# ----------------------------------------------------------------------------- B_min without sympy
+VALUE_CELLS = [Cell("softmax", "none", "regression", d=8), Cell("softmax", "pre_bare", "regression", d=3),
+               Cell("softmax", "pre_learned", "regression", d=8, norm="rmsnorm", affine="gain"),
+               Cell("softmax", "post_bare", "regression", d=3), Cell("linear", "post_learned", "regression", d=8),
+               Cell("linear", "pre_learned", "regression", d=17), Cell("linear", "none", "regression", d=2)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(VALUE_CELLS), st.one_of(st.integers(1, 40), st.integers(1, MAX_COUNTS)))
+def test_the_text_s_b_min_is_the_exact_closed_form_rounded_to_nearest(cell, L):
+    """``closed_forms.value`` (no sympy) against the exact closed form, evaluated by sympy to 40
+    digits: the same range, and the double nearest to the exact value."""
+    from constructions import closed_forms
+    got, want = closed_forms.value(cell, L), closed_forms.closed_form(cell, L)
+    assert (got is None) == (want is None)
+    if want is not None:
+        exact = closed_forms.formula(cell).piece(L).B_min.xreplace({closed_forms.L: L}).evalf(40)
+        assert got["B"] == float(exact) and got["valid_for"] == want["valid_for"]
+
+
+@pytest.mark.parametrize("cell", [Cell("softmax", "post_learned", "regression", d=8),
+                                  Cell("softmax", "pre_learned", "regression", d=8),
+                                  Cell("linear", "none", "regression", d=8)], ids=lambda c: c.describe())
+def test_the_text_report_loads_neither_sympy_nor_scipy_and_says_the_same(cell, tmp_path):
+    """The text report needs no symbols: run as a command it never imports sympy or scipy, and
+    it prints what the report with the exact closed form prints."""
+    from verify import report
+    L = 300
+    params = design(cell).build(L, design(cell).estimate(L) * 1.001)
+    path = write_json(tmp_path, params)
+    code = ("import sys; from verify.__main__ import main; rc = main(sys.argv[1:]); "
+            "print(sorted(m for m in ('sympy', 'scipy') if m in sys.modules), rc)")
+    res = subprocess.run([sys.executable, "-c", code, "--params", str(path), "--L", str(L)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    *lines, loaded = res.stdout.strip().splitlines()
+    assert res.stderr == "" and loaded == "[] 0"
+    assert "\n".join(lines) == report.text(report.check(params, L, exact=True), str(path))

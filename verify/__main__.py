@@ -55,7 +55,7 @@ def parse(argv):
 
 def execute(parsed) -> int:
     args, params, L, rounded = parsed
-    result = report.check(params, L, rounded)
+    result = report.check(params, L, rounded, exact=args.json)  # the text shows no exact form
     cli.emit(json.dumps({"file": args.params, **result}) if args.json
              else report.text(result, args.params))
     return report.exit_status(result)

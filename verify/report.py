@@ -12,7 +12,10 @@
 * ``B_min``: ``B_min(L)`` of the cell where the toolkit knows it exactly, and ``ratio`` =
   ``B / B_min``.  Regression: the exact closed form
   (:func:`constructions.closed_forms.closed_form`, derived for the ``count`` task read at
-  ``bos`` with ``eps = 0``), else not known.  Classification: 0 as an infimum once some head
+  ``bos`` with ``eps = 0``), else not known.  The exact form (``B_min_exact``, sympy) is built
+  only when asked (``exact``); otherwise ``B_min`` is the nearest double to the same closed
+  form evaluated without sympy (:func:`constructions.closed_forms.value`; ``closed_form``'s
+  float can differ from it in the last bit) and ``B_min_exact`` is None.  Classification: 0 as an infimum once some head
   counts to ``L`` (free biases make the argmax scale-free,
   :mod:`constructions.classification`), so a head that is certified to count shows it, and
   ``ratio`` is undefined.
@@ -23,13 +26,13 @@
 from __future__ import annotations
 
 from constructions.cell import BOS, COUNT, Params
-from constructions.closed_forms import closed_form
+from constructions import closed_forms
 from verify.certify import certify, rigorous_bound
 
 VERDICTS = {"counts": "counts", "fails": "does not count", "cannot certify": "cannot certify"}
 
 
-def _b_min(params: Params, L: int, counts: bool) -> dict:
+def _b_min(params: Params, L: int, counts: bool, exact: bool) -> dict:
     """``B_min``, ``B_min_exact``, ``B_min_is_infimum`` and ``B_min_source`` (module docstring)."""
     cell = params.cell
     known = cell.task == COUNT and cell.read == BOS
@@ -39,10 +42,10 @@ def _b_min(params: Params, L: int, counts: bool) -> dict:
             return {**out, "B_min": 0.0, "B_min_exact": "0", "B_min_is_infimum": True,
                     "B_min_source": "an infimum: with free biases the argmax is scale-free"}
         return {**out, "B_min_source": "not known here"}
-    form = closed_form(cell, L) if known else None
+    form = None if not known else (closed_forms.closed_form if exact else closed_forms.value)(cell, L)
     if form is None:
         return {**out, "B_min_source": "not known: no exact closed form for this cell at this L"}
-    return {**out, "B_min": form["B"], "B_min_exact": form["B_exact"],
+    return {**out, "B_min": form["B"], "B_min_exact": form.get("B_exact"),
             "B_min_source": f"closed form ({form['valid_for']})"}
 
 
@@ -51,9 +54,10 @@ def _plain(x):
     return list(x) if isinstance(x, tuple) else x
 
 
-def check(params: Params, L: int, rounded: int = 0) -> dict:
+def check(params: Params, L: int, rounded: int = 0, exact: bool = True) -> dict:
     """The report of the module docstring, as one JSON-ready dict; ``rounded`` is the number of
-    file entries that were not binary numbers (:func:`verify.params_file.read`)."""
+    file entries that were not binary numbers (:func:`verify.params_file.read`); ``exact``:
+    whether to build the exact closed form (``B_min_exact``)."""
     res = certify(params, L)
     out = {"cell": params.cell.keys(), "L": L, "verdict": VERDICTS[res.verdict],
            "certified": res.certified, "backend": res.backend,
@@ -64,7 +68,7 @@ def check(params: Params, L: int, rounded: int = 0) -> dict:
     else:
         out.update(min_margin=res.min_margin, min_margin_at=_plain(res.min_margin_at))
     out["B"] = rigorous_bound(params)
-    out.update(_b_min(params, L, res.counts))
+    out.update(_b_min(params, L, res.counts, exact))
     out["ratio"] = out["B"] / out["B_min"] if out["B_min"] else None
     out["rounded"] = rounded
     return out

@@ -18,9 +18,21 @@ arithmetic, so its numbers are the result, not a screen of an exact one).
   ``bounds`` and may not import it, so the wall uses the same construction at the same
   budget up to the sweep's bisection tolerance (``RTOL`` is the sweep's default ``rtol``;
   ``L = 1``, where ``B_min = 0`` is an infimum, uses the sweep's witness budget
-  ``WITNESS_BUDGET``; tests/test_precision.py checks both against ``bounds.search``).  At
-  that budget the construction's margin is only about ``RTOL`` relative, so a format whose
-  rounding exceeds it fails at once: the certified optimum has no room for rounding.
+  ``WITNESS_BUDGET``, doubled where that construction does not count to 1 in ball arithmetic
+  (:meth:`Budgets.witness_budget`: the one-sided arc); tests/test_precision.py checks both
+  against ``bounds.search``).  At that budget the construction's margin is only about ``RTOL``
+  relative, so a format whose rounding exceeds it fails at once: the certified optimum has no
+  room for rounding.
+
+  *The one-sided arc* (linear attention with post-RMSNorm) has no closed form: each
+  ``B_min(L)`` is the fixed point of a float search and each construction a search over its
+  shape, together a second of CPU or more per ``L`` (from ``L`` about 50), so every ``L`` to
+  1024 would take twenty minutes or more.  Its construction wall is taken on the targets of the
+  best-budget search below (:func:`construction_grid`: every ``L <= 32``, then geometric with
+  ratio ``2^(1/8)``, and ``Lmax``), as the classification wall is on its grid: the largest
+  grid ``L`` such that the construction counts at every grid ``L' <= L``; the command reports
+  the grid (``construction_grid``).  Those constructions are the search's members at ``B_min``,
+  built once for both.
 * ``L_wall_best`` -- the largest ``L`` that some *searched member* of the construction
   family (the construction for a target ``L_t`` at a budget ``B >= B_min(L_t)``) counts to in
   ``F``.  Counting to ``L`` implies counting to every ``L' < L`` (same parameters), so this is
@@ -74,6 +86,7 @@ many bits two logits can swap (an estimate, not a proof; the rows show it agains
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -86,12 +99,15 @@ from constructions.cell import MAX_B, Cell
 from constructions.symbols import L as L_SYMBOL
 from verify.formats import Arith, Format
 from verify.forward import reduced
+from verify.judge import counts_to
 from verify.rounded import Pass, float_values, run
 
 #: relative distance of the construction wall's budget above B_min (the sweep's default rtol)
 RTOL = 1e-6
-#: the budget of the L = 1 construction, where B_min = 0 is not attained (the sweep's witness)
+#: the budget of the L = 1 construction, where B_min = 0 is not attained (the sweep's witness),
+#: doubled up to WITNESS_STEPS times where that construction does not count (Budgets.witness_budget)
 WITNESS_BUDGET = 1e-3
+WITNESS_STEPS = 10
 #: the best-budget search: budgets (1 + RTOL) B_min BUDGET_RATIO^k, k = 0..BUDGET_STEPS
 BUDGET_RATIO = 2.0
 BUDGET_STEPS = 6
@@ -131,6 +147,17 @@ class Wall:
 
 
 # ---------------------------------------------------------------------------- B_min(L)
+def construction_grid(cell: Cell, Lmax: int) -> list[int] | None:
+    """The ``L`` at which the construction wall runs the construction: None for every
+    ``L <= Lmax``; for the one-sided arc (linear attention with post-RMSNorm: no closed form,
+    each ``B_min(L)`` and each construction a float search of about a second) the targets of
+    the best-budget search (:func:`_targets`: every ``L <= 32``, then ratio ``2^(1/8)``, and
+    ``Lmax``; None where that is every ``L``), whose members at ``B_min`` are these
+    constructions (module docstring)."""
+    grid = None if laws.foot_distance(cell, 1, laws.FLOAT) is None else _targets(Lmax)
+    return None if grid == list(range(1, Lmax + 1)) else grid
+
+
 class Budgets:
     """``B_min(L)`` of a regression cell: the closed form where it holds, else the float64
     estimate (None where nothing counts)."""
@@ -139,6 +166,7 @@ class Budgets:
         self.cell = cell
         self.design = regression.design(cell)
         self.form = closed_forms.formula(cell)
+        self.builds = {}
         self.pieces = [] if self.form is None else [
             (p, sympy.lambdify(L_SYMBOL, p.B_min, "numpy")) for p in self.form.pieces]
         self.shapes = [] if self.form is None or self.design.family == "line" else [
@@ -165,7 +193,14 @@ class Budgets:
                 t, slack = zoom.maximize(lambda tt: self.design.slack(tt, L, B), a, b, points=17, rounds=5)
                 if slack > 0 and self._admissible(L, B, t):
                     return self.design.build(L, B, shape=t)
-        return self.design.build(L, B)
+        return self.build(L, B)
+
+    def build(self, L: int, B: float):
+        """The member of the family for ``L`` at budget ``B`` (``design.build``, memoised: the
+        best-budget search and the diagnosis run members the construction scan built)."""
+        if (L, B) not in self.builds:
+            self.builds[L, B] = self.design.build(L, B)
+        return self.builds[L, B]
 
     def _admissible(self, L: int, B: float, t: float) -> bool:
         """The counting interval at shape ``t`` is open within the capacity, in mpmath (50
@@ -193,9 +228,22 @@ class Budgets:
             self.cache[L] = value
         return self.cache[L]
 
+    @functools.cached_property
+    def witness_budget(self) -> float:
+        """The budget of the ``L = 1`` construction, where ``B_min = 0`` is an infimum: the
+        sweep's witness ``WITNESS_BUDGET``, or the first ``WITNESS_BUDGET 2^k``, ``k <=
+        WITNESS_STEPS``, at which the construction counts to 1 in ball arithmetic (the one-sided
+        arc's read-out at small budgets has a margin below float64's resolution of its constant;
+        every other construction counts at ``k = 0``).  ``WITNESS_BUDGET`` if none does."""
+        for k in range(WITNESS_STEPS + 1):
+            B = WITNESS_BUDGET * 2.0**k
+            if counts_to(self.build(1, B), 1, backend="arb256").counts:
+                return B
+        return WITNESS_BUDGET
+
     def construction_budget(self, L: int):
         if L == 1:
-            return WITNESS_BUDGET
+            return self.witness_budget
         b = self.b_min(L)
         return None if b is None else b * (1 + RTOL)
 
@@ -322,17 +370,19 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
     given, returns an object with ``update(k)`` and ``close()`` (a tqdm bar).
     """
     budgets = Budgets(cell)
-    design = budgets.design
     walls = {name: Wall(ar.store) for name, ar in ariths.items()}
-    bar = progress(Lmax) if progress else None
-    # (a) the construction at B_min, every L, until every format has failed
+    grid = construction_grid(cell, Lmax)
+    scan = range(1, Lmax + 1) if grid is None else grid
+    bar = progress(len(scan)) if progress else None
+    # (a) the construction at B_min, at every L of the grid, until every format has failed
     alive = set(walls)
-    for L in range(1, Lmax + 1):
+    previous = 0
+    for L in scan:
         B = budgets.construction_budget(L)
         if B is None:
             for name in alive:
                 w = walls[name]
-                w.construction = L - 1
+                w.construction = previous
                 w.construction_reason = "no_construction"
                 w.construction_detail = (f"no parameters count to L = {L} in this cell (bare pre-norm beyond L*, "
                                          "or post-norm below its smallest width)")
@@ -348,10 +398,11 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
             if c >= L:
                 w.last_construction = L
             else:
-                w.construction = L - 1
+                w.construction = previous
                 w.construction_failure = {"L": L, "n": c + 1}
                 w.construction_reason, w.construction_detail = diagnose(ps, c + 1, params)
                 alive.discard(name)
+        previous = L
         if bar:
             bar.update(1)
         if not alive:
@@ -359,7 +410,8 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
     for name in alive:
         walls[name].construction = Lmax
         walls[name].construction_reason = "none"
-        walls[name].construction_detail = f"the construction counts at every L <= {Lmax}"
+        walls[name].construction_detail = (f"the construction counts at every L <= {Lmax}" if grid is None else
+                                           f"the construction counts at every L <= {Lmax} of the grid")
     if bar:
         bar.close()
     # (b) the best budget of the family
@@ -374,14 +426,14 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
                   if not w.done and L_t <= w.fmt.integer_ceiling and L_t <= 2 * w.best + EXPLORE]
         if not active:
             continue
-        base = budgets.b_min(L_t) if L_t > 1 else WITNESS_BUDGET
+        base = budgets.b_min(L_t) if L_t > 1 else budgets.witness_budget
         if base is None:
             continue
         for k in range(BUDGET_STEPS + 1):
             B = base * (1 + RTOL) * BUDGET_RATIO ** k
             if B > MAX_B or not active:
                 break
-            params = design.build(L_t, B)
+            params = budgets.build(L_t, B)
             values = float_values(params)
             for name in list(active):
                 w = walls[name]
@@ -415,7 +467,7 @@ def _why_it_stops(w: Wall, budgets: Budgets, Lmax: int, ar: Arith) -> tuple[str,
         L_t, B = w.member["L_target"], w.member["B"]
     else:
         _, L_t, B = min(misses, key=lambda m: (-m[0], m[1], m[2]))
-    params = budgets.design.build(L_t, B)
+    params = budgets.build(L_t, B)
     ps = run(params, min(Lmax, w.fmt.integer_ceiling + 1), ar)
     n = ps.counts_up_to() + 1
     reason, detail = diagnose(ps, n, params)
