@@ -89,8 +89,9 @@ with a gain from ``L = 8`` on (at ``L = 4, 5`` with a gain, 1.10-1.12); the clos
 2-3% (bare) and 29-31% (gain) above the construction for ``L >= 16``.
 
 Cost: ``O(1)`` in ``L`` and ``d`` for the collinear families and the closed form (a few hundred
-ball evaluations); the arc's certificate is ``O(L)`` per box, a few hundred boxes bare and about
-1300 with a gain (about 2 s at ``L = 1024`` bare, 5 s at ``L = 256`` with a gain).
+ball evaluations); the arc's certificate is ``O(L)`` per box, a few hundred boxes bare and one to
+three thousand with a gain (about 5 s at ``L = 4096`` bare, 25 s at ``L = 1024`` with a
+gain).
 """
 
 from __future__ import annotations

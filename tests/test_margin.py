@@ -8,6 +8,10 @@
   definition) finds the same value; a search over representations (embeddings, or the arc's
   residual line) finds nothing better than the construction, and gets close to it;
 * the construction is certified by the judge at every L of a small grid;
+* on the arc the bound holds for every arc and every ellipse of read-outs (the best head of
+  each, by linear programming), a search over arcs (and ellipses) at ``L = 8`` from a generic
+  start finds the construction's margin, the dual certificate is tight at the construction's
+  arc, and the ratio ``margin_upper / margin`` is at most 1.004 at ``L = 16, 32, 64``;
 * the README's margin table and ratios are what the toolkit computes.
 """
 
