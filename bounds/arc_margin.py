@@ -190,12 +190,11 @@ class _Arc:
         D = (half_cos / sin_d * (2 * self.k / self.R)).sum()
         # turns c = 1..L-1: e^{i Omega_c} = (S_c - 1 + 2 i lam) / (r_{c-1} r_{c+1})
         rpm = r[..., :-2] * r[..., 2:]
-        inner = x[..., 1:-1]
         cos_o = (S[..., 1:-1] - 1.0) / rpm
         c2 = ((cos_o + 1.0) * 0.5).sqrt()  # cos(Omega/2)
         s2 = lam * 2.0 / rpm / (c2 * 2.0)  # sin(Omega/2)
-        sin_h2 = s2.square() / ((c2 + 1.0) * 2.0)
         if not self.gain:
+            sin_h2 = s2.square() / ((c2 + 1.0) * 2.0)  # sin^2 h
             size = (sin_h2 * (self.k_prev * self.k_next * 4.0)
                     + (self.k_prev - self.k_next).square()).sqrt()
             return D, size.sum() + (Iv(self.k[0]) + Iv(self.k[L - 1]))
@@ -251,8 +250,6 @@ class _Arc:
         value = _times((centre[0].v, centre[1].v), rot)
         grads = lambda comp, sign: tuple(comp * (dg * (2.0 * sign)) for dg in dgamma)
         return (Jet(value[0], grads(value[1], -1.0)), Jet(value[1], grads(value[0], 1.0)))
-
-        return D, (size, e)
 
     def ellipse(self, G, eta):
         """``n(eta)`` and ``grad n(eta)`` (jets) for the terms ``G = (|G_c|, e(2 gamma_c))``
@@ -337,10 +334,6 @@ class _Arc:
             theta = flint.arb.pi()
         den = den.max(flint.arb(L) / 2)
         return flint.arb(self.a) * self.R * (1 + theta / 2) / den
-
-
-def _sum(x: Iv) -> Iv:
-    return Jet(x).sum().v
 
 
 def _times(a, b):
