@@ -77,25 +77,31 @@ only sees the projection on the plane of ``g * u_c`` (a bias shifts every logit 
 a constant), and ``|P (g * u)| <= a |g * u|_1 <= a |g| |u|`` with ``a`` the kind's axis reach
 (:meth:`~constructions.cell.NormKind.axis_reach`), so the bound is ``a V``.
 
-*How tight.*  The construction of :mod:`constructions.classification` (a symmetric arc and a
-head on a circle, optimal for its arc) reaches ``V`` to within about 2-3% without a gain
-(``margin_upper / margin`` of the sweep rows, 1.032 at ``L = 16``, 1.021 from ``L = 64``
-on): the weights in the sum are all 1 and the
-arc's outer chords, where the optimal head turns from tangent to normal, need other weights.
-With a gain the factor ``a`` is the radius of the disk that would hold every ``P (g * u)``, a
-shape no gain realises (the read-outs fill an ellipse with squared semi-axes summing to at most
-``a^2``), so the bound is looser: 1.29-1.31 times the construction's margin for ``L >= 16``.
-Both are reported in every row (``margin_ratio``).
+*The dual certificate.*  The weights in that sum are all 1; any nonnegative weights give a
+bound, and the construction's own head yields the best ones (its stationarity conditions).
+:mod:`bounds.arc_margin` proves, for every ``L >= 4``, the supremum over every arc
+``(lam, p)`` (and, with a gain, every ellipse of read-outs with squared semi-axes summing to at
+most ``a^2``, in place of the disk) of the bound with those weights, by a branch and bound in
+interval arithmetic; :func:`margin_upper` returns the smaller of the two bounds.  Both are
+valid for every parameter set.  The certificate closes to ``TOLERANCE = 0.4%`` of the
+construction's margin (``margin_ratio`` of the sweep rows, about 1.004) bare from ``L = 4`` and
+with a gain from ``L = 8`` on (at ``L = 4, 5`` with a gain, 1.10-1.12); the closed form above is
+2-3% (bare) and 29-31% (gain) above the construction for ``L >= 16``.
 
-Cost: ``O(1)`` in ``L`` and ``d`` (a few hundred ball evaluations of closed forms).
+Cost: ``O(1)`` in ``L`` and ``d`` for the collinear families and the closed form (a few hundred
+ball evaluations); the arc's certificate is ``O(L)`` per box, a few hundred boxes bare and one to
+three thousand with a gain (about 5 s at ``L = 4096`` bare, 25 s at ``L = 1024`` with a
+gain).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 
 import flint
 
+from bounds.arc_margin import arc_upper
 from constructions import laws
 from constructions.cell import Cell
 from verify.backends import arb_ceil
@@ -199,7 +205,10 @@ def _arc(cell: Cell, L: int) -> flint.arb:
     inner = _branch_and_bound(box, V, flint.arb(0), tail_start, _geometric)
     tail = R * (1 + (half / tail_start).atan()) / (L * tail_start - abs(c) / tail_start)
     bound = inner.max(tail).min(2 * R)
-    return bound * _arb(cell.kind.axis_reach(cell.d, laws.ARB.sqrt)) if cell.affine.gain else bound
+    if cell.affine.gain:
+        bound = bound * _arb(cell.kind.axis_reach(cell.d, laws.ARB.sqrt))
+    dual = arc_upper(cell, L)
+    return bound.min(flint.arb(dual)) if math.isfinite(dual) else bound
 
 
 def margin_upper(cell: Cell, L: int) -> float | None:

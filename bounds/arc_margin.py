@@ -1,0 +1,397 @@
+"""The arc's max-min margin bounded by a dual certificate: weighted pair inequalities.
+
+Setting (:mod:`bounds.margin`): after post-norm (``eps = 0``) the outputs are
+``z_n = R unit(lam, n - p)`` in coordinates of their plane (``R = sqrt(d)``, ``lam > 0`` the
+distance of the residual line from the origin in count units, ``p`` the count at its foot), and
+a class ``c`` is read through ``w_c``, the part in that plane of ``u_c`` (bare) or of
+``g * u_c`` (with a gain; a bias shifts every logit of a class by a constant).  Bare,
+``|w_c| <= 1``.  With a gain, ``w_c = M u_c`` with ``M = P diag(g)`` (``P`` the projection on
+the plane), so the ``w_c`` lie in the ellipse ``M(unit ball)``, whose squared semi-axes (the
+squared singular values of ``M``) add up to ``|M|_F^2 = sum_i g_i^2 |P e_i|^2 <= a^2 |g|^2 <= a^2``,
+``a`` the axis reach (:meth:`~constructions.cell.NormKind.axis_reach`: the plane lies in the
+norm's image, so ``|P e_i|`` is at most the norm of ``e_i``'s part in the image).
+
+**The dual bound.**  Write the head as ``w_c = Q v_c`` with ``|v_c| <= 1`` (``Q`` the identity
+bare; ``Q = Rot diag(s_1, s_2)`` with ``s_1^2 + s_2^2 <= a^2`` with a gain).  The pair inequality
+(:mod:`bounds.margin`) ``<w_{c+1} - w_c, z_{c+1} - z_c> >= 2m`` times weights ``omega_c >= 0``,
+summed, and regrouped by class (Abel summation), reads
+
+    2m sum_c omega_c <= sum_{c=0}^{L} <v_c, Q^T F_c> <= sum_{c=0}^{L} |Q^T F_c|,
+    F_c = omega_{c-1} (z_c - z_{c-1}) - omega_c (z_{c+1} - z_c)    (omega_{-1} = omega_L = 0),
+
+for *every* choice of weights (a Lagrangian dual; with the optimal weights it is the max-min
+margin of the neighbour pairs, by convex duality).  Put ``omega_c = k_c / l_c`` with ``l_c`` the
+chord length and ``t_c`` the unit chord direction: ``F_c = G_c = k_{c-1} t_{c-1} - k_c t_c`` and
+
+    m <= N / D,   D = 2 sum_c k_c / l_c,   N = sum_c |Q^T G_c|.                          (W)
+
+The bound of :mod:`bounds.margin` is ``k_c = 1``.  Here ``k`` is the certificate of the
+construction's own head (:func:`certificate`): at its points the head is on the unit circle and
+every pair inequality it needs is tight, so the stationarity conditions ``F_c = mu_c v_c``
+(``mu_c >= 0``) fix the weights by the recursion ``omega_c [z_{c+1}-z_c, v_c] =
+omega_{c-1} [z_c - z_{c-1}, v_c]`` (``[,]`` the 2-D cross product), starting at the last class
+whose vector is ``-t_c`` (a slack pair before it has weight 0).  Any negative or undefined
+weight is set to 0: (W) needs only ``k >= 0``.  The same ``k`` is then used for *every*
+geometry; with it the supremum of (W) over the geometry is the construction's margin to float
+precision (a saddle point, observed), and what is proven is the supremum.
+
+**Stable chord geometry.**  In complex notation ``u_n = (lam + i x_n)/r_n``, ``x_n = n - p``,
+``r_n = |lam + i x_n|``, ``S_n = r_n^2``: the points turn anticlockwise by ``dtheta_c`` with
+``e^{i dtheta_c} = u_{c+1} conj(u_c) = (lam^2 + x_c x_{c+1} + i lam)/(r_c r_{c+1})``, so
+``l_c = 2R sin(dtheta_c/2) = R sin(dtheta_c) / sqrt((1 + cos dtheta_c)/2)``.  Consecutive
+chords turn by ``2h_c = Omega_c / 2``, ``Omega_c = theta_{c+1} - theta_{c-1} < pi`` with
+``e^{i Omega_c} = (S_c - 1 + 2i lam)/(r_{c-1} r_{c+1})``, whence ``cos(Omega/2) =
+sqrt((1 + cos Omega)/2)``, ``sin(Omega/2) = sin Omega / (2 cos(Omega/2))``, ``cos h =
+sqrt((1 + cos(Omega/2))/2)``, ``sin h = sin(Omega/2)/(2 cos h)``.  The chords' bisector
+``m_c = e(theta_c + pi/2 + eps_c)``, ``eps_c = (dtheta_c - dtheta_{c-1})/4``, and
+
+    G_c = (P_c + i Q_c) m_c,   P_c = (k_{c-1} - k_c) cos h,   Q_c = -(k_{c-1} + k_c) sin h,
+
+(``t_{c-1} = e^{-ih} m_c``, ``t_c = e^{ih} m_c``) so ``|G_c|^2 = P_c^2 + Q_c^2``: no difference of
+nearly equal numbers is formed.  ``G_0 = -k_0 t_0``, ``G_L = k_{L-1} t_{L-1}``.  Bare this is
+all (W) needs: ``N = k_0 + k_{L-1} + sum_c |G_c|``.  With a gain the directions enter through
+``e(2 gamma_c) = G_c^2 / |G_c|^2 = -e(2 theta_c) e(2 eps_c) e(2 beta_c)``, ``beta_c = arg(P_c +
+i Q_c)``, ``e(2 theta_c) = (lam^2 - x^2 + 2 i lam x)/S_c`` and ``e^{4 i eps_c} = u_{c+1} u_{c-1}
+conj(u_c)^2 = (S_c^2 + lam^2 - x_c^2 - 2 i lam x_c)/(r_{c-1} r_{c+1} S_c)`` (its real part
+positive wherever the box is not degenerate; half angles as above), at the ends ``-e(2 theta_0)
+e(dtheta_0)`` and ``-e(2 theta_L) e(-dtheta_{L-1})``.  Over a box the direction is the
+centre's turned by ``2 delta``, ``|delta| <= sum_i |d gamma / d v_i| h_i`` (mean value theorem
+for the continuous angle ``gamma``), with ``d theta_c = -(x_c, lam) . d(lam, p) / S_c``,
+``d eps_c`` the second difference of ``d theta`` over 4 and ``d beta = (P dQ - Q dP)/|G|^2``
+(at the ends ``(d theta_0 + d theta_1)/2`` and ``(d theta_{L-1} + d theta_L)/2``);
+``cos 2 delta >= 1 - 2 delta^2``, ``|sin 2 delta| <= 2 |delta|``, and ``d e(2 gamma) = 2 rot90(
+e(2 gamma)) d gamma``.  Turning the centre's direction, rather than enclosing the closed form
+over the box, keeps the enclosure as narrow as the direction's true variation.
+
+**The ellipse (gain).**  ``|Q^T G|^2 = G^T Rot diag(s_1^2, s_2^2) Rot^T G <= (a^2/2) G^T (I + H(eta))
+G`` with ``H(eta) = [[eta_1, eta_2], [eta_2, -eta_1]]`` and ``eta`` in the unit disk (``eta =
+cos(2 chi) e(2 alpha)`` for ``s = a (cos chi, sin chi)`` turned by ``alpha``; smaller semi-axes
+only lower it, as ``I + H(eta) >= 0``).  As ``G^T (I + H(eta)) G = |G|^2 (1 + <e(2 gamma),
+eta>)`` (``gamma`` the angle of ``G``), ``N <= (a/sqrt 2) sup_eta n(eta)`` with ``n(eta) =
+sum_c |G_c| sqrt(1 + <e(2 gamma_c), eta>)``: a sum of square roots of functions affine in
+``eta``, concave.  Its Hessian is ``-sum_c |G_c| e e^T / (4 (1 + <e, eta>)^{3/2})`` (``e =
+e(2 gamma_c)``); as ``1 + <e, eta> <= 2``, ``-Hess n >= S / (8 sqrt 2)`` with ``S = sum_c |G_c|
+e e^T``, whose smallest eigenvalue is ``(sum_c |G_c| - |sum_c |G_c| e(4 gamma_c)|)/2``
+(``e(4 gamma)`` the complex square of ``e(2 gamma)``).  With ``mu`` that eigenvalue over
+``8 sqrt 2``, for ``eta`` and ``eta_0`` in the disk ``n(eta) <= n(eta_0) + <grad n(eta_0), eta -
+eta_0> - mu |eta - eta_0|^2 / 2``, hence
+
+    sup_eta n <= n(eta_0) + |grad n(eta_0)|^2 / (2 mu),
+    grad n = sum_c |G_c| e(2 gamma_c) / (2 sqrt(1 + <e(2 gamma_c), eta>)).
+
+``eta_0`` is any point of the disk (Newton's method at each box's centre, in floats).
+
+**Over every geometry.**  ``(lam, p)`` and ``(lam, L - p)`` give mirror images of the same
+points in reverse order (``z_n(L - p)`` is the mirror of ``z_{L-n}(p)``), and mirroring the
+head (and the ellipse) keeps every margin, so ``p <= L/2`` suffices.  A branch and bound covers
+``0 < lam <= 4L`` and ``-3L/2 <= p <= L/2``; on each box the bound is the smaller of
+
+* the closed form of :mod:`bounds.margin` (``k_c = 1`` and chord estimates), at its worst point
+  of the box: ``a R (1 + Theta/2) / max(min_lam (L lam^2 + E(p*))/lam, L/2)`` with ``p*`` the
+  box's ``p`` nearest ``L/2`` (``E`` is smallest there, ``Theta``, the angle the arc subtends,
+  largest for every ``lam``), ``Theta`` at the smallest ``lam`` when ``0 <= p* <= L``
+  (decreasing in ``lam`` there), else ``pi``;
+* (W) in the mean-value form of :mod:`bounds.jets` (the value at the box's centre plus the
+  interval gradient over the box times the half-widths; or the plain enclosure, if smaller),
+  for ``N/D`` bare and for ``n(eta_0)/D`` with a gain, plus ``(a/sqrt 2) |grad n(eta_0)|^2 /
+  (2 mu D)`` with ``grad n`` and ``mu`` in the same form (``mu`` from below) and ``D`` enclosed
+  over the box;
+
+every operation in the outward-rounded intervals of :mod:`verify.intervals`.  Outside the
+region, ``(L lam^2 + E)/lam >= L lam >= 4L^2`` (``lam >= 4L``) or ``>= 2 sqrt(L E) >= 4 L^2``
+(``p <= L/2 - 2L``, where ``E >= 4 L^3``; ``E >= 0`` for ``L >= 2``), so there ``m <= a R
+(1 + pi/2) / (4 L^2)``.  The result is the largest leaf bound, below ``(1 + TOLERANCE)`` times
+the certificate's value at the construction's geometry once the search closes (a capped search
+returns its largest leaf: weaker, still valid).
+
+Cost: ``O(L)`` vectorised interval operations per box (boxes are evaluated in batches of at
+most ``BATCH_ENTRIES`` box-class pairs): some 300-600 boxes bare and 1300-2600 with a gain
+(about 5 s at ``L = 4096`` bare, 25 s at ``L = 1024`` with a gain).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import flint
+import numpy as np
+
+from bounds.jets import Jet, concatenate, mean_value_upper, upper
+from constructions import classification
+from constructions.cell import Cell
+from verify.backends import arb_ceil
+from verify.intervals import Iv, check_float_mode
+
+#: relative tolerance of the branch and bound against the certificate at the construction
+TOLERANCE = 4e-3
+#: the most boxes the branch and bound splits (a cap gives a weaker, still valid bound)
+MAX_BOXES = 3000
+#: boxes times classes evaluated together in one vectorised pass (memory: a few hundred MiB)
+BATCH_ENTRIES = 1 << 18
+#: Newton steps for the ellipse parameter ``eta_0`` at a box's centre
+NEWTON_STEPS = 8
+
+
+def certificate(cell: Cell, L: int):
+    """``(k, q)``: the weights ``k_c >= 0`` (largest 1) of the construction's greedy head read
+    as a dual certificate (module docstring), and the construction's ``q = lam / L`` (its foot
+    is ``p = L/2``).  The construction of the softmax twin of the cell is used (the bound holds
+    for any weights; linear attention shares the arc)."""
+    des = classification.design(cell.replace(attention="softmax"))
+    shape = des.arc_shape(L)
+    y = des.arc_points(L, shape)
+    v, _ = classification.circle_head(y)
+    dy = np.diff(y, axis=0)
+    cross = lambda a, b: a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    t = dy / np.linalg.norm(dy, axis=1)[:, None]
+    backward = np.linalg.norm(v[:L] + t, axis=1) < 1e-9
+    c0 = int(np.argmin(backward)) - 1 if not backward.all() else L - 1
+    c0 = max(c0, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = cross(dy[:-1], v[1:L]) / cross(dy[1:], v[1:L])
+    w = np.zeros(L)
+    w[c0] = 1.0
+    w[c0 + 1:] = np.cumprod(ratio[c0:])
+    w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
+    lam = shape[0] * L
+    x = np.arange(L + 1) - L / 2
+    z = np.stack([np.full(L + 1, lam), x], axis=1) / np.hypot(lam, x)[:, None]
+    k = w * np.linalg.norm(np.diff(z, axis=0), axis=1)
+    return k / k.max(), shape[0]
+
+
+class _Arc:
+    """The certificate's terms for one cell and ``L`` (module docstring)."""
+
+    def __init__(self, cell: Cell, L: int):
+        self.L, self.R = L, math.sqrt(cell.d)
+        self.gain = cell.affine.gain
+        self.a = cell.kind.axis_reach(cell.d, math.sqrt) if self.gain else 1.0
+        self.k, self.q = certificate(cell, L)
+        self.n = np.arange(L + 1, dtype=np.float64)
+        ki = Iv(self.k)
+        self.k_prev, self.k_next = ki[:-1], ki[1:]
+        self.eta = np.zeros(2)
+
+    def geometry(self, lam: Jet, p: Jet, centre=None, h=None):
+        """``D`` and either ``N`` (bare) or, per class, ``(|G_c|, e(2 gamma_c))`` (with a gain;
+        over a box, ``centre`` holds the directions at its centre and ``h`` its half-widths)."""
+        L = self.L
+        x = -p + self.n
+        l2 = lam.square()
+        S = l2 + x.square()
+        r = S.sqrt()
+        # chords c = 0..L-1: e^{i dtheta_c} = (lam^2 + x_c x_{c+1} + i lam) / (r_c r_{c+1})
+        rr = r[..., :-1] * r[..., 1:]
+        sin_d = lam / rr
+        cos_d = (l2 + x[..., :-1] * x[..., 1:]) / rr
+        half_cos = ((cos_d + 1.0) * 0.5).sqrt()
+        D = (half_cos / sin_d * (2 * self.k / self.R)).sum()
+        # turns c = 1..L-1: e^{i Omega_c} = (S_c - 1 + 2 i lam) / (r_{c-1} r_{c+1})
+        rpm = r[..., :-2] * r[..., 2:]
+        cos_o = (S[..., 1:-1] - 1.0) / rpm
+        c2 = ((cos_o + 1.0) * 0.5).sqrt()  # cos(Omega/2)
+        s2 = lam * 2.0 / rpm / (c2 * 2.0)  # sin(Omega/2)
+        if not self.gain:
+            sin_h2 = s2.square() / ((c2 + 1.0) * 2.0)  # sin^2 h
+            size = (sin_h2 * (self.k_prev * self.k_next * 4.0)
+                    + (self.k_prev - self.k_next).square()).sqrt()
+            return D, size.sum() + (Iv(self.k[0]) + Iv(self.k[L - 1]))
+        dk, sk = self.k_prev - self.k_next, self.k_prev + self.k_next
+        cos_h = ((c2 + 1.0) * 0.5).sqrt()
+        P, Q = cos_h * dk, s2 / (cos_h * 2.0) * sk * -1.0  # G_c = (P + iQ) e(theta_c + pi/2 + eps_c)
+        size = concatenate([Iv(self.k[0]), (P.square() + Q.square()).sqrt(), Iv(self.k[L - 1])])
+        if centre is None:
+            e = self._directions(lam, x, l2, S, rpm, cos_d, sin_d, P, Q, size)
+        else:
+            e = self._turned(lam, x, S, P, Q, size, centre, h)
+        return D, (size, e)
+
+    def _directions(self, lam, x, l2, S, rpm, cos_d, sin_d, P, Q, size):
+        """``e(2 gamma_c)`` by its closed form (at a box's centre): ``-e(2 theta_c) e(2 eps_c)
+        e(2 beta_c)`` with ``beta_c = arg(P + iQ)``; at the ends ``-e(2 theta_0) e(dtheta_0)`` and
+        ``-e(2 theta_L) e(-dtheta_{L-1})``."""
+        L = self.L
+        inner, Si = x[..., 1:-1], S[..., 1:-1]
+        g = size[..., 1:-1]
+        beta = (P / g, Q / g)
+        xi2 = inner.square()
+        den = rpm * Si  # e^{4 i eps_c} = (S^2 + lam^2 - x^2 - 2 i lam x) / (r_{c-1} r_{c+1} S)
+        ce = (((Si.square() + l2 - xi2) / den + 1.0) * 0.5).sqrt()
+        eps = (ce, lam * inner * -1.0 / den / ce)
+        theta = ((l2 - xi2) / Si, lam * inner * 2.0 / Si)
+        e = _neg(_times(_times(theta, eps), _times(beta, beta)))
+        ends = []
+        for j, chord, sign in ((0, 0, 1.0), (L, L - 1, -1.0)):
+            xj, Sj = x[..., j:j + 1], S[..., j:j + 1]
+            e2 = ((l2 - xj.square()) / Sj, lam * xj * 2.0 / Sj)
+            ends.append(_neg(_times(e2, (cos_d[..., chord:chord + 1], sin_d[..., chord:chord + 1] * sign))))
+        return tuple(concatenate([ends[0][i], e[i], ends[1][i]]) for i in range(2))
+
+    def _turned(self, lam, x, S, P, Q, size, centre, h):
+        """``e(2 gamma_c)`` over a box as a jet: the centre's directions ``centre`` turned by
+        ``2 delta``, ``|delta| <= sum_i |d gamma / d v_i| h_i`` (mean value theorem), with
+        ``d theta_c = (-x_c, -lam) d(lam, p) / S_c``, ``eps_c`` the second difference of
+        ``theta`` over 4, ``d beta = (P dQ - Q dP) / |G|^2``; at the ends ``gamma_0 = theta_0 +
+        dtheta_0 / 2 + pi/2``, ``gamma_L = theta_L - dtheta_{L-1} / 2 + pi/2``."""
+        g2 = size.v[..., 1:-1].square()
+        dtheta = (-x.v / S.v, -lam.v / S.v)
+        dgamma = []
+        for i in range(2):
+            t = dtheta[i]
+            mid = t[..., 1:-1] + (t[..., 2:] + t[..., :-2] - t[..., 1:-1] * 2.0) * 0.25
+            dbeta = (P.v * Q.g[i] - Q.v * P.g[i]) / g2
+            dgamma.append(_cat([(t[..., :1] + t[..., 1:2]) * 0.5, mid + dbeta, (t[..., -2:-1] + t[..., -1:]) * 0.5]))
+        reach = abs(dgamma[0]) * Iv(h[0][:, None]) + abs(dgamma[1]) * Iv(h[1][:, None])
+        turn = Iv(-reach.hi, reach.hi) * 2.0
+        rot = (Iv(1.0) - Iv(0.0, np.asarray(turn.hi)).square() * 0.5, turn)  # cos t >= 1 - t^2/2, |sin t| <= |t|
+        rot = (Iv(rot[0].lo, np.ones_like(rot[0].lo)), rot[1])
+        value = _times((centre[0].v, centre[1].v), rot)
+        grads = lambda comp, sign: tuple(comp * (dg * (2.0 * sign)) for dg in dgamma)
+        return (Jet(value[0], grads(value[1], -1.0)), Jet(value[1], grads(value[0], 1.0)))
+
+    def ellipse(self, G, eta):
+        """``n(eta)`` and ``grad n(eta)`` (jets) for the terms ``G = (|G_c|, e(2 gamma_c))``
+        (``eta`` an array ``(boxes, 2)``)."""
+        size, (e1, e2) = G
+        root = (e1 * eta[:, :1] + e2 * eta[:, 1:] + 1.0).sqrt()
+        Nc = size * root
+        half = size / (root * 2.0)
+        return Nc.sum(), (half * e1).sum(), (half * e2).sum()
+
+    def curvature(self, G) -> Jet:
+        """``mu = (sum_c |G_c| - |sum_c |G_c| e(2 gamma_c)^2|) / (16 sqrt 2)`` as a jet (module
+        docstring; the square is complex)."""
+        size, e = G
+        f = _times(e, e)
+        spread = ((size * f[0]).sum().square() + (size * f[1]).sum().square()).sqrt()
+        return (size.sum() - spread) / (Iv(16.0) * Iv(2.0).sqrt())
+
+    def newton(self, G) -> np.ndarray:
+        """Per box, an ``eta_0`` near the maximiser of ``n`` for the centre's terms ``G`` (in
+        the disk; an array ``(boxes, 2)``)."""
+        mid = lambda j: 0.5 * (j.v.lo + j.v.hi)
+        size, e = mid(G[0]), np.stack([mid(G[1][0]), mid(G[1][1])], axis=1)
+        eta = np.broadcast_to(self.eta, (size.shape[0], 2)).copy()
+        for _ in range(NEWTON_STEPS):
+            root = np.sqrt(np.maximum(1 + np.einsum("bin,bi->bn", e, eta), 1e-12))
+            grad = np.einsum("bin,bn->bi", e, size / (2 * root))
+            hess = -np.einsum("bin,bjn,bn->bij", e, e, size / (4 * root**3))
+            with np.errstate(all="ignore"):
+                try:
+                    step = np.linalg.solve(hess, -grad[..., None])[..., 0]
+                except np.linalg.LinAlgError:
+                    break
+            eta = np.where(np.isfinite(step), eta + step, eta)
+            norm = np.linalg.norm(eta, axis=1, keepdims=True)
+            eta = np.where(norm > 0.999, eta * (0.999 / np.maximum(norm, 1e-300)), eta)
+        return eta
+
+    def boxes(self, l0, l1, p0, p1) -> np.ndarray:
+        """(W) over the boxes ``[l0, l1] x [p0, p1]`` (arrays, ``l0 > 0``), rounded up (module
+        docstring)."""
+        col = lambda v: np.asarray(v, dtype=np.float64)[:, None]
+        l0, l1, p0, p1 = col(l0), col(l1), col(p0), col(p1)
+        lc, pc = 0.5 * (l0 + l1), 0.5 * (p0 + p1)
+        h = (np.maximum((Iv(l1) - lc).hi, (Iv(lc) - l0).hi), np.maximum((Iv(p1) - pc).hi, (Iv(pc) - p0).hi))
+        centre = (Jet(Iv(lc)), Jet(Iv(pc)))
+        whole = (Jet(Iv(l0, l1), (Iv(1.0), Iv(0.0))), Jet(Iv(p0, p1), (Iv(0.0), Iv(1.0))))
+        h = (h[0][:, 0], h[1][:, 0])
+        Dc, Tc = self.geometry(*centre)
+        Db, Tb = self.geometry(*whole, centre=Tc[1] if self.gain else None, h=h)
+        if not self.gain:
+            return np.minimum(mean_value_upper(Tc / Dc, Tb / Db, h), upper((Tb / Db).v))
+        eta = self.newton(Tc)
+        nc, *gc = self.ellipse(Tc, eta)
+        nb, *gb = self.ellipse(Tb, eta)
+        first = np.minimum(mean_value_upper(nc / Dc, nb / Db, h), upper((nb / Db).v))
+        grad2 = Iv(0.0)
+        for at_centre, over_box in zip(gc, gb):
+            hi = mean_value_upper(at_centre, over_box, h)
+            lo = -mean_value_upper(-at_centre, -over_box, h)
+            grad2 = grad2 + Iv(np.maximum(np.abs(hi), np.abs(lo))).square()
+        mu_box = self.curvature(Tb)
+        mu = np.maximum(mu_box.v.lo, -mean_value_upper(-self.curvature(Tc), -mu_box, h))
+        mu = np.where(np.isfinite(mu) & (mu > 0), mu, np.nan)
+        second = grad2 / (Iv(mu) * Db.v * 2.0)
+        return upper((Iv(first) + second) * (self.a / Iv(2.0).sqrt()))
+
+    def crude(self, l0: float, l1: float, p0: float, p1: float) -> flint.arb:
+        """The closed form of :mod:`bounds.margin` at the box's worst point (module docstring)."""
+        L = self.L
+        ps = flint.arb(min(p1, L / 2))
+        E = L * (ps - flint.arb(L) / 2) ** 2 + flint.arb(L) ** 3 / 12 - flint.arb(L) / 3
+        a0, a1 = flint.arb(l0), flint.arb(l1)
+        if float(E.mid()) > 0:
+            best = (E / L).sqrt().max(a0).min(a1)
+            den = L * best + E / best
+        else:
+            den = L * a0 + E / a0 if l0 > 0 else flint.arb(0)
+        if l0 > 0 and 0 <= float(ps.mid()) <= L:
+            theta = (ps / a0).atan() + ((L - ps) / a0).atan()
+        else:
+            theta = flint.arb.pi()
+        den = den.max(flint.arb(L) / 2)
+        return flint.arb(self.a) * self.R * (1 + theta / 2) / den
+
+
+def _times(a, b):
+    """The complex product of pairs ``(re, im)`` (jets, intervals or floats)."""
+    return (a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0])
+
+
+def _cat(parts) -> Iv:
+    return Iv(np.concatenate([x.lo for x in parts], axis=-1), np.concatenate([x.hi for x in parts], axis=-1))
+
+
+def _neg(a):
+    return (-a[0], -a[1])
+
+
+def arc_upper(cell: Cell, L: int) -> float:
+    """A float ``U`` with ``m <= U`` for every parameter set of the arc cell ``cell`` with every
+    vector of norm at most 1 (module docstring); ``inf`` where ``L < 4`` (no certificate)."""
+    if L < 4:
+        return float("inf")
+    check_float_mode()
+    arc = _Arc(cell, L)
+    # infinite ends (a box where an enclosure fails) make nan, which only weakens a bound
+    with flint.ctx.workprec(64), np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        lam_c, span = arc.q * L, 1e-9 * L
+        reference = float(arc.boxes([lam_c - span], [lam_c + span], [L / 2 - span], [L / 2])[0])
+        if not math.isfinite(reference):
+            return float("inf")
+        stop = reference * (1 + TOLERANCE)
+        tail = arb_ceil(flint.arb(arc.a) * arc.R * (1 + flint.arb.pi() / 2) / (4 * L * L))
+
+        def bounds(boxes):
+            values = np.array([arb_ceil(arc.crude(*b)) for b in boxes])
+            open_ = [i for i, b in enumerate(boxes) if values[i] > stop and b[0] > 0]
+            if open_:
+                cols = np.array([boxes[i] for i in open_]).T
+                values[open_] = np.minimum(values[open_], arc.boxes(*cols))
+            return values
+
+        root = (0.0, 4.0 * L, L / 2 - 2.0 * L, L / 2)
+        heap = [(-float(bounds([root])[0]), root)]
+        split, batch_size = 0, max(8, min(1024, BATCH_ENTRIES // (L + 1)))
+        while split < MAX_BOXES and -heap[0][0] > stop:
+            batch = []
+            while heap and -heap[0][0] > stop and len(batch) < batch_size:
+                batch.append(heapq.heappop(heap)[1])
+            split += len(batch)
+            children = [c for box in batch for c in _halves(box)]
+            for value, child in zip(bounds(children), children):
+                heapq.heappush(heap, (-float(value), child))
+        return max(-heap[0][0], tail)
+
+
+def _halves(box):
+    """The two halves of a box ``(l0, l1, p0, p1)`` across its longer side."""
+    l0, l1, p0, p1 = box
+    if l1 - l0 >= p1 - p0:
+        mid = 0.5 * (l0 + l1)
+        return (l0, mid, p0, p1), (mid, l1, p0, p1)
+    mid = 0.5 * (p0 + p1)
+    return (l0, l1, p0, mid), (l0, l1, mid, p1)
