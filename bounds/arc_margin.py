@@ -83,7 +83,11 @@ eta_0> - mu |eta - eta_0|^2 / 2``, hence
 
 **Over every geometry.**  ``(lam, p)`` and ``(lam, L - p)`` give mirror images of the same
 points in reverse order (``z_n(L - p)`` is the mirror of ``z_{L-n}(p)``), and mirroring the
-head (and the ellipse) keeps every margin, so ``p <= L/2`` suffices.  A branch and bound covers
+head (and the ellipse) keeps every margin, so ``p <= L/2`` suffices.  Where the foot is tied
+to the budget (linear attention with post-RMSNorm, :func:`constructions.laws.foot_distance`)
+every parameter set with vectors of norm at most 1 has ``p = -(sqrt(d) + |e_s|^2)/|e_a|^2 <=
+-sqrt(d)``, so the domain ends there instead (and the certificate is that of the cell's own
+one-sided arc).  A branch and bound covers
 ``0 < lam <= 4L`` and ``-3L/2 <= p <= L/2``; on each box the bound is the smaller of
 
 * the closed form of :mod:`bounds.margin` (``k_c = 1`` and chord estimates), at its worst point
@@ -118,7 +122,7 @@ import flint
 import numpy as np
 
 from bounds.jets import Jet, concatenate, mean_value_upper, upper
-from constructions import classification
+from constructions import classification, laws
 from constructions.cell import Cell
 from verify.backends import arb_ceil
 from verify.intervals import Iv, check_float_mode
@@ -134,11 +138,14 @@ NEWTON_STEPS = 8
 
 
 def certificate(cell: Cell, L: int):
-    """``(k, q)``: the weights ``k_c >= 0`` (largest 1) of the construction's greedy head read
-    as a dual certificate (module docstring), and the construction's ``q = lam / L`` (its foot
-    is ``p = L/2``).  The construction of the softmax twin of the cell is used (the bound holds
-    for any weights; linear attention shares the arc)."""
-    des = classification.design(cell.replace(attention="softmax"))
+    """``(k, q, p)``: the weights ``k_c >= 0`` (largest 1) of the construction's greedy head read
+    as a dual certificate (module docstring), the construction's ``q = lam / L`` and its foot
+    ``p`` (``L/2``; ``-F(1)`` on the one-sided arc).  The construction of the softmax twin of
+    the cell is used where the foot is free (the bound holds for any weights; linear attention
+    shares the arc), the cell's own one-sided arc where it is not."""
+    one_sided = laws.foot_distance(cell, 1) is not None
+    des = classification.design(cell if one_sided else cell.replace(attention="softmax"))
+    foot = L / 2 if des.foot is None else -des.foot
     shape = des.arc_shape(L)
     y = des.arc_points(L, shape)
     v, _ = classification.circle_head(y)
@@ -155,10 +162,10 @@ def certificate(cell: Cell, L: int):
     w[c0 + 1:] = np.cumprod(ratio[c0:])
     w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
     lam = shape[0] * L
-    x = np.arange(L + 1) - L / 2
+    x = np.arange(L + 1) - foot
     z = np.stack([np.full(L + 1, lam), x], axis=1) / np.hypot(lam, x)[:, None]
     k = w * np.linalg.norm(np.diff(z, axis=0), axis=1)
-    return k / k.max(), shape[0]
+    return k / k.max(), shape[0], foot
 
 
 class _Arc:
@@ -168,7 +175,11 @@ class _Arc:
         self.L, self.R = L, math.sqrt(cell.d)
         self.gain = cell.affine.gain
         self.a = cell.kind.axis_reach(cell.d, math.sqrt) if self.gain else 1.0
-        self.k, self.q = certificate(cell, L)
+        self.k, self.q, self.p = certificate(cell, L)
+        #: the largest foot of the domain: ``L/2`` by symmetry, or before ``-sqrt(d)`` where the
+        #: foot is tied to the budget (rounded up, so that the domain holds every such foot)
+        foot = laws.foot_distance(cell, 1, laws.FLOAT)
+        self.p_max = L / 2 if foot is None else math.nextafter(-foot, math.inf)
         self.n = np.arange(L + 1, dtype=np.float64)
         ki = Iv(self.k)
         self.k_prev, self.k_next = ki[:-1], ki[1:]
@@ -359,7 +370,7 @@ def arc_upper(cell: Cell, L: int) -> float:
     # infinite ends (a box where an enclosure fails) make nan, which only weakens a bound
     with flint.ctx.workprec(64), np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         lam_c, span = arc.q * L, 1e-9 * L
-        reference = float(arc.boxes([lam_c - span], [lam_c + span], [L / 2 - span], [L / 2])[0])
+        reference = float(arc.boxes([lam_c - span], [lam_c + span], [arc.p - span], [arc.p])[0])
         if not math.isfinite(reference):
             return float("inf")
         stop = reference * (1 + TOLERANCE)
@@ -373,7 +384,7 @@ def arc_upper(cell: Cell, L: int) -> float:
                 values[open_] = np.minimum(values[open_], arc.boxes(*cols))
             return values
 
-        root = (0.0, 4.0 * L, L / 2 - 2.0 * L, L / 2)
+        root = (0.0, 4.0 * L, L / 2 - 2.0 * L, arc.p_max)
         heap = [(-float(bounds([root])[0]), root)]
         split, batch_size = 0, max(8, min(1024, BATCH_ENTRIES // (L + 1)))
         while split < MAX_BOXES and -heap[0][0] > stop:

@@ -235,3 +235,13 @@ def test_rows_at_one_and_two_counts(cell):
     assert one["certified"] and one["B_min"] == 0 and "witness certified" in one["note"]
     two = search.regression_row(cell, 2)
     assert two["certified"] and two["B_lower"] <= two["B_min"] <= two["B_lower"] * (1 + 1e-5)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=IDS)
+def test_margin_upper_on_the_one_sided_arc(cell):
+    """The certificate over the feet ``p <= -sqrt(d)``: above the certified margin, and bare
+    within 0.5% of it (the head is max-min there)."""
+    row = search.classification_row(cell.replace(readout="classification"), 16)
+    assert row["certified"] and row["margin"] <= row["margin_upper"]
+    if not cell.affine.gain:
+        assert row["margin_ratio"] <= 1.005
