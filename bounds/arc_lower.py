@@ -305,7 +305,8 @@ class _Boxes:
         if foot is not None:  # step 7: every shape of the box has its foot after -foot
             excluded |= (Iv(cb) - Iv(Sa) * (Iv(self.L / 2) + foot)).hi < 0
         rest = np.flatnonzero(~excluded)
-        rest = rest[~self.infeasible(*(x[rest] for x in (Sa, Sb, ca, cb, Sm, cm)))]
+        if self.L >= _Q_FROM:
+            rest = rest[~self.infeasible(*(x[rest] for x in (Sa, Sb, ca, cb, Sm, cm)))]
         v, point = np.full(len(Sa), np.inf), np.full(len(Sa), np.inf)
         if len(rest):
             Sa, Sb, ca, cb, Sm, cm = (x[rest] for x in (Sa, Sb, ca, cb, Sm, cm))
@@ -318,11 +319,14 @@ class _Boxes:
         return v, point
 
 
-#: a round of the branch and bound evaluates at least this many boxes when it can
-_MIN_ROUND = 64
+#: a round of the branch and bound evaluates at least this many boxes when it can (fewer,
+#: larger rounds: a round costs a fixed overhead besides its boxes)
+_MIN_ROUND = 1024
 #: from this L on, step 5(a) keeps the strip of slopes the pair (0, L) alone settles
 #: within rtol (below it the strip costs more boxes than it saves: measured)
 _STRIP_FROM = 4096
+#: from this L on step 3b is tried on every box (below it, it costs more than it saves: measured)
+_Q_FROM = 32768
 
 
 def _split(Sa, Sb, ca, cb, L: int):
@@ -423,7 +427,8 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        the centre value is an interval evaluation at the centre point and the partial
        derivatives are enclosed over the box by forward differentiation in interval arithmetic
        (:class:`_Dual`).  A box where that enclosure of ``Q_+`` or ``Q_-`` is surely positive
-       holds only shapes that cannot count on ``P``, and is discarded.
+       holds only shapes that cannot count on ``P``, and is discarded.  (The test is tried
+       from ``L = 32768`` on; which boxes are tested never affects validity.)
 
     4. **Symmetry.**  ``(lam, n0, C, (u1, u2))`` is feasible for ``P`` iff
        ``(lam, L - n0, L - C, (-u1, u2))`` is: the new angles are ``theta'_n = -theta_{L-n}``,

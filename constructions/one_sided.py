@@ -47,7 +47,6 @@ import functools
 
 import numpy as np
 import sympy
-from scipy.optimize import linprog, minimize, minimize_scalar
 
 from constructions.symbols import F, n, psi, t
 
@@ -73,6 +72,8 @@ def _system(L: int, foot: float, lam: float):
 
 def _small(M: np.ndarray, ns: np.ndarray, x0: np.ndarray, scale: float) -> np.ndarray:
     """``argmin |u|`` over ``x = (C', u)`` with ``|M x - ns| <= 1/2`` on a few counts (SLSQP)."""
+    from scipy.optimize import minimize  # scipy on first use: a sweep of other cells never loads it
+
     cons = [{"type": "ineq", "fun": lambda x: 0.5 - (M @ x - ns), "jac": lambda x: -M},
             {"type": "ineq", "fun": lambda x: 0.5 + (M @ x - ns), "jac": lambda x: M}]
     k = 1 / scale**2
@@ -110,6 +111,8 @@ def min_norm(L: int, foot: float, lam: float):
 @functools.lru_cache(maxsize=4096)
 def centre_point(L: int, foot: float, lam: float):
     """``(delta, x_c)``: the read-out with the largest margin ``delta`` in every count (LP)."""
+    from scipy.optimize import linprog
+
     M, ns, mid = _system(L, foot, lam)
     ones = np.ones((L + 1, 1))
     A_ub = np.vstack([np.hstack([M, ones]), np.hstack([-M, ones])])
@@ -140,6 +143,8 @@ _LAST: dict = {}
 
 @functools.lru_cache(maxsize=256)
 def _least(L: int, foot: float):
+    from scipy.optimize import minimize_scalar
+
     value = lambda ll: min_norm(L, foot, float(np.exp(ll)))[0]
     if L in _LAST:  # a Brent search in a bracket around the last best shape, if it holds it
         mid = np.log(_LAST[L])

@@ -134,7 +134,7 @@ def _few_counts_min(ns, lam: float, n0: float) -> float:
 
 
 @settings(max_examples=60, deadline=None)
-@given(L=st.sampled_from([8, 33, 64, 256]),
+@given(L=st.sampled_from([8, 33, 64, 256, 65536]),
        S_rel=st.floats(0.5, 3.0), c=st.floats(0.0, 1.0),
        log_width=st.floats(-9.0, -1.0), aspect=st.floats(-2.0, 2.0),
        point=st.tuples(st.floats(0, 1), st.floats(0, 1)))
@@ -197,7 +197,8 @@ def _strictly_feasible(ns, lam: float, n0: float, slack: float = 1e-7) -> bool:
 
 
 @settings(max_examples=80, deadline=None)
-@given(L=st.sampled_from([8, 64, 1000, 4096]), S_rel=st.floats(0.5, 50.0), gam=st.floats(0.0, 20.0),
+@given(L=st.sampled_from([8, 64, 1000, 4096, 65536, 1048576]), S_rel=st.floats(0.5, 50.0),
+       gam=st.floats(0.0, 20.0),
        log_width=st.floats(-8.0, -1.0), aspect=st.floats(-2.0, 2.0),
        point=st.tuples(st.floats(0, 1), st.floats(0, 1)))
 def test_infeasible_boxes_hold_no_counting_shape(L, S_rel, gam, log_width, aspect, point):
