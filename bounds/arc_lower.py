@@ -322,6 +322,8 @@ class _Boxes:
 #: a round of the branch and bound evaluates at least this many boxes when it can (fewer,
 #: larger rounds: a round costs a fixed overhead besides its boxes)
 _MIN_ROUND = 1024
+#: the first partition of the domain has FIRST x FIRST boxes (:func:`_first_boxes`)
+FIRST = 8
 #: from this L on, step 5(a) keeps the strip of slopes the pair (0, L) alone settles
 #: within rtol (below it the strip costs more boxes than it saves: measured)
 _STRIP_FROM = 4096
@@ -345,6 +347,21 @@ def _split(Sa, Sb, ca, cb, L: int):
             np.concatenate([np.where(by_S, cut, Sb), Sb]),
             np.concatenate([ca, np.where(by_S, ca, cut)]),
             np.concatenate([np.where(by_S, cb, cut), cb])]
+
+
+def _first_boxes(S_min: float, S_max: float, c_max: float, L: int, k: int = FIRST):
+    """The domain ``[S_min, S_max] x [0, c_max]`` of step 5 cut into ``k x k`` boxes: geometric
+    in ``S``, and in ``c`` geometric from the scale ``S_min L/2`` of the tangents' spread (a first
+    cell ``[0, S_min L/2]``).  The edges run from end to end, so the boxes cover the domain."""
+    Se = np.geomspace(S_min, S_max, k + 1)
+    Se[0], Se[-1] = S_min, S_max
+    c0 = S_min * L / 2
+    ce = np.concatenate([[0.0], np.geomspace(c0, c_max, k)]) if 0 < c0 < c_max else np.array([0.0, c_max])
+    ce[-1] = c_max
+    Se, ce = np.unique(Se), np.unique(ce)
+    Sa, ca = np.meshgrid(Se[:-1], ce[:-1], indexing="ij")
+    Sb, cb = np.meshgrid(Se[1:], ce[1:], indexing="ij")
+    return [x.ravel() for x in (Sa, Sb, ca, cb)]
 
 
 def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_000_000,
@@ -459,7 +476,8 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        The endpoints are rounded outward (``S_min`` down, ``S_max``, ``M'`` and the ``c``
        range up), so the boxes cover the remaining domain.
 
-    6. **Branch and bound.**  Boxes whose bound is ``>= R_t`` are discarded (no shape in them
+    6. **Branch and bound.**  The domain of step 5 is first cut into ``8 x 8`` boxes
+       (:func:`_first_boxes`; geometric in ``S`` and ``c``).  Boxes whose bound is ``>= R_t`` are discarded (no shape in them
        does better than ``R_t``).  In rounds, every box with a bound below ``R_t/(1 + rtol)``
        (the smallest first, when the budget runs out) is split by :func:`_split` (a few times
        over while the boxes are few) until the smallest bound is ``>= R_t/(1 + rtol)`` (or
@@ -514,11 +532,11 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
         reach = min(reach, float(point.min()))
         return v
 
-    live = [np.array([x]) for x in (S_min, S_max, 0.0, c_max)]
+    live = _first_boxes(S_min, S_max, c_max, L)
     v = bound(*live)
+    evaluated = len(v)
     keep = v < R_target
     live, v = [x[keep] for x in live], v[keep]
-    evaluated = 1
     while len(v) and evaluated < max_boxes:
         open_ = np.flatnonzero(v < reach / (1 + rtol))
         if not len(open_):
