@@ -295,7 +295,7 @@ class _Boxes:
 
     def bound(self, Sa, Sb, ca, cb, half: float, Mp: float, foot: float | None = None):
         """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it,
-        or (with ``foot``) where step 7 does.
+        where step 3b does (from ``L = 32768``), or (with ``foot``) where step 7 does.
 
         Also returns the float estimate of the relaxed problem at each centre (a stopping
         rule only, never part of the bound).
