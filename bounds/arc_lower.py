@@ -122,6 +122,37 @@ def _ratio_lower(N: Iv, w_hi: np.ndarray) -> np.ndarray:
     return np.where(ok, q, 0.0)
 
 
+class _Dual:
+    """An interval value with its two partial derivatives (forward differentiation in ``(c, S)``)."""
+
+    __slots__ = ("v", "dc", "dS")
+
+    def __init__(self, v, dc, dS):
+        self.v, self.dc, self.dS = v, dc, dS
+
+    def __add__(self, o):
+        if isinstance(o, _Dual):
+            return _Dual(self.v + o.v, self.dc + o.dc, self.dS + o.dS)
+        return _Dual(self.v + o, self.dc, self.dS)
+
+    def __mul__(self, o):
+        if isinstance(o, _Dual):
+            return _Dual(self.v * o.v, self.dc * o.v + o.dc * self.v, self.dS * o.v + o.dS * self.v)
+        return _Dual(self.v * o, self.dc * o, self.dS * o)
+
+    def __rtruediv__(self, k):
+        """``k/x`` for a number ``k`` (``x > 0`` surely, else the whole line)."""
+        q = k / self.v
+        m = -(q.square()) * (1 / k)
+        return _Dual(q, m * self.dc, m * self.dS)
+
+    def sqrt(self):
+        """``sqrt(x)`` (derivatives ``x'/(2 sqrt x)``)."""
+        root = self.v.sqrt()
+        k = 0.5 / root
+        return _Dual(root, k * self.dc, k * self.dS)
+
+
 class _Boxes:
     """The four counts, the offsets ``d_i = n_i - L/2`` and the bounds of step 3 on arrays of boxes."""
 
@@ -227,27 +258,77 @@ class _Boxes:
         cos = 1 / (1 + Iv(lo, hi).square()).sqrt()
         return _ratio_lower(self._N(A), norm_upper(_sum4(A * cos), _sum4(A * sin)))
 
+    def _q(self, c, S):
+        """``Q_+`` and ``Q_-`` of step 3b at ``(c, S)``: :class:`Iv` or :class:`_Dual` (then with
+        their partial derivatives)."""
+        T = [c + S * d for d in self.ds]
+        r2 = [1 / (t * t + 1) for t in T]
+        r = [x.sqrt() for x in r2]
+        h = {(a, b): ((T[a] * T[b] + 1) * (r[a] * r[b]) + 1).sqrt() for a, b in _PAIRS}
+        q = [None, None]
+        for i in range(4):
+            j, k, l = (x for x in range(4) if x != i)
+            gaps = (Iv(self.ns[k] - self.ns[j]) * (self.ns[l] - self.ns[k])) * (self.ns[l] - self.ns[j])
+            # D_i / (sqrt(2) S^3): the positive common factor is dropped (step 3b)
+            term = r2[j] * r2[k] * r2[l] * (1 / (h[j, k] * h[k, l] * h[j, l])) * gaps
+            for n, sign in enumerate((1, -1)):
+                t = term * (sign * (-1) ** i * self.ns[i] - 0.5)
+                q[n] = t if q[n] is None else q[n] + t
+        return q
+
+    def infeasible(self, Sa, Sb, ca, cb, Sm, cm) -> np.ndarray:
+        """Step 3b: the boxes on which the four constraints are surely inconsistent (the mean
+        value form of ``Q_+`` or ``Q_-`` is positive on the whole box)."""
+        out = np.zeros(len(Sa), dtype=bool)
+        with np.errstate(invalid="ignore", over="ignore"):
+            at = self._q(Iv(cm), Iv(Sm))
+            # only a box whose centre is surely infeasible can be
+            hope = np.flatnonzero((at[0].lo > 0) | (at[1].lo > 0))
+            if not len(hope):
+                return out
+            Sa, Sb, ca, cb, Sm, cm = (x[hope] for x in (Sa, Sb, ca, cb, Sm, cm))
+            over = self._q(_Dual(Iv(ca, cb), 1.0, 0.0), _Dual(Iv(Sa, Sb), 0.0, 1.0))
+            dc, dS = Iv(ca, cb) - cm, Iv(Sa, Sb) - Sm
+            for q0, q in zip(at, over):
+                out[hope] |= (q0[hope] + q.dc * dc + q.dS * dS).lo > 0
+        return out
+
     def bound(self, Sa, Sb, ca, cb, half: float, Mp: float, foot: float | None = None):
         """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it,
-        or (with ``foot``) where step 7 does.
+        where step 3b does (from ``L = 32768``), or (with ``foot``) where step 7 does.
 
         Also returns the float estimate of the relaxed problem at each centre (a stopping
         rule only, never part of the bound).
         """
         Sm, cm = 0.5 * (Sa + Sb), 0.5 * (ca + cb)
-        alpha_t, alpha_i, point = self.choose(Sa, Sb, ca, cb, Sm, cm)
-        v = np.maximum(self.taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm),
-                       self.interval(alpha_i, Sa, Sb, ca, cb))
         excluded = (Iv(ca) - Iv(Sb) * half).lo > Mp  # (c): all tangents exceed M'
-        outside = excluded
         if foot is not None:  # step 7: every shape of the box has its foot after -foot
-            excluded = excluded | ((Iv(cb) - Iv(Sa) * (Iv(self.L / 2) + foot)).hi < 0)
-            outside = excluded | (cm < Sm * (self.L / 2 + foot))  # the centre's foot (a float test)
-        return np.where(excluded, np.inf, v), np.where(outside, np.inf, point)
+            excluded |= (Iv(cb) - Iv(Sa) * (Iv(self.L / 2) + foot)).hi < 0
+        rest = np.flatnonzero(~excluded)
+        if self.L >= _Q_FROM:
+            rest = rest[~self.infeasible(*(x[rest] for x in (Sa, Sb, ca, cb, Sm, cm)))]
+        v, point = np.full(len(Sa), np.inf), np.full(len(Sa), np.inf)
+        if len(rest):
+            Sa, Sb, ca, cb, Sm, cm = (x[rest] for x in (Sa, Sb, ca, cb, Sm, cm))
+            alpha_t, alpha_i, p = self.choose(Sa, Sb, ca, cb, Sm, cm)
+            v[rest] = np.maximum(self.taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm),
+                                 self.interval(alpha_i, Sa, Sb, ca, cb))
+            if foot is not None:  # the centre's foot (a float test)
+                p = np.where(cm < Sm * (self.L / 2 + foot), np.inf, p)
+            point[rest] = p
+        return v, point
 
 
-#: a round of the branch and bound evaluates at least this many boxes when it can
-_MIN_ROUND = 64
+#: a round of the branch and bound evaluates at least this many boxes when it can (fewer,
+#: larger rounds: a round costs a fixed overhead besides its boxes)
+_MIN_ROUND = 1024
+#: the first partition of the domain has FIRST x FIRST boxes (:func:`_first_boxes`)
+FIRST = 8
+#: from this L on, step 5(a) keeps the strip of slopes the pair (0, L) alone settles
+#: within rtol (below it the strip costs more boxes than it saves: measured)
+_STRIP_FROM = 4096
+#: from this L on step 3b is tried on every box (below it, it costs more than it saves: measured)
+_Q_FROM = 32768
 
 
 def _split(Sa, Sb, ca, cb, L: int):
@@ -266,6 +347,21 @@ def _split(Sa, Sb, ca, cb, L: int):
             np.concatenate([np.where(by_S, cut, Sb), Sb]),
             np.concatenate([ca, np.where(by_S, ca, cut)]),
             np.concatenate([np.where(by_S, cb, cut), cb])]
+
+
+def _first_boxes(S_min: float, S_max: float, c_max: float, L: int, k: int = FIRST):
+    """The domain ``[S_min, S_max] x [0, c_max]`` of step 5 cut into ``k x k`` boxes: geometric
+    in ``S``, and in ``c`` geometric from the scale ``S_min L/2`` of the tangents' spread (a first
+    cell ``[0, S_min L/2]``).  The edges run from end to end, so the boxes cover the domain."""
+    Se = np.geomspace(S_min, S_max, k + 1)
+    Se[0], Se[-1] = S_min, S_max
+    c0 = S_min * L / 2
+    ce = np.concatenate([[0.0], np.geomspace(c0, c_max, k)]) if 0 < c0 < c_max else np.array([0.0, c_max])
+    ce[-1] = c_max
+    Se, ce = np.unique(Se), np.unique(ce)
+    Sa, ca = np.meshgrid(Se[:-1], ce[:-1], indexing="ij")
+    Sb, cb = np.meshgrid(Se[1:], ce[1:], indexing="ij")
+    return [x.ravel() for x in (Sa, Sb, ca, cb)]
 
 
 def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_000_000,
@@ -334,6 +430,30 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        arithmetic (:mod:`verify.intervals`), so each computed bound is below the exact one.
        A child box inherits its parent's bound (it is a subset).
 
+    3b. **Infeasible boxes** (:meth:`_Boxes.infeasible`).  Let ``M`` be the ``4 x 3`` matrix of
+       rows ``(1, v_i)`` and ``z_i = (-1)^i D_i`` with ``D_i`` the determinant of ``M`` without
+       row ``i``: by Laplace expansion of the ``4 x 4`` matrices ``[M | M_col]`` (two equal
+       columns) ``sum_i z_i M_i = 0``, so ``sum z = 0`` and ``w(z) = 0``; step 2 with ``alpha =
+       +-z`` then reads ``0 > N(+-z)``, and a shape with ``N(z) > 0`` or ``N(-z) > 0`` admits no
+       ``(C, u)`` at all.  For angles ``a < b < c`` in ``(-pi/2, pi/2)`` the determinant of the
+       rows ``(1, cos, sin)`` is ``sin(b-a) + sin(c-b) - sin(c-a) = 4 sin((b-a)/2) sin((c-b)/2)
+       sin((c-a)/2)`` (sum-to-product twice), and with ``sin(x/2) = sin x/(2 cos(x/2))``,
+       ``sin(t_j - t_i) = (T_j - T_i) r_i r_j``, ``cos(t_j - t_i) = (1 + T_i T_j) r_i r_j``
+       (``r = (1+T^2)^{-1/2}``) and ``cos(x/2) = sqrt((1 + cos x)/2)`` for ``x`` in ``(0, pi)``:
+       ``D = (T_b-T_a)(T_c-T_b)(T_c-T_a) r_a^2 r_b^2 r_c^2 / (2 h_ab h_bc h_ac)``,
+       ``h = sqrt((1 + cos)/2) > 0``, with ``T_j - T_i = S (n_j - n_i)``.  Every ``D_i > 0``, so
+       ``|z_i| = D_i`` and ``N(+-z) = sum_i (+-(-1)^i n_i - 1/2) D_i``; dropping the positive
+       common factor ``sqrt(2) S^3`` leaves ``Q_+-(c, S) = sum_i (+-(-1)^i n_i - 1/2)
+       P_i prod_{j != i} r_j^2 / prod_{pairs of the other three} sqrt(1 + cos)`` (``P_i`` the
+       product of the three count gaps), whose sign is that of ``N(+-z)``.  No angle and no
+       difference of nearby values is computed (the cancellation is in the sum only).  On a box,
+       the mean value theorem gives ``Q(c, S) in Q(centre) + dQ/dc(box) dc + dQ/dS(box) dS``;
+       the centre value is an interval evaluation at the centre point and the partial
+       derivatives are enclosed over the box by forward differentiation in interval arithmetic
+       (:class:`_Dual`).  A box where that enclosure of ``Q_+`` or ``Q_-`` is surely positive
+       holds only shapes that cannot count on ``P``, and is discarded.  (The test is tried
+       from ``L = 32768`` on; which boxes are tested never affects validity.)
+
     4. **Symmetry.**  ``(lam, n0, C, (u1, u2))`` is feasible for ``P`` iff
        ``(lam, L - n0, L - C, (-u1, u2))`` is: the new angles are ``theta'_n = -theta_{L-n}``,
        so ``C' + <u', v'_n> - n = -(C + <u, v_{L-n}> - (L-n))``, and ``P`` is closed under
@@ -341,9 +461,13 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
 
     5. **Compact domain.**  With ``M = R_t + 1`` and ``M' = R_t/(L-1) + 1``:
 
-       (a) ``S < S_min = (L-1)/(L R_t)``: ``atan`` is 1-Lipschitz, so
+       (a) ``S < S_min = (L-1)/(L R_s)``: ``atan`` is 1-Lipschitz, so
        ``|theta_L - theta_0| <= S L`` and ``|v_L - v_0| <= S L``; the pair ``0, L`` gives
-       ``|u| > (L-1)/(S L) > R_t``.
+       ``|u| > (L-1)/(S L) > R_s``.  Here ``R_s = R_t`` for ``L < 4096``; from ``L = 4096`` on
+       ``R_s`` is the float ``R_t/(1 + rtol)``, so the strip of slopes within ``rtol`` of
+       ``S_min``, which the pair alone settles to ``rtol``, needs no boxes, and the returned
+       value is at most ``R_s`` (step 6).  ``S_min`` is rounded down, so
+       ``(L-1)/(L S_min) >= R_s`` exactly.
 
        (b) ``S > S_max = 2M/g``: the set ``{n real: |T(n)| <= M}`` is an interval of length
        ``2M/S < g``, so it holds at most one count of ``P``; of the other three, two have
@@ -359,7 +483,8 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        The endpoints are rounded outward (``S_min`` down, ``S_max``, ``M'`` and the ``c``
        range up), so the boxes cover the remaining domain.
 
-    6. **Branch and bound.**  Boxes whose bound is ``>= R_t`` are discarded (no shape in them
+    6. **Branch and bound.**  The domain of step 5 is first cut into ``8 x 8`` boxes
+       (:func:`_first_boxes`; geometric in ``S`` and ``c``).  Boxes whose bound is ``>= R_t`` are discarded (no shape in them
        does better than ``R_t``).  In rounds, every box with a bound below ``R_t/(1 + rtol)``
        (the smallest first, when the budget runs out) is split by :func:`_split` (a few times
        over while the boxes are few) until the smallest bound is ``>= R_t/(1 + rtol)`` (or
@@ -367,7 +492,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        when that is below ``R_t``: no bound can exceed it), or ``max_boxes`` boxes were
        evaluated.  Every shape lies in a
        remaining box, a discarded box, or an excluded region, so
-       ``R*(L) >= min(smallest remaining bound, R_t)``, which is returned.
+       ``R*(L) >= min(smallest remaining bound, R_s, R_t)``, which is returned.
 
     7. **A restricted foot** (``foot = F``).  ``n0 <= -F`` reads ``T(0) = -n0 S >= F S``, i.e.
        ``c >= S (L/2 + F)``; such shapes have ``c > 0``, so the domain of step 5 holds them all
@@ -402,7 +527,9 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
         g = min(m, L - 2 * m)
         Rt = flint.arb(R_target)
         Mp = arb_ceil(Rt / (span - 1) + 1)
-        S_min = arb_floor(flint.arb(span - 1) / (span * Rt))
+        # a float: the level of step 5(a) (R_t itself below _STRIP_FROM)
+        strip = R_target / (1 + rtol) if L >= _STRIP_FROM else R_target
+        S_min = arb_floor(flint.arb(span - 1) / (span * flint.arb(strip)))
         S_max = arb_ceil(2 * (Rt + 1) / g if counts is None else (Rt + 1) / int(boxes.ns[1]))
         c_max = arb_ceil(flint.arb(Mp) + flint.arb(S_max) * (flint.arb(L) / 2 - first))
     finally:
@@ -417,11 +544,11 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
         reach = min(reach, float(point.min()))
         return v
 
-    live = [np.array([x]) for x in (S_min, S_max, 0.0, c_max)]
+    live = _first_boxes(S_min, S_max, c_max, L)
     v = bound(*live)
+    evaluated = len(v)
     keep = v < R_target
     live, v = [x[keep] for x in live], v[keep]
-    evaluated = 1
     while len(v) and evaluated < max_boxes:
         open_ = np.flatnonzero(v < reach / (1 + rtol))
         if not len(open_):
@@ -447,4 +574,4 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
         live = [np.concatenate([x[rest], k[keep]]) for x, k in zip(live, kids)]
         v = np.concatenate([v[rest], vk[keep]])
     best = float(v.min()) if len(v) else R_target
-    return min(best, R_target)
+    return min(best, strip, R_target)

@@ -8,6 +8,7 @@ Arb balls, and every comparison that discards a case is certain.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 
@@ -15,7 +16,7 @@ import flint
 
 from bounds.arc_lower import arc_lower
 from bounds.lstar import feasible as bare_pre_feasible
-from constructions import one_sided, segment
+from constructions import segment
 from constructions.cell import Cell
 from constructions import laws
 from verify.backends import arb_floor
@@ -169,8 +170,17 @@ def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
 
 
 #: branch-and-bound budget for the arc (post-norm) bound: a cap, not reached for L <= 2^20
-#: (the box count grows about like L^0.9: 0.57 million at 2^18, 2.0 million at 2^20)
+#: (the box count grows about like L^0.5 there: 0.19 million at 2^18, 0.39 million at 2^20)
 ARC_BOXES = 4_000_000
+
+
+@functools.lru_cache(maxsize=256)
+def _arc(L: int, target: float, boxes: int, foot: float | None = None, counts: tuple | None = None) -> float:
+    """:func:`bounds.arc_lower.arc_lower`, once per problem.  The reduced problem depends only on
+    ``L``, the target, the cap, the foot and the counts (not on the attention or the norm kind
+    that led to them), and the branch and bound is deterministic, so equal arguments give the
+    same bound: softmax and linear attention after LayerNorm share it."""
+    return arc_lower(L, target, max_boxes=boxes, foot=foot, counts=counts)
 
 
 def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
@@ -198,14 +208,16 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
         target = float(R_up.upper().mid()) * (1 + 1e-12)
         foot = laws.foot_distance(cell, flint.arb(B_upper), laws.ARB)
         if foot is None:
-            R_low = arc_lower(L, target, max_boxes=boxes)
+            R_low = _arc(L, target, boxes)
         elif L < 3:  # the pair 0, L with the foot (bounds.arc_lower, step 1)
-            R_low = arc_lower(L, target, foot=arb_floor(foot))
+            R_low = _arc(L, target, boxes, arb_floor(foot))
         else:
+            from constructions import one_sided  # scipy: only the one-sided arc needs it
+
             F = arb_floor(foot)
             lam, _ = one_sided.least_amplitude(L, F)
             fours = one_sided.binding_counts(L, F, lam) if lam is not None else [None]
-            R_low = max(arc_lower(L, target, max_boxes=boxes, foot=F, counts=counts)
+            R_low = max(_arc(L, target, boxes, F, None if counts is None else tuple(counts))
                         for counts in fours)
         return min(arb_floor(laws.budget(cell, flint.arb(R_low), laws.ARB)), B_upper)
 

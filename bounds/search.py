@@ -24,7 +24,7 @@ import time
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star
 from bounds.margin import margin_upper
-from constructions import classification, laws, regression
+from constructions import laws, regression
 from constructions.cell import Cell, Params
 from constructions.tasks import closed_form as task_closed_form
 from verify import interval_pass
@@ -156,6 +156,8 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
         row.update(B_min=None, B_min_is_infimum=False, B_lower=None, note=why,
                    seconds=time.perf_counter() - start)
         return row
+    from constructions import classification  # scipy: only classification rows load it
+
     params = classification.design(cell).build(L)
     res = certify(params, L)
     margin = res.min_margin if res.counts else None
@@ -184,6 +186,8 @@ def warm_up(cell: Cell) -> None:
         if cell.eps == 0:
             task_closed_form(cell, 2)  # the closed form's symbolic solving, once
     else:
+        from constructions import classification
+
         classification.design(cell).geometry.compiled()
 
 

@@ -29,7 +29,7 @@ from bounds import pool
 from bounds.lower import ARC_BOXES
 from bounds.lstar import cell_l_star
 from bounds.search import row as sweep_row
-from constructions import __version__, classification, cli, progress, regression, tasks
+from constructions import __version__, cli, progress, regression, tasks
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS, Cell
 from constructions.cell import MAX_L as CELL_MAX_L
 from verify import params_file
@@ -145,9 +145,13 @@ def check_cell(cell: Cell, Lmax: int) -> None:
     """Refuse (``ValueError`` naming the reason) a cell the sweep cannot run up to ``Lmax``:
     a cell without a derived construction, a classification cell whose largest row is beyond
     the limits (the cost grows with L: the largest row decides)."""
-    (regression if cell.readout == "regression" else classification).design(cell)
-    if cell.readout == "classification":
-        classification.check_size(cell, Lmax)
+    if cell.readout == "regression":
+        regression.design(cell)
+        return
+    from constructions import classification  # scipy: only classification sweeps load it
+
+    classification.design(cell)
+    classification.check_size(cell, Lmax)
 
 
 def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool) -> dict:

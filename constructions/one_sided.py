@@ -72,10 +72,10 @@ def _system(L: int, foot: float, lam: float):
 
 def _small(M: np.ndarray, ns: np.ndarray, x0: np.ndarray, scale: float) -> np.ndarray:
     """``argmin |u|`` over ``x = (C', u)`` with ``|M x - ns| <= 1/2`` on a few counts (SLSQP)."""
+    from scipy.optimize import minimize  # scipy on first use: a sweep of other cells never loads it
+
     cons = [{"type": "ineq", "fun": lambda x: 0.5 - (M @ x - ns), "jac": lambda x: -M},
             {"type": "ineq", "fun": lambda x: 0.5 + (M @ x - ns), "jac": lambda x: M}]
-    from scipy.optimize import minimize  # scipy loads only where a one-sided arc is built
-
     k = 1 / scale**2
     res = minimize(lambda x: k * (x[1] ** 2 + x[2] ** 2), x0,
                    jac=lambda x: np.array([0.0, 2 * k * x[1], 2 * k * x[2]]),

@@ -4,6 +4,7 @@ import functools
 import itertools
 import math
 
+import mpmath
 import numpy as np
 import pytest
 from scipy.optimize import linprog, minimize
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bounds.arc_lower import _Boxes, arc_lower
+from verify.intervals import Iv
 from constructions.cell import Cell
 from constructions.closed_forms import arc_closed_form
 
@@ -132,7 +134,7 @@ def _few_counts_min(ns, lam: float, n0: float) -> float:
 
 
 @settings(max_examples=60, deadline=None)
-@given(L=st.sampled_from([8, 33, 64, 256]),
+@given(L=st.sampled_from([8, 33, 64, 256, 65536]),
        S_rel=st.floats(0.5, 3.0), c=st.floats(0.0, 1.0),
        log_width=st.floats(-9.0, -1.0), aspect=st.floats(-2.0, 2.0),
        point=st.tuples(st.floats(0, 1), st.floats(0, 1)))
@@ -181,3 +183,91 @@ def test_loose_target_still_gives_the_tight_bound(L):
     # a target far above the optimum cannot be certified: the search aims at the optimum
     b = arc_lower(L, 50 * r_sym(L))
     assert r_sym(L) / (1 + 1.2e-4) <= b <= r_sym(L)
+
+
+def _strictly_feasible(ns, lam: float, n0: float, slack: float = 1e-7) -> bool:
+    """Whether some ``(C, u)`` has ``|C + <u, v_n> - n| <= 1/2 - slack`` on the counts (an LP)."""
+    th = np.arctan((np.asarray(ns, dtype=float) - n0) / lam)
+    A = np.column_stack([np.ones_like(th), np.cos(th), np.sin(th)])
+    n = np.asarray(ns, dtype=float)
+    lp = linprog([0, 0, 0], A_ub=np.vstack([A, -A]),
+                 b_ub=np.concatenate([n + 0.5 - slack, 0.5 - slack - n]),
+                 bounds=[(None, None)] * 3, method="highs")
+    return lp.status == 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(L=st.sampled_from([8, 64, 1000, 4096, 65536, 1048576]), S_rel=st.floats(0.5, 50.0),
+       gam=st.floats(0.0, 20.0),
+       log_width=st.floats(-8.0, -1.0), aspect=st.floats(-2.0, 2.0),
+       point=st.tuples(st.floats(0, 1), st.floats(0, 1)))
+def test_infeasible_boxes_hold_no_counting_shape(L, S_rel, gam, log_width, aspect, point):
+    """Step 3b: a box called infeasible holds no shape at which the four constraints can be
+    met (an LP at a shape of the box, with a little slack: open constraints)."""
+    S_star = 1 / arc_closed_form(CELL, L)["lambda"]
+    width = math.exp(log_width)
+    Sa = np.array([S_star * S_rel])
+    Sb = Sa * (1 + width * math.exp(aspect))
+    ca = np.array([gam * S_star * L / 2])
+    cb = ca + width * S_star * L / 2
+    boxes = _Boxes(L)
+    Sm, cm = 0.5 * (Sa + Sb), 0.5 * (ca + cb)
+    if not boxes.infeasible(Sa, Sb, ca, cb, Sm, cm)[0]:
+        return
+    S = float(Sa[0] + point[0] * (Sb[0] - Sa[0]))
+    c = float(ca[0] + point[1] * (cb[0] - ca[0]))
+    assert not _strictly_feasible(boxes.ns, 1 / S, L / 2 - c / S)
+
+
+@pytest.mark.parametrize("L", [64, 4096, 65536])
+def test_infeasible_boxes_are_found(L):
+    """Not vacuous: small boxes of steeper arcs than the optimum are called infeasible (and are,
+    by the LP), boxes of flatter arcs (which count, with a larger read-out) are not."""
+    S_star = 1 / arc_closed_form(CELL, L)["lambda"]
+    boxes = _Boxes(L)
+    for S_rel, gam, steep in [(1.05, 0.0, True), (3.0, 2.0, True), (0.95, 0.0, False), (0.9, 1.0, False)]:
+        Sa = np.array([S_star * S_rel])
+        Sb, ca = Sa * (1 + 1e-4), np.array([gam * S_star * L / 2])
+        cb = ca + 1e-4 * S_star * L / 2
+        called = boxes.infeasible(Sa, Sb, ca, cb, 0.5 * (Sa + Sb), 0.5 * (ca + cb))[0]
+        assert called == steep
+        assert _strictly_feasible(boxes.ns, 1 / Sa[0], L / 2 - ca[0] / Sa[0]) != steep
+
+
+@settings(max_examples=50, deadline=None)
+@given(ns=st.lists(st.integers(0, 10**6), min_size=4, max_size=4, unique=True),
+       log_S=st.floats(-16.0, 0.0), c=st.floats(-30.0, 30.0))
+def test_infeasibility_value_has_the_sign_of_the_farkas_certificate(ns, log_S, c):
+    """``Q_+-`` (step 3b) has the sign of ``N(+-z)``, ``z`` the cofactors of the rows
+    ``(1, v_i)`` computed by numpy determinants (an independent computation), for any four
+    counts and shape; and ``sum z = 0``, ``w(z) = 0``."""
+    ns = sorted(ns)
+    L = ns[-1]
+    S = math.exp(log_S)
+    boxes = _Boxes(L, ns)
+    q = boxes._q(Iv(np.array([c])), Iv(np.array([S])))
+    with mpmath.workdps(60):
+        T = [mpmath.mpf(c) + mpmath.mpf(S) * (n - mpmath.mpf(L) / 2) for n in ns]
+        V = [[1, 1 / mpmath.sqrt(1 + t * t), t / mpmath.sqrt(1 + t * t)] for t in T]
+        z = [(-1) ** i * mpmath.det(mpmath.matrix([V[j] for j in range(4) if j != i]))
+             for i in range(4)]
+        top = max(abs(x) for x in z)
+        for col in range(3):
+            assert abs(sum(z[i] * V[i][col] for i in range(4))) < mpmath.mpf(10) ** -50 * top
+        Ns = [float(sign * sum(z[i] * ns[i] for i in range(4)) - sum(abs(x) for x in z) / 2)
+              for sign in (1, -1)]
+        scale = float(top) * L
+    for N, qs in zip(Ns, q):
+        if qs.lo[0] > 0:
+            assert N > -1e-7 * scale
+        if qs.hi[0] < 0:
+            assert N < 1e-7 * scale
+        if abs(N) > 1e-3 * scale:  # a clear sign: the enclosure is on the same side
+            assert (qs.lo[0] > 0) == (N > 0) and (qs.hi[0] < 0) == (N < 0)
+
+
+@pytest.mark.parametrize("L", [4096, 16384])
+def test_bound_at_larger_L_is_tight_and_below_the_optimum(L):
+    """From L = 4096 the strip of step 5(a) is used: still at most R_sym, and within 1e-4."""
+    b = arc_lower(L, r_sym(L))
+    assert b <= r_sym(L) and r_sym(L) / b - 1 < 1.2e-4

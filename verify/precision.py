@@ -22,7 +22,7 @@ import json
 import math
 import sys
 
-from constructions import cli, laws
+from constructions import cli
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, Cell
 from verify import walls as W
 from verify.formats import ACCUMULATE, FORMATS, Arith
