@@ -20,7 +20,8 @@ odd symmetry fixes ``psi = pi/2`` and ``C = L/2``) the angle ``psi`` and ``C`` a
 **At a shape.**  For fixed ``(F, lam)`` the counting read-outs ``(C, u)``,
 ``|C + <u, v_n> - n| < 1/2`` for ``n = 0..L``, form an open convex polyhedron ``K``.  Its closure
 has a unique point of least ``|u|``, ``R*(F, lam)`` (:func:`min_norm`: the small problem on a
-few counts, adding the most violated count until all ``L + 1`` hold; only a handful bind), and
+few counts, solved exactly in the plane of ``u`` (:func:`_small`), adding the most violated
+count until all ``L + 1`` hold; only a handful bind), and
 an inscribed point of largest margin ``delta`` (:func:`centre_point`, a linear programme).  Every
 mixture ``(1 - th) x* + th x_c`` with ``0 < th <= 1`` of the two is in ``K`` (margin ``th
 delta > 0``) and has ``|u| <= (1 - th) R* + th |u_c|``; so a budget whose capacity exceeds
@@ -70,17 +71,33 @@ def _system(L: int, foot: float, lam: float):
     return M, np.arange(L + 1, dtype=np.float64), mid
 
 
-def _small(M: np.ndarray, ns: np.ndarray, x0: np.ndarray, scale: float) -> np.ndarray:
-    """``argmin |u|`` over ``x = (C', u)`` with ``|M x - ns| <= 1/2`` on a few counts (SLSQP)."""
-    from scipy.optimize import minimize  # scipy on first use: a sweep of other cells never loads it
-
-    cons = [{"type": "ineq", "fun": lambda x: 0.5 - (M @ x - ns), "jac": lambda x: -M},
-            {"type": "ineq", "fun": lambda x: 0.5 + (M @ x - ns), "jac": lambda x: M}]
-    k = 1 / scale**2
-    res = minimize(lambda x: k * (x[1] ** 2 + x[2] ** 2), x0,
-                   jac=lambda x: np.array([0.0, 2 * k * x[1], 2 * k * x[2]]),
-                   constraints=cons, method="SLSQP", options={"ftol": 1e-16, "maxiter": 500})
-    return res.x
+def _small(M: np.ndarray, ns: np.ndarray):
+    """``argmin |u|`` over ``x = (C', u)`` with ``|M x - ns| <= 1/2`` on a few counts, exactly
+    (None: no read-out).  ``C'`` is free, so the condition is that the errors ``g_i = n_i - <u,
+    W_i>`` (``W_i`` the rows of ``M`` without their 1) spread by at most 1: the half-planes
+    ``<W_i - W_j, u> >= n_i - n_j - 1`` for every ordered pair.  Their intersection is a convex
+    polygon; its least-norm point is 0, the projection of 0 on one of the lines, or a vertex (two
+    lines meeting), so it is the least-norm feasible one of these candidates; ``C'`` is then the
+    middle of the errors."""
+    W = M[:, 1:]
+    i, j = np.array([(a, b) for a in range(len(ns)) for b in range(len(ns)) if a != b]).T
+    A, b = W[i] - W[j], ns[i] - ns[j] - 1.0
+    if (b <= 0).all():
+        u = np.zeros(2)
+    else:
+        lines = (b[:, None] * A / np.einsum("ij,ij->i", A, A)[:, None])[b > 0]
+        p, q = np.triu_indices(len(b), 1)
+        det = A[p, 0] * A[q, 1] - A[p, 1] * A[q, 0]
+        p, q, det = p[det != 0], q[det != 0], det[det != 0]
+        vertices = np.stack([(b[p] * A[q, 1] - b[q] * A[p, 1]) / det,
+                             (A[p, 0] * b[q] - A[q, 0] * b[p]) / det], axis=1)
+        U = np.concatenate([lines, vertices])
+        U = U[(U @ A.T - b >= -1e-12 * (np.abs(b).max() + 1)).all(axis=1)]
+        if not len(U):
+            return None
+        u = U[np.argmin(np.einsum("ij,ij->i", U, U))]
+    g = ns - W @ u
+    return np.array([(g.max() + g.min()) / 2, u[0], u[1]])
 
 
 def _plain(x: np.ndarray, mid: np.ndarray) -> np.ndarray:
@@ -93,17 +110,16 @@ def min_norm(L: int, foot: float, lam: float):
     """``(R*, x*)``: the least amplitude at the shape and its read-out ``x* = (C, u_perp,
     u_along)``; ``(inf, None)`` where nothing counts (module docstring)."""
     M, ns, mid = _system(L, foot, lam)
-    x = np.linalg.lstsq(M, ns, rcond=None)[0]
-    scale = max(1.0, float(np.hypot(x[1], x[2])))
     active = sorted({0, L, L // 4, L // 2, (3 * L) // 4})
     for _ in range(60):
-        x = _small(M[active], ns[active], x, scale)
+        x = _small(M[active], ns[active])
+        if x is None:
+            return np.inf, None
         err = np.abs(M @ x - ns) - 0.5
+        err[active] = -np.inf  # held by the small problem (to rounding)
         worst = int(np.argmax(err))
         if err[worst] <= 1e-9:
             return float(np.hypot(x[1], x[2])), _plain(x, mid)
-        if worst in active:
-            return np.inf, None
         active = sorted(set(active) | {worst})
     return np.inf, None
 
@@ -129,7 +145,7 @@ def slack(L: int, foot: float, lam: float, cap: float) -> float:
     R, _ = min_norm(L, foot, lam)
     if not np.isfinite(R) or R >= cap or centre_point(L, foot, lam)[0] <= 0:
         return -np.inf
-    return (cap - R) / R
+    return (cap - R) / R if R > 0 else np.inf  # L = 1: u = 0 counts
 
 
 def least_amplitude(L: int, foot: float):
