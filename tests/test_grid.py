@@ -289,8 +289,7 @@ BAD = [
     {"--d": "70000"}, {"--Lmax": str(2 * sweep.MAX_L)}, {"--Lmax": "0"}, {"--Lmin": "9"},
     {"--attention": "softmax,quadratic"}, {"--norm": "batchnorm"}, {"--readout": "ranking"},
     {"--affine": "gain"}, {"--variant": "none,pre_learned", "--affine": "bare"},
-    {"--variant": "post_bare", "--attention": "linear", "--norm": "rmsnorm",
-     "--readout": "classification"},
+    {"--variant": "post_bare", "--task": "select", "--read": "last"},
     {"--readout": "classification", "--Lmax": "65536", "--d": "64"},
     {"--eps": "-1"}, {"--rtol": "0.5"}, {"--jobs": "0"}, {"--lower-boxes": "0"},
     {"--fit-from": "0"}, {"--out": None}, {"--variant": None},
@@ -314,8 +313,8 @@ def test_bad_input(tmp_path, capsys, change):
 
 def test_a_refused_cell_is_named(tmp_path, capsys):
     assert grid.main(_argv(tmp_path / "s", {"--variant": "none,post_bare", "--attention": "linear",
-                                            "--norm": "rmsnorm", "--readout": "classification"})) == 2
-    assert "linear/post_bare/classification" in capsys.readouterr().err
+                                            "--task": "select", "--read": "last"})) == 2
+    assert "linear/none/regression" in capsys.readouterr().err
     assert grid.main(_argv(tmp_path / "s", {"--readout": "classification", "--Lmax": "65536",
                                             "--d": "8,64"})) == 2
     assert "softmax/none/classification (d=64" in capsys.readouterr().err
