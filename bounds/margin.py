@@ -96,6 +96,7 @@ gain).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 
@@ -207,8 +208,24 @@ def _arc(cell: Cell, L: int) -> flint.arb:
     bound = inner.max(tail).min(2 * R)
     if cell.affine.gain:
         bound = bound * _arb(cell.kind.axis_reach(cell.d, laws.ARB.sqrt))
-    dual = arc_upper(cell, L)
+    dual = _dual(_arc_problem(cell), L)
     return bound.min(flint.arb(dual)) if math.isfinite(dual) else bound
+
+
+def _arc_problem(cell: Cell) -> Cell:
+    """The cell that stands for ``cell``'s arc problem: softmax attention where the foot is free
+    (both attentions reach every arc, and the certificate is read from the softmax twin) and a
+    gain without its bias (a bias shifts every logit of a class by one constant: the bound and
+    the head's weights do not see it; any weights give a valid bound anyway)."""
+    if laws.foot_distance(cell, 1) is None:
+        cell = cell.replace(attention="softmax")
+    return cell.replace(affine="gain") if cell.affine.bias else cell
+
+
+@functools.lru_cache(maxsize=256)
+def _dual(problem: Cell, L: int) -> float:
+    """:func:`bounds.arc_margin.arc_upper` once per problem (:func:`_arc_problem`)."""
+    return arc_upper(problem, L)
 
 
 def margin_upper(cell: Cell, L: int) -> float | None:
