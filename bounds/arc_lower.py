@@ -521,8 +521,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     check_float_mode()
     boxes = _Boxes(L, counts)
     first, span = int(boxes.ns[0]), int(boxes.ns[3] - boxes.ns[0])
-    old, flint.ctx.prec = flint.ctx.prec, PREC
-    try:
+    with flint.ctx.workprec(PREC):
         m = -(-L // 4)
         g = min(m, L - 2 * m)
         Rt = flint.arb(R_target)
@@ -532,8 +531,6 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
         S_min = arb_floor(flint.arb(span - 1) / (span * flint.arb(strip)))
         S_max = arb_ceil(2 * (Rt + 1) / g if counts is None else (Rt + 1) / int(boxes.ns[1]))
         c_max = arb_ceil(flint.arb(Mp) + flint.arb(S_max) * (flint.arb(L) / 2 - first))
-    finally:
-        flint.ctx.prec = old
     # the relaxed problem's value at any evaluated shape caps what can be proven: once one is
     # below the target, aim within rtol of the smallest such value instead (a stopping rule)
     reach = R_target
