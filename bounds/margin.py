@@ -234,7 +234,7 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     or the last read position, whose outputs are not the count's line or arc)."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
-    if (cell.eps > 0 and cell.placement.name != "none") or cell.distractor or cell.read.last:
+    if (cell.eps > 0 and cell.normed) or cell.distractor or cell.read.last:
         return None
     with flint.ctx.workprec(PREC):
         fam = laws.family(cell)
