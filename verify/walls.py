@@ -346,6 +346,14 @@ def _against_exact(ps: Pass, n: int, params, where: str) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------------- regression
+def _stop(w: Wall, previous: int, L: int, ps, c: int, params) -> None:
+    """The format fails at count ``c + 1`` of the pass ``ps`` at ``L``: its construction wall is
+    the ``L`` before, with the diagnosed reason."""
+    w.construction = previous
+    w.construction_failure = {"L": L, "n": c + 1}
+    w.construction_reason, w.construction_detail = diagnose(ps, c + 1, params)
+
+
 def _targets(Lmax: int, reach: int | None = None) -> list[int]:
     """The targets of the best-budget search (module docstring), and the cell's last countable
     ``L*`` (``reach``) if it is finite."""
@@ -398,9 +406,7 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
             if c >= L:
                 w.last_construction = L
             else:
-                w.construction = previous
-                w.construction_failure = {"L": L, "n": c + 1}
-                w.construction_reason, w.construction_detail = diagnose(ps, c + 1, params)
+                _stop(w, previous, L, ps, c, params)
                 alive.discard(name)
         previous = L
         if bar:
@@ -511,9 +517,7 @@ def classification_walls(cell: Cell, Lmax: int, ariths: dict, progress=None):
                 w.last_construction = w.best = L
                 w.member = {"L_target": L, "B": 1.0}
             else:
-                w.construction = previous
-                w.construction_failure = {"L": L, "n": c + 1}
-                w.construction_reason, w.construction_detail = diagnose(ps, c + 1, params)
+                _stop(w, previous, L, ps, c, params)
                 alive.discard(name)
         previous = L
         if bar:
