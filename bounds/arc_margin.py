@@ -143,8 +143,8 @@ def certificate(cell: Cell, L: int):
     ``p`` (``L/2``; ``-F(1)`` on the one-sided arc).  The construction of the softmax twin of
     the cell is used where the foot is free (the bound holds for any weights; linear attention
     shares the arc), the cell's own one-sided arc where it is not."""
-    one_sided = laws.foot_distance(cell, 1) is not None
-    des = classification.design(cell if one_sided else cell.replace(attention="softmax"))
+    tied = laws.foot_distance(cell, 1) is not None  # the one-sided arc: its own construction
+    des = classification.design(cell if tied else cell.replace(attention="softmax"))
     foot = L / 2 if des.foot is None else -des.foot
     shape = des.arc_shape(L)
     y = des.arc_points(L, shape)

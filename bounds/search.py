@@ -28,11 +28,8 @@ from constructions import laws, regression
 from constructions.cell import Cell, Params
 from constructions.tasks import closed_form as task_closed_form
 from verify import interval_pass
-from verify.certify import certify, rigorous_bound
+from verify.certify import certify, rigorous_bound, witness_budget
 from verify.judge import counts_to
-
-#: the budget of the certified witness of an infimum row (L = 1)
-INFIMUM_FLOOR = 1e-3
 
 
 def _screen(params: Params, L: int, backend: str = "float64") -> bool:
@@ -124,15 +121,13 @@ def _infimum_row(row: dict, design, L: int, start: float, witness: bool = False)
 
     In every family the counting amplitudes at L = 1 start at 0 (``D_lo = 0``, ``b_lo = 0``,
     ``k > 1 - 1/L = 0``) and the capacity is positive at every budget ``B > 0``, so every
-    budget counts; the row certifies one witness at ``B = INFIMUM_FLOOR``, or at ten, a hundred
-    or a thousand times it where a float-built construction is too fine to count there (the
-    one-sided arc's foot ``sqrt(d)/B^2`` is millions of counts away at ``B = 1e-3``).
+    budget counts; the row certifies one witness, at the budget of
+    :func:`verify.certify.witness_budget` (``1e-3``, doubled where a float-built construction is
+    too fine to count there: the one-sided arc's foot ``sqrt(d)/B^2`` is millions of counts away).
     """
-    for B in (INFIMUM_FLOOR * 10**k for k in range(4)):
-        params = design.build(L, B)
-        res = certify(params, L)
-        if res.counts:
-            break
+    B = witness_budget(design.build)
+    params = design.build(L, B)
+    res = certify(params, L)
     what = f"witness certified at B = {B:g}" if res.certified else f"no witness certified: {res.verdict}"
     row.update(B_min=0.0, B_min_is_infimum=True, B_lower=0.0, certified=res.certified,
                witness_bound=rigorous_bound(params), worst_error=res.worst_error,

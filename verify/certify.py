@@ -18,6 +18,23 @@ from verify.judge import CountResult, counts_to
 
 #: the ball backends tried in turn
 CERTIFY = ("arb256", "arb1024")
+#: the budget of the ``L = 1`` witness, where ``B_min = 0`` is an infimum (every budget > 0
+#: counts), doubled up to ``WITNESS_STEPS`` times where the construction does not count there
+WITNESS_BUDGET = 1e-3
+WITNESS_STEPS = 10
+
+
+def witness_budget(build) -> float:
+    """The budget of the ``L = 1`` witness of a construction ``build(L, B) -> Params``: the first
+    ``WITNESS_BUDGET 2^k`` (``k <= WITNESS_STEPS``) at which it counts to 1 in ball arithmetic
+    (every construction does at ``k = 0`` but the one-sided arc, whose float read-out at small
+    budgets has a margin below float64's resolution of its constant); ``WITNESS_BUDGET`` if none
+    does (the caller's certification then says so)."""
+    for k in range(WITNESS_STEPS + 1):
+        B = WITNESS_BUDGET * 2.0**k
+        if counts_to(build(1, B), 1, backend="arb256").counts:
+            return B
+    return WITNESS_BUDGET
 
 
 def rigorous_bound(params: Params) -> float:

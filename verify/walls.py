@@ -18,8 +18,8 @@ arithmetic, so its numbers are the result, not a screen of an exact one).
   ``bounds`` and may not import it, so the wall uses the same construction at the same
   budget up to the sweep's bisection tolerance (``RTOL`` is the sweep's default ``rtol``;
   ``L = 1``, where ``B_min = 0`` is an infimum, uses the sweep's witness budget
-  ``WITNESS_BUDGET``, doubled where that construction does not count to 1 in ball arithmetic
-  (:meth:`Budgets.witness_budget`: the one-sided arc); tests/test_precision.py checks both
+  (:func:`verify.certify.witness_budget`, doubled from ``1e-3`` where that construction does not
+  count to 1 in ball arithmetic: the one-sided arc); tests/test_precision.py checks both
   against ``bounds.search``).  At that budget the construction's margin is only about ``RTOL``
   relative, so a format whose rounding exceeds it fails at once: the certified optimum has no
   room for rounding.
@@ -99,15 +99,11 @@ from constructions.cell import MAX_B, Cell
 from constructions.symbols import L as L_SYMBOL
 from verify.formats import Arith, Format
 from verify.forward import reduced
-from verify.judge import counts_to
+from verify.certify import witness_budget
 from verify.rounded import Pass, float_values, run
 
 #: relative distance of the construction wall's budget above B_min (the sweep's default rtol)
 RTOL = 1e-6
-#: the budget of the L = 1 construction, where B_min = 0 is not attained (the sweep's witness),
-#: doubled up to WITNESS_STEPS times where that construction does not count (Budgets.witness_budget)
-WITNESS_BUDGET = 1e-3
-WITNESS_STEPS = 10
 #: the best-budget search: budgets (1 + RTOL) B_min BUDGET_RATIO^k, k = 0..BUDGET_STEPS
 BUDGET_RATIO = 2.0
 BUDGET_STEPS = 6
@@ -231,15 +227,8 @@ class Budgets:
     @functools.cached_property
     def witness_budget(self) -> float:
         """The budget of the ``L = 1`` construction, where ``B_min = 0`` is an infimum: the
-        sweep's witness ``WITNESS_BUDGET``, or the first ``WITNESS_BUDGET 2^k``, ``k <=
-        WITNESS_STEPS``, at which the construction counts to 1 in ball arithmetic (the one-sided
-        arc's read-out at small budgets has a margin below float64's resolution of its constant;
-        every other construction counts at ``k = 0``).  ``WITNESS_BUDGET`` if none does."""
-        for k in range(WITNESS_STEPS + 1):
-            B = WITNESS_BUDGET * 2.0**k
-            if counts_to(self.build(1, B), 1, backend="arb256").counts:
-                return B
-        return WITNESS_BUDGET
+        sweep's witness (:func:`verify.certify.witness_budget`)."""
+        return witness_budget(self.build)
 
     def construction_budget(self, L: int):
         if L == 1:
