@@ -81,6 +81,21 @@ eta_0> - mu |eta - eta_0|^2 / 2``, hence
 
 ``eta_0`` is any point of the disk (Newton's method at each box's centre, in floats).
 
+**Tangents.**  For ``s > 0`` and ``y >= 0``, ``sqrt(y) <= (s^2 + y) / (2 s)`` (that is ``(sqrt(y)
+- s)^2 >= 0``), with equality at ``y = s^2``.  Let ``T`` be a set of classes with a number ``s_c >
+0`` each, and ``n~`` be ``n`` with the term of each ``c`` in ``T`` replaced by ``|G_c| (s_c^2 + 1 +
+<e(2 gamma_c), eta>) / (2 s_c)``, affine in ``eta``: then ``n <= n~`` on the disk (``1 + <e, eta>
+>= 0`` there), ``n~`` is concave, and its Hessian is that of the kept terms, so the bound above
+holds for ``n~`` with ``mu`` the same eigenvalue of ``S`` summed over the kept terms only:
+``sup n <= sup n~ <= n~(eta_0) + |grad n~(eta_0)|^2 / (2 mu~)``.  ``T`` holds the classes whose
+``y_c = 1 + <e(2 gamma_c), eta_0>`` is below :data:`TANGENT_BELOW` at the box's centre, with
+``s_c = sqrt(y_c)`` there (floored at ``sqrt(TANGENT_FLOOR)``), so that at the centre ``n~`` and
+its gradient at ``eta_0`` are ``n``'s (any ``s_c > 0`` is valid; these lose only to second
+order).  Why: where the maximising ellipse is nearly degenerate (``|eta_0|`` near 1: the short,
+nearly straight arcs of far feet) some ``y_c`` is near 0 at ``eta_0``, and the root's derivative
+``1/(2 sqrt(y_c))`` has no finite enclosure over a box on which ``y_c`` may reach 0, however
+small the box; the tangent's derivatives in ``eta`` are constants and smooth in the geometry.
+
 **Over every geometry.**  ``(lam, p)`` and ``(lam, L - p)`` give mirror images of the same
 points in reverse order (``z_n(L - p)`` is the mirror of ``z_{L-n}(p)``), and mirroring the
 head (and the ellipse) keeps every margin, so ``p <= L/2`` suffices.  Where the foot is tied
@@ -97,9 +112,9 @@ one-sided arc).  A branch and bound covers
   (decreasing in ``lam`` there), else ``pi``;
 * (W) in the mean-value form of :mod:`bounds.jets` (the value at the box's centre plus the
   interval gradient over the box times the half-widths; or the plain enclosure, if smaller),
-  for ``N/D`` bare and for ``n(eta_0)/D`` with a gain, plus ``(a/sqrt 2) |grad n(eta_0)|^2 /
-  (2 mu D)`` with ``grad n`` and ``mu`` in the same form (``mu`` from below) and ``D`` enclosed
-  over the box;
+  for ``N/D`` bare and for ``n~(eta_0)/D`` with a gain, plus ``(a/sqrt 2) |grad n~(eta_0)|^2 /
+  (2 mu~ D)`` with ``grad n~`` and ``mu~`` in the same form (``mu~`` from below) and ``D``
+  enclosed over the box (``n~``, ``mu~``: the tangents of the box's centre);
 
 every operation in the outward-rounded intervals of :mod:`verify.intervals`.  Outside the
 region, ``(L lam^2 + E)/lam >= L lam >= 4L^2`` (``lam >= 4L``) or ``>= 2 sqrt(L E) >= 4 L^2``
@@ -135,6 +150,11 @@ MAX_BOXES = 3000
 BATCH_ENTRIES = 1 << 18
 #: Newton steps for the ellipse parameter ``eta_0`` at a box's centre
 NEWTON_STEPS = 8
+#: a term whose root argument ``1 + <e(2 gamma_c), eta_0>`` is below this at a box's centre is
+#: replaced by its tangent bound (module docstring)
+TANGENT_BELOW = 0.3
+#: the least tangent point (``s^2``) of the tangent bound
+TANGENT_FLOOR = 1e-6
 
 
 def certificate(cell: Cell, L: int):
@@ -262,19 +282,33 @@ class _Arc:
         grads = lambda comp, sign: tuple(comp * (dg * (2.0 * sign)) for dg in dgamma)
         return (Jet(value[0], grads(value[1], -1.0)), Jet(value[1], grads(value[0], 1.0)))
 
-    def ellipse(self, G, eta):
-        """``n(eta)`` and ``grad n(eta)`` (jets) for the terms ``G = (|G_c|, e(2 gamma_c))``
-        (``eta`` an array ``(boxes, 2)``)."""
+    def ellipse(self, G, eta, tangent):
+        """``n~(eta)`` and ``grad n~(eta)`` (jets) for the terms ``G = (|G_c|, e(2 gamma_c))``
+        (``eta`` an array ``(boxes, 2)``): the root of every term where ``tangent`` is nan, its
+        tangent bound ``(s^2 + y)/(2 s)`` where ``tangent`` holds ``s > 0`` (module docstring)."""
         size, (e1, e2) = G
-        root = (e1 * eta[:, :1] + e2 * eta[:, 1:] + 1.0).sqrt()
-        Nc = size * root
-        half = size / (root * 2.0)
+        y = e1 * eta[:, :1] + e2 * eta[:, 1:] + 1.0
+        kept = np.isnan(tangent)
+        s = Iv(np.where(kept, 1.0, tangent))
+        root = _replaced(y, ~kept, 1.0).sqrt()  # 1 where the tangent stands in for the root
+        keep, line = kept.astype(np.float64), (~kept).astype(np.float64)
+        Nc = size * root * keep + size * ((y + s.square()) / (s * 2.0)) * line
+        half = size / (root * 2.0) * keep + size / (s * 2.0) * line
         return Nc.sum(), (half * e1).sum(), (half * e2).sum()
 
-    def curvature(self, G) -> Jet:
-        """``mu = (sum_c |G_c| - |sum_c |G_c| e(2 gamma_c)^2|) / (16 sqrt 2)`` as a jet (module
-        docstring; the square is complex)."""
+    def tangents(self, G, eta) -> np.ndarray:
+        """Per box and class, ``s = sqrt(y_c(eta_0))`` at the centre's terms ``G`` where
+        ``y_c = 1 + <e(2 gamma_c), eta_0> < TANGENT_BELOW`` (the term's tangent bound is used
+        there), nan elsewhere (the term's root is kept)."""
+        e = (G[1][0].v, G[1][1].v)
+        y = 1.0 + 0.5 * (e[0].lo + e[0].hi) * eta[:, :1] + 0.5 * (e[1].lo + e[1].hi) * eta[:, 1:]
+        return np.where(y < TANGENT_BELOW, np.sqrt(np.maximum(y, TANGENT_FLOOR)), np.nan)
+
+    def curvature(self, G, tangent) -> Jet:
+        """``mu = (sum_c |G_c| - |sum_c |G_c| e(2 gamma_c)^2|) / (16 sqrt 2)`` over the kept terms
+        (``tangent`` nan) as a jet (module docstring; the square is complex)."""
         size, e = G
+        size = size * np.isnan(tangent).astype(np.float64)
         f = _times(e, e)
         spread = ((size * f[0]).sum().square() + (size * f[1]).sum().square()).sqrt()
         return (size.sum() - spread) / (Iv(16.0) * Iv(2.0).sqrt())
@@ -314,16 +348,17 @@ class _Arc:
         if not self.gain:
             return np.minimum(mean_value_upper(Tc / Dc, Tb / Db, h), upper((Tb / Db).v))
         eta = self.newton(Tc)
-        nc, *gc = self.ellipse(Tc, eta)
-        nb, *gb = self.ellipse(Tb, eta)
+        tangent = self.tangents(Tc, eta)
+        nc, *gc = self.ellipse(Tc, eta, tangent)
+        nb, *gb = self.ellipse(Tb, eta, tangent)
         first = np.minimum(mean_value_upper(nc / Dc, nb / Db, h), upper((nb / Db).v))
         grad2 = Iv(0.0)
         for at_centre, over_box in zip(gc, gb):
             hi = mean_value_upper(at_centre, over_box, h)
             lo = -mean_value_upper(-at_centre, -over_box, h)
             grad2 = grad2 + Iv(np.maximum(np.abs(hi), np.abs(lo))).square()
-        mu_box = self.curvature(Tb)
-        mu = np.maximum(mu_box.v.lo, -mean_value_upper(-self.curvature(Tc), -mu_box, h))
+        mu_box = self.curvature(Tb, tangent)
+        mu = np.maximum(mu_box.v.lo, -mean_value_upper(-self.curvature(Tc, tangent), -mu_box, h))
         mu = np.where(np.isfinite(mu) & (mu > 0), mu, np.nan)
         second = grad2 / (Iv(mu) * Db.v * 2.0)
         return upper((Iv(first) + second) * (self.a / Iv(2.0).sqrt()))
@@ -350,6 +385,12 @@ class _Arc:
 def _times(a, b):
     """The complex product of pairs ``(re, im)`` (jets, intervals or floats)."""
     return (a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0])
+
+
+def _replaced(x: Jet, where: np.ndarray, value: float) -> Jet:
+    """``x`` with the entries ``where`` replaced by the constant ``value``."""
+    pick = lambda iv, c: Iv(np.where(where, c, iv.lo), np.where(where, c, iv.hi))
+    return Jet(pick(x.v, value), tuple(pick(g, 0.0) for g in x.g))
 
 
 def _cat(parts) -> Iv:
