@@ -124,8 +124,8 @@ the certificate's value at the construction's geometry once the search closes (a
 returns its largest leaf: weaker, still valid).
 
 Cost: ``O(L)`` vectorised interval operations per box (boxes are evaluated in batches of at
-most ``BATCH_ENTRIES`` box-class pairs): some 300-600 boxes bare and 1300-2600 with a gain
-(about 5 s at ``L = 4096`` bare, 25 s at ``L = 1024`` with a gain).
+most ``BATCH_ENTRIES`` box-class pairs): some 250-600 boxes bare and 1000-1400 with a gain
+(about 5 s at ``L = 4096`` bare, 10 s at ``L = 1024`` with a gain).
 """
 
 from __future__ import annotations

@@ -85,13 +85,15 @@ most ``a^2``, in place of the disk) of the bound with those weights, by a branch
 interval arithmetic; :func:`margin_upper` returns the smaller of the two bounds.  Both are
 valid for every parameter set.  The certificate closes to ``TOLERANCE = 0.4%`` of the
 construction's margin (``margin_ratio`` of the sweep rows, about 1.004) bare from ``L = 4`` and
-with a gain from ``L = 8`` on (at ``L = 4, 5`` with a gain, 1.10-1.12); the closed form above is
-2-3% (bare) and 29-31% (gain) above the construction for ``L >= 16``.
+with a gain from ``L = 8`` on (at ``L = 4, 5`` with a gain, 1.10-1.12); on the one-sided arc
+(linear attention after RMSNorm, feet ``p <= -sqrt(d)``) bare from ``L = 8`` and with a gain
+from ``L = 12`` on (1.14 at ``L = 8``).  The closed form above is 2-3% (bare) and 29-31% (gain)
+above the construction for ``L >= 16``.
 
 Cost: ``O(1)`` in ``L`` and ``d`` for the collinear families and the closed form (a few hundred
-ball evaluations); the arc's certificate is ``O(L)`` per box, a few hundred boxes bare and one to
-three thousand with a gain (about 5 s at ``L = 4096`` bare, 25 s at ``L = 1024`` with a
-gain).
+ball evaluations); the arc's certificate is ``O(L)`` per box, a few hundred boxes bare and about
+one to one and a half thousand with a gain (about 5 s at ``L = 4096`` bare, 10 s at ``L = 1024``
+with a gain).
 """
 
 from __future__ import annotations

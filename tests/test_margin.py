@@ -12,6 +12,11 @@
   each, by linear programming), a search over arcs (and ellipses) at ``L = 8`` from a generic
   start finds the construction's margin, the dual certificate is tight at the construction's
   arc, and the ratio ``margin_upper / margin`` is at most 1.004 at ``L = 16, 32, 64``;
+* on the one-sided arc (linear attention after RMSNorm, every foot ``p <= -sqrt(d)``) with a
+  gain the ratio is at most 1.01 at ``L = 16, 32, 64``, a multi-start search over every such arc
+  and ellipse finds nothing above the construction, and small boxes of far feet (where tangents
+  stand in for some roots of the concave ellipse bound) are bounded above the best head at
+  their points;
 * the README's margin table and ratios are what the toolkit computes.
 """
 
