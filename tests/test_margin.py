@@ -13,8 +13,9 @@
   start finds the construction's margin, the dual certificate is tight at the construction's
   arc, and the ratio ``margin_upper / margin`` is at most 1.004 at ``L = 16, 32, 64``;
 * on the one-sided arc (linear attention after RMSNorm, every foot ``p <= -sqrt(d)``) with a
-  gain the ratio is at most 1.01 at ``L = 16, 32, 64``, a multi-start search over every such arc
-  and ellipse finds nothing above the construction, and small boxes of far feet (where tangents
+  gain the ratio is at most 1.01 at ``L = 16, 32, 64``, no such arc and ellipse beats the bound
+  (the best head by linear programming), a multi-start search over every such arc and ellipse
+  finds nothing above the construction, and small boxes of far feet (where tangents
   stand in for some roots of the concave ellipse bound) are bounded above the best head at
   their points;
 * the README's margin table and ratios are what the toolkit computes.
@@ -408,6 +409,17 @@ def test_one_sided_max_min_by_search():
     cons = counts_to(classification.design(cell).build(L), L, "arb256").min_margin
     assert found <= cons * (1 + 1e-4)
     assert found >= cons * (1 - 0.05)  # the search does reach the construction's neighbourhood
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.floats(0.05, 4.0), st.floats(0.0, 2.0), st.floats(0.05, math.pi / 2 - 0.05), st.floats(0, math.pi))
+def test_no_one_sided_arc_beats_the_bound(q, depth, chi, alpha):
+    """The best head (linear programme) for any one-sided arc (foot ``p <= -sqrt(d)``) read
+    through any ellipse of read-outs stays below ``margin_upper`` at ``L = 16``."""
+    cell, L = ONE_SIDED[0], 16
+    R = math.sqrt(cell.d)
+    z = read_through_ellipse(arc_points(L, q * L, -R - depth * L, R), 1.0, chi, alpha)
+    assert best_head(z) <= margin_upper(cell, L) * (1 + 1e-9)
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
