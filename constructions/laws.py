@@ -474,52 +474,68 @@ def margin_exponent(cell: Cell) -> float:
     return {"line": -1.0, "segment": -3.0, "arc": -2.0}[family(cell)]
 
 
-# ---------------------------------------------------------------- the select task, no norm
-# Softmax attention without a norm, the select task read at s (constructions.select): the
-# distractor is suppressed by a component of e_s orthogonal to the read-out, which the score
-# gap pays for.
+# ---------------------------------------------------------------- the select task, softmax
+# Softmax attention without post-norm, the select task read at s (constructions.select): the
+# distractor is read as s and weighs what a weighs; without a norm a component of e_s off the
+# read-out pays for it in score gap, with bare pre-norm a turn of the read-out in amplitude.
+
+
+def _select_factor(cell: Cell, sigma, ops: Ops):
+    """Bare pre-norm: ``cos phi = sqrt(1 - max(0, sigma/d - 1)^2)``, the share of the value gap
+    the turned read-out keeps (``phi = max(0, gamma - pi/2)``, ``cos gamma = 1 - sigma/d``)."""
+    m = ops.min(0, 1 - sigma / cell.d)  # -max(0, sigma/d - 1)
+    return ops.sqrt(1 - m**2)
 
 
 def select_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
-    """The select construction's ``X = <c_1, e_a - e_s>`` at budget ``B`` and score gap ``sigma``
-    (softmax attention without a norm, :mod:`constructions.select`): ``X = B + r`` with ``r``
-    the positive root of ``B r^2 + (B^2 + sigma) r - sigma B = 0``, i.e. of
-    ``sigma = r B (B + r)/(B - r)``, written without cancellation as
-    ``r = 2 sigma B / (B^2 + sigma + sqrt((B^2 + sigma)^2 + 4 sigma B^2))``.
+    """The select construction's value gap along the read-out at budget ``B`` and score gap
+    ``sigma`` (softmax attention without post-norm, :mod:`constructions.select`).
 
-    The count task's gap solves ``sigma = r (B + r)`` (:func:`value_gap`); the extra factor
+    No norm: ``X = <c_1, e_a - e_s> = B + r`` with ``r`` the positive root of
+    ``B r^2 + (B^2 + sigma) r - sigma B = 0``, i.e. of ``sigma = r B (B + r)/(B - r)``, written
+    without cancellation as ``r = 2 sigma B / (B^2 + sigma + sqrt((B^2 + sigma)^2 + 4 sigma B^2))``.
+    The count task's gap solves ``sigma = r (B + r)`` (:func:`value_gap`); the factor
     ``B/(B - r) > 1`` is the price of the component of ``e_s`` that makes the distractor weigh
-    exactly as much as ``a``: the same ``sigma`` buys a smaller ``r``.  ``r`` increases with
-    ``sigma`` from 0 and reaches ``B/2`` at ``sigma = 3 B^2/2`` (:func:`select_score_gap_max`)."""
+    what ``a`` weighs: the same ``sigma`` buys a smaller ``r``.  ``r`` increases with ``sigma``
+    from 0 and reaches ``B/2`` at ``sigma = 3 B^2/2`` (:func:`select_score_gap_max`).
+
+    Bare pre-norm: ``sqrt(2 sigma) cos phi`` (:func:`_select_factor`), the count task's
+    ``|h_a - h_s| = sqrt(2 sigma)`` seen by a read-out turned by ``phi`` (free for ``sigma <= d``)."""
+    if rigid(cell):
+        return ops.sqrt(2 * sigma) * _select_factor(cell, sigma, ops)
     if cell.normed:
-        raise ValueError("the select construction without post-norm is built without a norm")
+        raise ValueError("the select construction of softmax attention is built without a norm "
+                         "or with bare pre-norm")
     s = B**2 + sigma
     return B + 2 * sigma * B / (s + ops.sqrt(s**2 + 4 * sigma * B**2))
 
 
 def select_score_gap_max(cell: Cell, B):
-    """The largest score gap of the select construction at budget ``B``: ``3 B^2/2``, where
-    ``r = B/2`` and ``|e_s| = B`` (:mod:`constructions.select`; plain arithmetic)."""
-    return 3 * B**2 / 2
+    """The largest score gap of the select construction at budget ``B``: ``3 B^2/2`` without a
+    norm (where ``r = B/2`` and ``|e_s| = B``), ``2 d`` with bare pre-norm (plain arithmetic)."""
+    return 2 * cell.d if rigid(cell) else 3 * B**2 / 2
 
 
 def select_capacity(cell: Cell, t, B, ops: Ops = SYMPY):
-    """``B X`` at shape ``t = rho`` (:func:`select_value_gap`): the largest Mobius amplitude
-    ``D = <w, e_a - e_s>`` of the select construction."""
+    """``B`` times :func:`select_value_gap` at shape ``t = rho``: the largest Mobius amplitude
+    ``D = <w, h_a - h_s>`` of the select construction."""
     return B * select_value_gap(cell, B, ops.sqrt(cell.d) * ops.log(t), ops)
 
 
 def select_budget(cell: Cell, D, sigma, ops: Ops = SYMPY):
     """The smallest ``B`` at which the select construction reaches amplitude ``D`` at score gap
-    ``sigma > 0``: ``B^2 = max(D (D + sigma)/(D + 2 sigma), 2 sigma/3)``.
+    ``0 < sigma`` (in its domain).
 
-    *Proof.*  ``select_capacity`` increases in ``B`` (``X = B + r`` with ``r`` increasing in
-    ``B`` at fixed ``sigma``: ``B r^2 + (B^2 + sigma) r - sigma B`` increases in ``r`` and its
-    ``B``-derivative ``r^2 + 2 B r - sigma`` is negative at the root, where ``sigma =
-    r B (B+r)/(B-r) > r (B + r) + B r``).  At ``B (B + r) = D``, ``r = D/B - B``; with
-    ``u = B^2`` the root's equation times ``B`` is ``(D - u)^2 + (u + sigma)(D - u) - sigma u = 0``,
-    i.e. ``(D - u)(D + sigma) = sigma u``: ``u = D (D + sigma)/(D + 2 sigma)``.  The domain
-    ``sigma <= 3 B^2/2`` adds ``u >= 2 sigma/3``."""
+    Bare pre-norm: ``D / (sqrt(2 sigma) cos phi)`` (the capacity is linear in ``B``).  No norm:
+    ``B^2 = max(D (D + sigma)/(D + 2 sigma), 2 sigma/3)``.  *Proof.*  The capacity ``B (B + r)``
+    increases in ``B`` (at fixed ``sigma`` the root ``r`` increases with ``B``:
+    ``B r^2 + (B^2 + sigma) r - sigma B`` increases in ``r`` and its ``B``-derivative
+    ``r^2 + 2 B r - sigma`` is negative at the root, where ``sigma = r B (B+r)/(B-r) > r (B + r)
+    + B r``).  At ``B (B + r) = D``, ``r = D/B - B``; with ``u = B^2`` the root's equation times
+    ``B`` is ``(D - u)^2 + (u + sigma)(D - u) - sigma u = 0``, i.e. ``(D - u)(D + sigma) =
+    sigma u``: ``u = D (D + sigma)/(D + 2 sigma)``.  The domain ``sigma <= 3 B^2/2`` adds
+    ``u >= 2 sigma/3``."""
+    if rigid(cell):
+        return D / select_value_gap(cell, None, sigma, ops)
     main = D * (D + sigma) / (D + 2 * sigma)
-    floor = 2 * sigma / 3
-    return ops.sqrt(-ops.min(-main, -floor))  # the larger of the two
+    return ops.sqrt(-ops.min(-main, -2 * sigma / 3))  # the larger of the two

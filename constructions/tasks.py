@@ -165,9 +165,9 @@ def refusal(cell: Cell) -> str | None:
     if cell.readout == "classification":
         if read == "last":
             return f"{what} has no construction yet for classification (regression is built)"
-        if cell.attention == "softmax" and not cell.normed:
+        if cell.attention == "softmax" and not cell.post:
             return (f"{what} has no construction yet for classification with softmax attention "
-                    "and no norm (the distractor moves z off the segment; regression is built)")
+                    "without post-norm (the distractor moves z off the segment; regression is built)")
         # the head of constructions.classification on the regression geometry, whose e_b
         # changes no output: the count task's head, margin and storage
         return refusal(cell.replace(readout="regression"))
@@ -198,10 +198,14 @@ def refusal(cell: Cell) -> str | None:
             return f"{what} has no construction yet without pre-norm (built: linear attention with pre-norm)"
         return None
     # select at the BOS read
-    if cell.attention == "softmax" and cell.pre:
-        return (f"{what} has no construction yet for softmax attention with pre-norm (the "
-                "distractor's weight cannot vanish; built without a norm: constructions.select)")
-    if cell.attention == "softmax" and not cell.normed:
+    if cell.attention == "softmax" and cell.pre and cell.affine.gain:
+        return (f"{what} has no construction yet for softmax attention with a learned pre-norm "
+                "(the distractor's weight cannot vanish and the count construction has every "
+                "value on one axis; built: no norm and bare pre-norm, constructions.select)")
+    if cell.attention == "softmax" and not cell.post:
+        if laws.two_values(cell):
+            return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
+                    "make b a copy of s or of a; d >= 3 is built)")
         return None  # constructions.select
     if cell.attention == "softmax" and cell.eps > 0:
         return (f"{what} has no construction yet for softmax attention with eps > 0 (e_b = -e_s "

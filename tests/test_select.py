@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from bounds import search
 from bounds import sweep as sweep_mod
-from constructions import laws, segment, select, tasks
+from bounds.lstar import cell_l_star, l_star
+from constructions import closed_forms, laws, segment, select, tasks
 from constructions.cell import Cell
 from constructions.closed_forms import closed_form as count_closed_form
 from constructions.regression import design
@@ -95,33 +96,56 @@ def test_beyond_beta_one_an_interior_input_can_bind():
     assert hits
 
 
-@settings(max_examples=30, deadline=None)
+#: the cells built here: ``(variant, norm)``
+BUILT = [("none", "layernorm"), ("pre_bare", "layernorm"), ("pre_bare", "rmsnorm")]
+
+
+def _norm(cell: Cell, e):
+    """The bare norm of an embedding, written out (LayerNorm: centred, population variance)."""
+    d = len(e)
+    if cell.kind.centred:
+        m = mpmath.fsum(e) / d
+        e = [x - m for x in e]
+    return [x / mpmath.sqrt(mpmath.fsum(x * x for x in e) / d) for x in e]
+
+
+@pytest.mark.parametrize("variant,norm", BUILT)
+@settings(max_examples=25, deadline=None)
 @given(d=st.sampled_from([2, 3, 8, 50]), B=st.floats(0.3, 300), frac=st.floats(0.01, 0.99),
        amp=st.floats(0.1, 1.0), L=st.integers(2, 500))
-def test_the_construction_reads_b_as_s_and_weighs_it_as_a(d, B, frac, amp, L):
-    """In the built vectors: ``<w, e_b> = <w, e_s>``, ``<e_s, e_b> = <e_s, e_a>`` (``beta = 1``), the
-    score gap ``sqrt(d) log rho``, the amplitude ``<w, e_a - e_s>`` and every norm within ``B``."""
-    cell = _cell(d)
+def test_the_construction_reads_b_as_s_and_weighs_it_at_most_as_a(variant, norm, d, B, frac, amp, L):
+    """In the built vectors (values recomputed from the embeddings): ``<w, h_b> = <w, h_s>``,
+    ``<h_s, h_b> <= <h_s, h_a>`` (``beta <= 1``; ``= 1`` without a norm), the score gap
+    ``sqrt(d) log rho``, the amplitude ``<w, h_a - h_s>`` and every norm within ``B``."""
+    cell = Cell("softmax", variant, d=d, norm=norm, task="select")
+    if tasks.refusal(cell) is not None:
+        return  # bare pre-LayerNorm at d = 2
     dz = design(cell)
     lo, hi = dz.domain(L, B)
+    if not lo < hi:
+        return  # beyond L*: no shape counts
     rho = lo * (hi / lo) ** frac
     with mpmath.workdps(40):
         A = amp * dz.capacity_mp(mpmath.mpf(rho), mpmath.mpf(B))
         v = dz.evaluate(L, B, rho, A, 0)
+        h = {x: (_norm(cell, v[f"e_{x}"]) if cell.pre else v[f"e_{x}"]) for x in "sab"}
         dot = lambda x, y: mpmath.fsum(p * q for p, q in zip(x, y))
-        tol = mpmath.mpf(10) ** -30 * (1 + B**2) * (1 + A)
-        assert abs(dot(v["w"], v["e_b"]) - dot(v["w"], v["e_s"])) < tol
-        assert abs(dot(v["e_s"], v["e_b"]) - dot(v["e_s"], v["e_a"])) < tol
-        gap = dot(v["e_s"], v["e_s"]) - dot(v["e_s"], v["e_a"])
+        tol = mpmath.mpf(10) ** -28 * (1 + B**2 + d) * (1 + A)
+        assert abs(dot(v["w"], h["b"]) - dot(v["w"], h["s"])) < tol
+        beta_gap = dot(h["s"], h["b"]) - dot(h["s"], h["a"])
+        assert beta_gap < tol and (cell.pre or abs(beta_gap) < tol)
+        gap = dot(h["s"], h["s"]) - dot(h["s"], h["a"])
         assert abs(gap - mpmath.sqrt(d) * mpmath.log(rho)) < tol
-        assert abs(dot(v["w"], v["e_a"]) - dot(v["w"], v["e_s"]) - A) < tol
+        assert abs(dot(v["w"], h["a"]) - dot(v["w"], h["s"]) - A) < tol
         for name in ("e_s", "e_a", "e_b", "w"):
             assert mpmath.sqrt(dot(v[name], v[name])) <= B * (1 + mpmath.mpf(10) ** -30)
 
 
-@pytest.mark.parametrize("L,d", [(5, 3), (12, 8), (30, 2)])
-def test_the_judge_certifies_the_construction_on_every_input(L, d):
-    cell = _cell(d)
+@pytest.mark.parametrize("variant,norm,L,d", [("none", "layernorm", 5, 3), ("none", "layernorm", 12, 8),
+                                              ("none", "layernorm", 30, 2), ("pre_bare", "layernorm", 12, 3),
+                                              ("pre_bare", "rmsnorm", 20, 8), ("pre_bare", "rmsnorm", 9, 2)])
+def test_the_judge_certifies_the_construction_on_every_input(variant, norm, L, d):
+    cell = Cell("softmax", variant, d=d, norm=norm, task="select")
     B = design(cell).estimate(L)
     params = design(cell).build(L, B * (1 + 1e-3))
     assert counts_to(params, L, backend="arb256").certified
@@ -136,50 +160,67 @@ def test_the_judge_certifies_the_construction_on_every_input(L, d):
     check()
 
 
-@pytest.mark.parametrize("d", [2, 8, 17])
-def test_the_closed_form_is_the_budget_of_the_corner(d):
-    cell = _cell(d)
-    assert select.closed_form(cell, select.CLOSED_FORM_L_MIN - 1) is None
-    for L in (6, 9, 40, 333):
+@pytest.mark.parametrize("variant,d", [("none", 2), ("none", 8), ("none", 17), ("pre_bare", 3), ("pre_bare", 8)])
+def test_the_closed_form_is_the_budget_of_the_corner(variant, d):
+    cell = Cell("softmax", variant, d=d, task="select")
+    count = cell.replace(task="count")
+    L_min = closed_forms.segment_L_min(count)
+    assert select.closed_form(cell, L_min - 1) is None
+    top = l_star(d) if cell.pre else 333
+    assert (select.closed_form(cell, top + 1) is None) == bool(cell.pre)
+    for L in sorted({L_min, 9, 12, 40, top} - set(range(top + 1, 400))):
         form = select.closed_form(cell, L)
-        rho, D = mpmath.mpf(form["rho"]), mpmath.mpf(form["D"])
-        B = mpmath.mpf(form["B"])
+        rho, D, B = (mpmath.mpf(form[k]) for k in ("rho", "D", "B"))
         # the capacity at that budget reaches the corner's amplitude (up to the double's rounding)
         assert laws.select_capacity(cell, rho, B, laws.MPMATH) == pytest.approx(float(D), rel=1e-13)
-        # the price of the distractor: (B/B_count)^2 - 1 = sigma^2/(D (D + 2 sigma))
         sigma = mpmath.sqrt(d) * mpmath.log(rho)
-        ratio = (mpmath.mpf(form["B"]) / count_closed_form(cell.replace(task="count"), L)["B"]) ** 2 - 1
-        assert float(ratio) == pytest.approx(float(sigma**2 / (D * (D + 2 * sigma))), rel=1e-6)
+        ratio = mpmath.mpf(form["B"]) / count_closed_form(count, L)["B"]
+        if cell.pre:  # the price of the turn: 1/cos(phi), sin(phi) = max(0, sigma/d - 1); free for sigma <= d
+            want = 1 / mpmath.sqrt(1 - max(0, sigma / d - 1) ** 2)
+            assert (ratio == 1) == (sigma <= d)
+        else:  # the price of the score gap: (B/B_count)^2 - 1 = sigma^2/(D (D + 2 sigma))
+            want = mpmath.sqrt(1 + sigma**2 / (D * (D + 2 * sigma)))
+        assert float(ratio) == pytest.approx(float(want), rel=1e-9)
         assert form["B"] == pytest.approx(design(cell).estimate(L), rel=1e-6)
 
 
 def test_sweep_rows_are_certified_and_bounded_below_by_the_count_task():
-    cell = _cell()
-    for L in (1, 4, 16):
-        row = search.regression_row(cell, L)
-        assert row["certified"]
-        assert row["B_lower"] <= row["B_min"]
-        if L == 16:
-            count = count_closed_form(cell.replace(task="count"), L)["B"]
-            assert row["B_min"] == pytest.approx(tasks.closed_form(cell, L)["B"], rel=2e-6)
-            assert row["B_lower"] <= count * (1 + 1e-6) < row["B_min"]  # the distractor costs
+    for variant, Ls in (("none", (1, 4, 16)), ("pre_bare", (8, 16, 34, 35))):
+        cell = Cell("softmax", variant, task="select")
+        count = cell.replace(task="count")
+        for L in Ls:
+            row = search.regression_row(cell, L)
+            if L > l_star(8) and cell.pre:
+                assert row["B_min"] is None and "L* = 34" in row["note"]
+                continue
+            assert row["certified"]
+            assert row["B_lower"] <= row["B_min"]
+            if L >= 8:
+                B_count = count_closed_form(count, L)["B"]
+                assert row["B_min"] == pytest.approx(tasks.closed_form(cell, L)["B"], rel=2e-6)
+                assert row["B_lower"] <= B_count * (1 + 1e-6)
+                assert row["B_min"] > B_count * (1 + 1e-4) or (cell.pre and L == 8)  # the distractor costs
 
 
-def test_the_sweep_json(capsys):
-    argv = ["--variant", "none", "--attention", "softmax", "--task", "select", "--Lmax", "8",
+@pytest.mark.parametrize("variant,L_star", [("none", None), ("pre_bare", 34)])
+def test_the_sweep_json(variant, L_star, capsys):
+    argv = ["--variant", variant, "--attention", "softmax", "--task", "select", "--Lmax", "8",
             "--json", "--jobs", "1"]
     assert sweep_mod.main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert {"attention", "variant", "readout", "d", "eps", "rows", "fit", "L_star"} <= set(result)
-    assert (result["task"], result["read"], result["L_star"]) == ("select", "bos", None)
+    assert (result["task"], result["read"], result["L_star"]) == ("select", "bos", L_star)
+    assert L_star is None or L_star == cell_l_star(Cell("softmax", variant))
     assert [r["L"] for r in result["rows"]] == [2, 4, 8]
     assert all(r["certified"] and r["B_lower"] <= r["B_min"] for r in result["rows"])
 
 
 def test_what_is_refused():
     assert tasks.refusal(_cell()) is None
+    assert tasks.refusal(Cell("softmax", "pre_bare", d=2, norm="rmsnorm", task="select")) is None
     assert tasks.refusal(_cell().replace(readout="classification")) is not None
-    for variant in ("pre_bare", "pre_learned"):
-        assert tasks.refusal(Cell("softmax", variant, task="select")) is not None
+    assert tasks.refusal(Cell("softmax", "pre_bare", d=2, task="select")) is not None  # LayerNorm
+    for affine in ("gain", "gain_bias"):
+        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, task="select")) is not None
     with pytest.raises(ValueError):
         select.SelectDesign(Cell("softmax", "none"))

@@ -204,7 +204,7 @@ def test_the_last_read_bound_meets_the_construction_where_the_offset_is_free(cas
 
 
 REFUSED = [dict(attention="softmax", variant="pre_learned", task="select"),
-           dict(attention="softmax", variant="pre_bare", task="select"),
+           dict(attention="softmax", variant="pre_bare", task="select", d=2),
            dict(attention="linear", variant="pre_bare", task="select", d=2),
            dict(attention="softmax", variant="none", read="last"),
            dict(attention="linear", variant="none", read="last"),
