@@ -224,3 +224,27 @@ def test_what_is_refused():
         assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, task="select")) is not None
     with pytest.raises(ValueError):
         select.SelectDesign(Cell("softmax", "none"))
+
+
+def test_readme_table_and_statements():
+    """The README's table: ``B_min`` is the closed form, the count task's column its closed form,
+    ``B_lower`` the count task's (it meets the count task's ``B_min`` to 1e-5 without post-norm),
+    the price their ratio; and bare pre-norm is free exactly while ``L <= 9`` at ``d = 8``."""
+    from tests.test_readme import _table
+
+    rows = [r for r in _table("Selective counting without post-norm") if r[1].isdigit()]
+    assert len(rows) == 8
+    for text, L, value, count, lower, price in rows:
+        cell = Cell("softmax", text.split(", ")[1], task="select")
+        L = int(L)
+        got, want = select.closed_form(cell, L)["B"], count_closed_form(cell.replace(task="count"), L)["B"]
+        assert got == pytest.approx(float(value), rel=1e-5)
+        assert want == pytest.approx(float(count), rel=1e-5) == pytest.approx(float(lower), rel=1e-5)
+        number = float(price.split("%")[0]) / 100 if "%" in price else float(price)
+        assert got / want - 1 == pytest.approx(number, rel=5e-3, abs=1e-12)
+        if "L* =" in price:
+            assert f"L* = {cell_l_star(cell)}" in price and L == cell_l_star(cell)
+    bare = design(Cell("softmax", "pre_bare", task="select"))
+    plain = design(Cell("softmax", "pre_bare"))
+    free = [L for L in range(2, 20) if bare.estimate(L) == pytest.approx(plain.estimate(L), rel=1e-6)]
+    assert free == list(range(2, 10))
