@@ -368,10 +368,23 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     constant (between ``c`` and the bound above at ``B0 = c``): not derived (None), nor for bare
     pre-norm or post-norm, where the norm is not scale-invariant and no lower bound is proven.
 
-    Only the ``count`` task read at ``bos`` (None otherwise).
+    *The select task read at s* has the count task's term.  Where the distractor is free
+    (:mod:`constructions.tasks`) ``B_min`` is the count task's.  Without a norm
+    (:mod:`constructions.select`): ``B_min(count) <= B_min(select)`` (a sub-task), and the
+    corner is a limit of counting shapes of the select construction as of the count
+    construction (the same interval, a capacity continuous in ``rho``), so ``B_min(select) <=
+    sqrt(max(D* (D* + sigma*)/(D* + 2 sigma*), 2 sigma*/3)) <= sqrt(D*) <= (L + 1)/2`` once
+    ``2 sigma* <= 3 D*``: the count task's ``c = 1/2``, ``p = 1``, proven for ``B_min``.  Bare
+    pre-norm has no rate; a cell without a select construction has no term (None).
+
+    Only the read at ``bos`` (None otherwise).
     """
-    if cell.readout != "regression" or cell.task.name != "count" or cell.read.name != "bos":
+    if cell.readout != "regression" or cell.read.name != "bos":
         return None
+    if cell.task.name != "count":
+        from constructions.tasks import refusal  # it builds on this module
+
+        return None if refusal(cell) else leading_term(cell.replace(task="count"))
     fam = family(cell)
     if fam == "segment" and (rigid(cell) or on_a_line(cell)):
         return None

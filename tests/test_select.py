@@ -248,3 +248,16 @@ def test_readme_table_and_statements():
     plain = design(Cell("softmax", "pre_bare"))
     free = [L for L in range(2, 20) if bare.estimate(L) == pytest.approx(plain.estimate(L), rel=1e-6)]
     assert free == list(range(2, 10))
+
+
+def test_the_leading_term_is_the_count_task_s():
+    """``B_min(select) = L/2 (1 + o(1))`` without a norm: the count task's bound below, the
+    closed form (at most ``sqrt(D*) <= (L+1)/2``) above."""
+    cell = _cell()
+    term = laws.leading_term(cell)
+    assert term == laws.leading_term(cell.replace(task="count")) and term.proven == "B_min"
+    for L in (64, 1024, 2**20):
+        B = select.closed_form(cell, L)["B"]
+        assert count_closed_form(cell.replace(task="count"), L)["B"] <= B <= (L + 1) / 2
+    assert laws.leading_term(Cell("softmax", "pre_bare", task="select")) is None
+    assert laws.leading_term(Cell("softmax", "pre_learned", task="select")) is None
