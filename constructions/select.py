@@ -193,14 +193,14 @@ def _steps(cell: Cell) -> list[Step]:
 
 
 class SelectDesign(RegressionDesign):
-    """The select construction of softmax attention without a norm (module docstring): the
-    segment of :class:`~constructions.regression.RegressionDesign` with the capacity
-    :func:`constructions.laws.select_capacity`."""
+    """The select construction of softmax attention without a norm or with bare pre-norm (module
+    docstring): the segment of :class:`~constructions.regression.RegressionDesign` with the
+    capacity :func:`constructions.laws.select_capacity`."""
 
     def __init__(self, cell: Cell):
         if not suppresses(cell):
             raise ValueError(f"{cell.describe()}: SelectDesign builds the select task read at s, "
-                             "softmax attention without a norm, regression")
+                             "softmax attention without a norm or with bare pre-norm, regression")
         super().__init__(cell)
         self.capacity_expr = laws.select_capacity(cell, t, B)
         self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
@@ -242,7 +242,8 @@ class SelectDesign(RegressionDesign):
 
     def screen(self, L_value: int, B_value) -> Params:
         """The construction without ``e_b``, on the count task: it has ``y_b = y_s`` and
-        ``beta = 1``, so it solves select to ``L`` iff it counts to ``L`` (module docstring)."""
+        ``beta <= 1``, so it solves select to ``L`` iff it counts to ``L`` (module docstring; with
+        ``eps > 0`` bare pre-norm scales the three values alike, which keeps both)."""
         params = self.build(L_value, B_value)
         vectors = {k: v for k, v in params.vectors.items() if k != "e_b"}
         return Params(self.cell.replace(task="count"), vectors, params.scalars)
