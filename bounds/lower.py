@@ -16,9 +16,9 @@ import flint
 
 from bounds.arc_lower import arc_lower
 from bounds.lstar import feasible as bare_pre_feasible
-from constructions import segment
+from constructions import laws, regression, segment
 from constructions.cell import Cell
-from constructions import laws
+from constructions.select import suppresses
 from verify.backends import arb_floor
 
 PREC = 128
@@ -330,7 +330,10 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     The select task at the BOS read: the bound of the count task.  *Proof.*  The inputs of the
     count task, ``(s, a^n)`` for ``n <= L``, are inputs of the select task (``n_b = 0``) with
     the same targets, read at the same position: parameters that solve select to ``L`` count
-    to ``L``, so ``B_min(select) >= B_min(count) >= B_lower(count)``.  The count task at the
+    to ``L``, so ``B_min(select) >= B_min(count) >= B_lower(count)``.  Where the distractor
+    costs (:mod:`constructions.select`) the count task's branch and bound is run towards the
+    count task's optimum (:func:`segment_lower` is valid whatever its ``B_upper``: shapes it does
+    not cover need more than ``B_upper``, and it returns at most ``B_upper``).  The count task at the
     last read: :func:`last_line_lower` (linear attention with pre-norm) and
     :func:`last_segment_lower` (softmax with pre-norm and a gain; both use only ``|N(e)_i| <= M``
     with a gain, true for every ``eps``); None elsewhere.
@@ -353,7 +356,13 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             return None
         return last_segment_lower(cell, L, B_upper, rtol)
     if cell.distractor:
-        return b_lower(cell.replace(task="count"), L, B_upper, arc_boxes, rtol)
+        count = cell.replace(task="count")
+        if B_upper is not None and suppresses(cell):
+            # the bound is valid for any B_upper; the count task's own optimum (a float
+            # estimate) lets the branch and bound stop at its tolerance
+            est = regression.design(count).estimate(L)
+            B_upper = B_upper if est is None else min(B_upper, est * (1 + rtol))
+        return b_lower(count, L, B_upper, arc_boxes, rtol)
     if cell.post:
         if cell.eps > 0 or cell.d < laws.smallest_d(cell) or B_upper is None:
             return None

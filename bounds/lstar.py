@@ -89,7 +89,13 @@ def cell_l_star(cell: Cell) -> int | None:
     """The exact largest countable ``L`` of a cell where it is finite, else None.
 
     Softmax regression with rigid values (bare pre-norm, either norm kind: ``|h| = sqrt(d)``
-    and the score gap reaches ``2 d`` at ``h_a = -h_s``): :func:`l_star`.  Below the smallest
+    and the score gap reaches ``2 d`` at ``h_a = -h_s``): :func:`l_star`, for the select task
+    read at ``s`` too.  *Proof (select).*  The count task is a sub-task, so nothing solves select
+    beyond ``L*``.  At ``L <= L*`` the count task's interval is open at ``rho_max`` (the feasible
+    shapes are an up-set, module docstring), and by continuity of the strict inequalities at
+    some ``rho < rho_max``; there ``gamma < pi`` and :mod:`constructions.select`'s construction
+    (``y_b = y_s``, ``beta <= 1``, a read-out turned by ``phi < pi/2``) reaches every amplitude
+    at a finite budget, and solves select iff it counts.  Below the smallest
     width of post-norm (:func:`constructions.laws.smallest_d`) with ``eps = 0`` every input
     maps to one of two points: 1.
     """

@@ -368,10 +368,23 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     constant (between ``c`` and the bound above at ``B0 = c``): not derived (None), nor for bare
     pre-norm or post-norm, where the norm is not scale-invariant and no lower bound is proven.
 
-    Only the ``count`` task read at ``bos`` (None otherwise).
+    *The select task read at s* has the count task's term.  Where the distractor is free
+    (:mod:`constructions.tasks`) ``B_min`` is the count task's.  Without a norm
+    (:mod:`constructions.select`): ``B_min(count) <= B_min(select)`` (a sub-task), and the
+    corner is a limit of counting shapes of the select construction as of the count
+    construction (the same interval, a capacity continuous in ``rho``), so ``B_min(select) <=
+    sqrt(max(D* (D* + sigma*)/(D* + 2 sigma*), 2 sigma*/3)) <= sqrt(D*) <= (L + 1)/2`` once
+    ``2 sigma* <= 3 D*``: the count task's ``c = 1/2``, ``p = 1``, proven for ``B_min``.  Bare
+    pre-norm has no rate; a cell without a select construction has no term (None).
+
+    Only the read at ``bos`` (None otherwise).
     """
-    if cell.readout != "regression" or cell.task.name != "count" or cell.read.name != "bos":
+    if cell.readout != "regression" or cell.read.name != "bos":
         return None
+    if cell.task.name != "count":
+        from constructions.tasks import refusal  # it builds on this module
+
+        return None if refusal(cell) else leading_term(cell.replace(task="count"))
     fam = family(cell)
     if fam == "segment" and (rigid(cell) or on_a_line(cell)):
         return None
@@ -472,3 +485,70 @@ def margin_exponent(cell: Cell) -> float:
       ``lam = L/4`` and its head on the circle keeps ``c R/L^2`` (``c`` about 3.5 bare).
     """
     return {"line": -1.0, "segment": -3.0, "arc": -2.0}[family(cell)]
+
+
+# ---------------------------------------------------------------- the select task, softmax
+# Softmax attention without post-norm, the select task read at s (constructions.select): the
+# distractor is read as s and weighs what a weighs; without a norm a component of e_s off the
+# read-out pays for it in score gap, with bare pre-norm a turn of the read-out in amplitude.
+
+
+def _select_factor(cell: Cell, sigma, ops: Ops):
+    """Bare pre-norm: ``cos phi = sqrt(1 - max(0, sigma/d - 1)^2)``, the share of the value gap
+    the turned read-out keeps (``phi = max(0, gamma - pi/2)``, ``cos gamma = 1 - sigma/d``)."""
+    m = ops.min(0, 1 - sigma / cell.d)  # -max(0, sigma/d - 1)
+    return ops.sqrt(1 - m**2)
+
+
+def select_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
+    """The select construction's value gap along the read-out at budget ``B`` and score gap
+    ``sigma`` (softmax attention without post-norm, :mod:`constructions.select`).
+
+    No norm: ``X = <c_1, e_a - e_s> = B + r`` with ``r`` the positive root of
+    ``B r^2 + (B^2 + sigma) r - sigma B = 0``, i.e. of ``sigma = r B (B + r)/(B - r)``, written
+    without cancellation as ``r = 2 sigma B / (B^2 + sigma + sqrt((B^2 + sigma)^2 + 4 sigma B^2))``.
+    The count task's gap solves ``sigma = r (B + r)`` (:func:`value_gap`); the factor
+    ``B/(B - r) > 1`` is the price of the component of ``e_s`` that makes the distractor weigh
+    what ``a`` weighs: the same ``sigma`` buys a smaller ``r``.  ``r`` increases with ``sigma``
+    from 0 and reaches ``B/2`` at ``sigma = 3 B^2/2`` (:func:`select_score_gap_max`).
+
+    Bare pre-norm: ``sqrt(2 sigma) cos phi`` (:func:`_select_factor`), the count task's
+    ``|h_a - h_s| = sqrt(2 sigma)`` seen by a read-out turned by ``phi`` (free for ``sigma <= d``)."""
+    if rigid(cell):
+        return ops.sqrt(2 * sigma) * _select_factor(cell, sigma, ops)
+    if cell.normed:
+        raise ValueError("the select construction of softmax attention is built without a norm "
+                         "or with bare pre-norm")
+    s = B**2 + sigma
+    return B + 2 * sigma * B / (s + ops.sqrt(s**2 + 4 * sigma * B**2))
+
+
+def select_score_gap_max(cell: Cell, B):
+    """The largest score gap of the select construction at budget ``B``: ``3 B^2/2`` without a
+    norm (where ``r = B/2`` and ``|e_s| = B``), ``2 d`` with bare pre-norm (plain arithmetic)."""
+    return 2 * cell.d if rigid(cell) else 3 * B**2 / 2
+
+
+def select_capacity(cell: Cell, t, B, ops: Ops = SYMPY):
+    """``B`` times :func:`select_value_gap` at shape ``t = rho``: the largest Mobius amplitude
+    ``D = <w, h_a - h_s>`` of the select construction."""
+    return B * select_value_gap(cell, B, ops.sqrt(cell.d) * ops.log(t), ops)
+
+
+def select_budget(cell: Cell, D, sigma, ops: Ops = SYMPY):
+    """The smallest ``B`` at which the select construction reaches amplitude ``D`` at score gap
+    ``0 < sigma`` (in its domain).
+
+    Bare pre-norm: ``D / (sqrt(2 sigma) cos phi)`` (the capacity is linear in ``B``).  No norm:
+    ``B^2 = max(D (D + sigma)/(D + 2 sigma), 2 sigma/3)``.  *Proof.*  The capacity ``B (B + r)``
+    increases in ``B`` (at fixed ``sigma`` the root ``r`` increases with ``B``:
+    ``B r^2 + (B^2 + sigma) r - sigma B`` increases in ``r`` and its ``B``-derivative
+    ``r^2 + 2 B r - sigma`` is negative at the root, where ``sigma = r B (B+r)/(B-r) > r (B + r)
+    + B r``).  At ``B (B + r) = D``, ``r = D/B - B``; with ``u = B^2`` the root's equation times
+    ``B`` is ``(D - u)^2 + (u + sigma)(D - u) - sigma u = 0``, i.e. ``(D - u)(D + sigma) =
+    sigma u``: ``u = D (D + sigma)/(D + 2 sigma)``.  The domain ``sigma <= 3 B^2/2`` adds
+    ``u >= 2 sigma/3``."""
+    if rigid(cell):
+        return D / select_value_gap(cell, None, sigma, ops)
+    main = D * (D + sigma) / (D + 2 * sigma)
+    return ops.sqrt(-ops.min(-main, -2 * sigma / 3))  # the larger of the two

@@ -771,13 +771,15 @@ class FootDesign(RegressionDesign):
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
-    """The construction of a regression cell: :class:`constructions.tasks.TaskDesign` for the
-    other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
+    """The construction of a regression cell: :class:`constructions.select.SelectDesign` for the
+    select task with softmax attention and no norm, :class:`constructions.tasks.TaskDesign` for
+    the other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
     post-RMSNorm), :class:`RegressionDesign` otherwise."""
     if cell.task.distractor or cell.read.last:
-        from constructions.tasks import TaskDesign  # it builds on this module
+        from constructions.select import SelectDesign, suppresses  # they build on this module
+        from constructions.tasks import TaskDesign
 
-        return TaskDesign(cell)
+        return SelectDesign(cell) if suppresses(cell) else TaskDesign(cell)
     if laws.foot_distance(cell, 1) is not None and cell.readout == "regression":
         return FootDesign(cell)
     return RegressionDesign(cell)

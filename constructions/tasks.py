@@ -165,6 +165,9 @@ def refusal(cell: Cell) -> str | None:
     if cell.readout == "classification":
         if read == "last":
             return f"{what} has no construction yet for classification (regression is built)"
+        if cell.attention == "softmax" and not cell.post:
+            return (f"{what} has no construction yet for classification with softmax attention "
+                    "without post-norm (the distractor moves z off the segment; regression is built)")
         # the head of constructions.classification on the regression geometry, whose e_b
         # changes no output: the count task's head, margin and storage
         return refusal(cell.replace(readout="regression"))
@@ -195,9 +198,15 @@ def refusal(cell: Cell) -> str | None:
             return f"{what} has no construction yet without pre-norm (built: linear attention with pre-norm)"
         return None
     # select at the BOS read
+    if cell.attention == "softmax" and cell.pre and cell.affine.gain:
+        return (f"{what} has no construction yet for softmax attention with a learned pre-norm "
+                "(the distractor's weight cannot vanish and the count construction has every "
+                "value on one axis; built: no norm and bare pre-norm, constructions.select)")
     if cell.attention == "softmax" and not cell.post:
-        return (f"{what} has no construction yet for softmax attention without post-norm "
-                "(the distractor's weight cannot vanish; suppressing it costs score range)")
+        if laws.two_values(cell):
+            return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
+                    "make b a copy of s or of a; d >= 3 is built)")
+        return None  # constructions.select
     if cell.attention == "softmax" and cell.eps > 0:
         return (f"{what} has no construction yet for softmax attention with eps > 0 (e_b = -e_s "
                 "is removed by the norm's scale invariance, exact only with eps = 0)")
@@ -503,11 +512,16 @@ _FORMS: dict = {}
 
 def closed_form(cell: Cell, L_value: int) -> dict | None:
     """The closed form of ``B_min(L)`` for any task and read position (None where none holds):
-    the count task's where the distractor is free, :func:`last_closed_form` at the last read
+    the count task's where the distractor is free, :func:`constructions.select.closed_form` where
+    it is suppressed, :func:`last_closed_form` at the last read
     (``branch``: ``slope`` where ``cap^{-1}(1 - 1/(L-1))`` is the larger, ``offset`` where
     ``B_delta`` is)."""
     if refusal(cell) is not None or cell.eps != 0:
         return None
+    from constructions import select  # it builds on this module
+
+    if select.suppresses(cell):
+        return select.closed_form(cell, L_value)
     if not cell.read.last:
         return count_closed_form(screen_cell(cell), L_value)
     if L_value < 2 or laws.family(cell) != "line":
