@@ -343,9 +343,8 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     ``k = sqrt(d) a``, ``m = 2`` with a gain) and the symmetric arc needs
     ``b* ~ L^{3/2}/(4 sqrt 2)``: ``c = (1/(4 sqrt(2) k))^{1/m}``, ``p = 3/(2m)``.  Every counting
     parameter set gives an arc ``(lam > 0, n0, C, u)`` that counts to ``L`` with
-    ``|u| <= cap(B)`` (the reduction by which :func:`bounds.lower.b_lower` applies
-    :func:`bounds.arc_lower.arc_lower`), so with ``R*(L)`` the least ``|u|`` of such arcs,
-    ``(R*(L)/k)^{1/m} <= B_min(L)``, and ``R*(L) = L^{3/2}/(4 sqrt 2) (1 + o(1))`` (below) makes
+    ``|u| <= cap(B)`` (the reduction of :func:`bounds.lower.post_lower`), so with ``R*(L)`` the
+    least ``|u|`` of such arcs, ``(R*(L)/k)^{1/m} <= B_min(L)``, and ``R*(L) = L^{3/2}/(4 sqrt 2) (1 + o(1))`` (below) makes
     ``c`` the constant of ``B_min``: proven for ``B_min``.  (A residual line through 0 leaves at
     most two points, and nothing counts to ``L >= 2``.)
 
