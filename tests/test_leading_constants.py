@@ -431,12 +431,44 @@ def test_arc_lemma_meets_the_symmetric_construction(L_value):
 
 
 def test_arc_cells_are_proven_for_B_min():
-    """Every post-norm cell with a leading term (the arc) reports the constant as proven for
-    ``B_min``; the one-sided arc has none."""
+    """Every post-norm cell with a free foot reports the constant as proven for ``B_min``; the
+    one-sided arc has the arc's constant (the capacity law of softmax after RMSNorm), proven as
+    a lower bound only."""
     post = [a for a in CELLS if arch_cell(a).post]
     assert post and all(laws.leading_term(arch_cell(a)).proven == "B_min" for a in post)
-    assert laws.leading_term(Cell("linear", "post_learned", "regression", norm="rmsnorm",
-                                  affine="gain")) is None
+    for affine in (None, "gain", "gain_bias"):
+        variant = "post_bare" if affine is None else "post_learned"
+        one = laws.leading_term(Cell("linear", variant, "regression", norm="rmsnorm", affine=affine))
+        free = laws.leading_term(Cell("softmax", variant, "regression", norm="rmsnorm", affine=affine))
+        assert one.proven == "lower bound" and (one.general, one.exponent) == (free.general, free.exponent)
+    assert laws.leading_term(Cell("linear", "post_bare", "regression", norm="rmsnorm", eps=0.1)) is None
+
+
+@pytest.mark.parametrize("L_value", [4096, 16384])
+def test_one_sided_least_amplitude_approaches_the_arc_constant(L_value):
+    """The measured upper side of the one-sided arc: with the foot at 0, the least amplitude
+    (a float screen) is ``L^{3/2}/(4 sqrt 2) (1 + a/L)`` with ``a`` near 24.8 and its ``lam``
+    within 0.1% of ``L^{3/2}/(4 sqrt 2)``."""
+    from constructions import one_sided
+
+    lam0, R0 = one_sided.least_amplitude(L_value, 0.0)
+    lead = L_value**1.5 / (4 * 2**0.5)
+    assert 24 < (R0 / lead - 1) * L_value < 25.5
+    assert lam0 / lead == pytest.approx(1, rel=1e-3)
+
+
+def test_one_sided_sweep_reports_a_lower_bound():
+    """The sweep of the one-sided arc reports the constant as a lower bound, with the ratio of
+    its certified row (above 1 here, as ``B_lower`` is) and the table note saying so."""
+    cell = Cell("linear", "post_bare", "regression", norm="rmsnorm")
+    result = sweep.sweep(cell, [64], jobs=1)
+    lead = result["fit"]["leading_constant"]
+    row = result["rows"][-1]
+    scale = 64**1.5 / (4 * (2 * 8) ** 0.5)
+    assert lead["proven"] == "lower bound" and lead["L"] == 64
+    assert lead["ratio"] == pytest.approx(row["B_min"] / scale, rel=1e-12)
+    assert 1 < lead["lower_ratio"] <= lead["ratio"]
+    assert "proven as a lower bound" in sweep.table(result)
 
 
 # --------------------------------------------------------------------------- reporting
@@ -540,4 +572,4 @@ def test_readme_column_is_the_toolkit_s():
                 assert sympy.simplify(parsed - term.general) == 0, (part, kind, exact)
                 assert float(value) == pytest.approx(float(term.constant), rel=5e-6)
                 seen += 1
-    assert seen == 18
+    assert seen == 20
