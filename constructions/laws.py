@@ -344,10 +344,10 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     ``k = sqrt(d) a``, ``m = 2`` with a gain) and the symmetric arc needs
     ``b* ~ L^{3/2}/(4 sqrt 2)``: ``c = (1/(4 sqrt(2) k))^{1/m}``, ``p = 3/(2m)``.  Every counting
     parameter set gives an arc ``(lam > 0, n0, C, u)`` that counts to ``L`` with
-    ``|u| <= cap(B)`` (the reduction of :func:`bounds.lower.post_lower`), so with ``R*(L)`` the
-    least ``|u|`` of such arcs, ``(R*(L)/k)^{1/m} <= B_min(L)``, and ``R*(L) = L^{3/2}/(4 sqrt 2) (1 + o(1))`` (below) makes
-    ``c`` the constant of ``B_min``: proven for ``B_min``.  (A residual line through 0 leaves at
-    most two points, and nothing counts to ``L >= 2``.)
+    ``|u| <= cap(B)`` (the reduction of :func:`bounds.lower.post_lower`; a residual line through
+    0 leaves at most two points, and nothing counts to ``L >= 2``), so with ``R*(L)`` the least
+    ``|u|`` of such arcs, ``(R*(L)/k)^{1/m} <= B_min(L)``, and ``R*(L) = L^{3/2}/(4 sqrt 2)
+    (1 + o(1))`` (below) makes ``c`` the constant of ``B_min``: proven for ``B_min``.
 
     * Upper bound.  With ``x`` an offset ``n - L/2 > 0``, the crossing
       ``lam_x^2 = Num/Den`` of :data:`constructions.closed_forms.LAM_SQ_X` has

@@ -370,8 +370,7 @@ def test_arc_lower_side_case_constants():
 def _arc_shape(cv, sv):
     """``(G, W^2)`` of the four counts at ``(c, sigma)`` from the definitions (Arb balls): the
     determinants of the rows ``(1, v_j)``, ``G = sum |z| / |sum z xi|`` and the squared chord."""
-    xi = [flint.arb(q.p) / q.q for q in XI[1:3]]
-    xi = [flint.arb(-1), xi[0], xi[1], flint.arb(1)]
+    xi = [flint.arb(-1), flint.arb(-1) / 2, flint.arb(1) / 2, flint.arb(1)]  # XI, exactly
     T = [cv + sv * q for q in xi]
     v = [(1 / (1 + t * t).sqrt(), t / (1 + t * t).sqrt()) for t in T]
 
