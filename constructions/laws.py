@@ -272,9 +272,8 @@ class LeadingTerm:
     ``general`` is ``c(d)``, a sympy expression in the width ``d`` of
     :mod:`constructions.symbols`, valid for every ``d >= d_min``; ``constant`` is ``c`` at the
     cell's width (exact); ``exponent`` is ``p`` (a sympy Rational).  ``proven`` says what the
-    constant is proven to be: ``"B_min"`` (the construction and a lower bound share the leading
-    term) or ``"lower bound"`` (only ``lim inf B_min / (c L^p) >= 1`` is proven: the one-sided
-    arc, where the construction's ratio is measured to tend to 1, :func:`leading_term`).
+    constant is proven to be: ``"B_min"`` for every derived constant (the construction and a
+    lower bound share the leading term, :func:`leading_term`).
     """
 
     general: sympy.Expr
@@ -432,13 +431,26 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
 
     *One-sided arc* (linear attention with post-RMSNorm, :func:`foot_distance`).  Its arcs are
     among all arcs and its capacity is the arc's law, so the lower side above holds verbatim:
-    ``lim inf B_min / (c L^p) >= 1`` with the same ``c``; ``proven`` is ``"lower bound"``.  The
-    upper side is measured, not proven: the least amplitude over ``lam`` with the foot at 0 (the
-    limit of ``-F(B) -> 0`` as the budget grows; ``R*`` increases with ``F``,
-    :mod:`constructions.one_sided`) is ``L^{3/2}/(4 sqrt 2) (1 + a/L)`` with ``a`` about 24.8
-    from ``L = 4096`` to ``65536`` (a float screen), its ``lam`` tends to ``L^{3/2}/(4 sqrt 2)``,
-    and the certified rows (bare, ``L = 64 .. 4096``) have ``B_min / (c L^p) = 1 + a(L)/L`` with
-    ``a(L)`` rising from 23.2 to 24.7 (with a gain the ``m``-th root: ``1 + a/(2L)``).
+    ``lim inf B_min / (c L^p) >= 1`` with the same ``c``.  Upper side: at a budget ``B`` with
+    ``F(B) = sqrt(d)/B^2 < 1`` the construction (:mod:`constructions.one_sided`) realises the foot
+    ``n0 = -1``, every ``lam > 0`` and every read-out ``(C, u)`` with ``|u| <= cap(B)``; there
+    ``v_n = (cos theta, sin theta)`` in the basis ``(perp, along)`` with ``tan theta = t =
+    (n + 1)/lam``, and ``u = (-b, a)`` reads ``y = C + (a t - b)/sqrt(1 + t^2)``.  Put ``X = L + 1``,
+    ``lam^2 = X^3 (1 + 2000/X)/32``, ``tau = X/lam`` (so ``tau^2 < 32/X``; every count has ``t``
+    in ``[0, tau]``), ``h = tau/2``, ``a = lam/(1 + 9h^2/8)``, ``b = 3 a h`` and ``C = b - 1 + a
+    h^3/8``.  Then the cubic ``C - b + a t + (b/2) t^2 - (a/2) t^3`` (``(1 + t^2)^{-1/2}`` to
+    second order) is off the target ``n = lam t - 1`` by ``-(a/2)(h^3/4) T_3((t - h)/h)``, at
+    most ``a tau^3/64`` on ``[0, tau]`` (``T_3`` the Chebyshev cubic); and as ``0 <= (1 +
+    t^2)^{-1/2} - 1 + t^2/2 <= 3 t^4/8`` for ``0 <= t <= 1`` and ``|a t - b| <= 5 a tau/2``,
+    ``y`` is off the cubic by at most ``15 a tau^5/16``.  With ``a < lam`` and ``lam tau^3 =
+    X^3/lam^2`` the error is below ``X^3 (1 + 60 tau^2)/(64 lam^2) < (1 + 1920/X)/(2 (1 + 2000/X))
+    < 1/2`` (``X >= 32``): the arc counts to ``L`` with ``|u| = sqrt(a^2 + b^2) = lam sqrt(1 +
+    9 tau^2/4)/(1 + 9 tau^2/32) <= lam sqrt(1 + 72/X)``, which is ``L^{3/2}/(4 sqrt 2) (1 +
+    O(1/L))``.  So ``B_min <= cap^{-1}(|u|)`` once ``cap^{-1}(|u|) > d^{1/4}``, and
+    ``B_min / (c L^p) -> 1``: proven for ``B_min``.  (The optimum, the least amplitude over
+    ``lam`` with the foot at ``-F(B) -> 0``, is ``L^{3/2}/(4 sqrt 2) (1 + a/L)`` with ``a``
+    about 24.8 on the float screen up to ``L = 65536``; the certified rows (bare, ``L = 64 ..
+    4096``) have ``B_min / (c L^p) = 1 + a(L)/L`` with ``a(L)`` rising from 23.2 to 24.7.)
 
     *eps > 0.*  No norm: nothing changes.  Pre-norm with a gain, segment: the constant is
     unchanged.  The lower bound holds for every ``eps`` (:func:`bounds.lower.b_lower`), and
@@ -477,8 +489,7 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     value, _ = constant(sympy.Integer(cell.d))
     d_min = next(w for w in (2, 3) if w >= smallest_d(cell)
                  and not (fam == "segment" and on_a_line(cell.replace(d=w))))
-    one_sided = foot_distance(cell, 1) is not None
-    return LeadingTerm(general, value, p, d_min, "lower bound" if one_sided else "B_min")
+    return LeadingTerm(general, value, p, d_min, "B_min")
 
 
 # ---------------------------------------------------------------- the last read (count task)

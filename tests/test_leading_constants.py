@@ -430,24 +430,79 @@ def test_arc_lemma_meets_the_symmetric_construction(L_value):
 
 
 def test_arc_cells_are_proven_for_B_min():
-    """Every post-norm cell with a free foot reports the constant as proven for ``B_min``; the
-    one-sided arc has the arc's constant (the capacity law of softmax after RMSNorm), proven as
-    a lower bound only."""
+    """Every post-norm cell reports the constant as proven for ``B_min``, the one-sided arc too,
+    with the constant of the arc law (softmax after RMSNorm)."""
     post = [a for a in CELLS if arch_cell(a).post]
     assert post and all(laws.leading_term(arch_cell(a)).proven == "B_min" for a in post)
     for affine in (None, "gain", "gain_bias"):
         variant = "post_bare" if affine is None else "post_learned"
         one = laws.leading_term(Cell("linear", variant, "regression", norm="rmsnorm", affine=affine))
         free = laws.leading_term(Cell("softmax", variant, "regression", norm="rmsnorm", affine=affine))
-        assert one.proven == "lower bound" and (one.general, one.exponent) == (free.general, free.exponent)
+        assert one.proven == "B_min" and (one.general, one.exponent) == (free.general, free.exponent)
     assert laws.leading_term(Cell("linear", "post_bare", "regression", norm="rmsnorm", eps=0.1)) is None
+
+
+def _one_sided_arc(X):
+    """The upper side's arc (:func:`constructions.laws.leading_term`, one-sided): ``(lam, tau,
+    h, a, b, C)`` for ``X = L + 1`` (sympy expressions)."""
+    lam_ = sympy.sqrt(X**3 * (1 + 2000 / X) / 32)
+    tau = X / lam_
+    h = tau / 2
+    a = lam_ / (1 + 9 * h**2 / 8)
+    b = 3 * a * h
+    return lam_, tau, h, a, b, b - 1 + a * h**3 / 8
+
+
+def test_one_sided_upper_side_algebra():
+    """The one-sided upper side: the cubic's error is ``-(a/2)(h^3/4) T_3((t - h)/h)``; the
+    binomial remainder ``0 <= (1 + t^2)^{-1/2} - 1 + t^2/2 <= 3 t^4/8`` on ``[0, 1]`` (squared,
+    polynomial certificates); ``tau^2 < 32/X``; the error bound; ``|u|`` and its limit."""
+    t, Xs = sympy.symbols("t X", positive=True)
+    lam_, tau, h, a, b, C = _one_sided_arc(Xs)
+    cubic = C - b + a * t + b / 2 * t**2 - a / 2 * t**3
+    assert sympy.simplify(cubic - (lam_ * t - 1) + a / 2 * h**3 / 4 * sympy.chebyshevt(3, (t - h) / h)) == 0
+    # (1 - t^2/2)^2 (1 + t^2) <= 1 and (1 - t^2/2 + 3t^4/8)^2 (1 + t^2) >= 1 for 0 <= t <= 1
+    low = sympy.Poly(sympy.expand(1 - (1 - t**2 / 2) ** 2 * (1 + t**2)), t)
+    up = sympy.Poly(sympy.expand((1 - t**2 / 2 + 3 * t**4 / 8) ** 2 * (1 + t**2) - 1), t)
+    for poly in (low, up):  # t^k q(t) with q > 0 on [0, 1]: no root there and q(0) > 0
+        k_ = min(m_[0] for m_ in poly.monoms())
+        q = sympy.Poly(sympy.cancel(poly.as_expr() / t**k_), t)
+        assert k_ >= 4 and q.count_roots(0, 1) == 0 and q.eval(0) > 0
+    assert sympy.simplify(tau**2 - 32 / (Xs + 2000)) == 0
+    # the error aτ³/64 + 15aτ⁵/16 < λτ³(1 + 60τ²)/64 = X³(1 + 60τ²)/(64 λ²), and < 1/2
+    assert sympy.simplify(lam_ * tau**3 - Xs**3 / lam_**2) == 0
+    err = Xs**3 * (1 + 60 * tau**2) / (64 * lam_**2)
+    assert sympy.simplify(err - (1 + 60 * tau**2) / (2 * (1 + 2000 / Xs))) == 0
+    assert sympy.simplify(sympy.Abs(sympy.sqrt(a**2 + b**2)) - lam_ * sympy.sqrt(1 + 9 * tau**2 / 4)
+                          / (1 + 9 * tau**2 / 32)) == 0
+    Lsym = sympy.Symbol("L", positive=True)
+    u_up = (lam_ * sympy.sqrt(1 + 72 / Xs)).subs(Xs, Lsym + 1)
+    assert sympy.limit(u_up / (Lsym ** sympy.Rational(3, 2) / (4 * sympy.sqrt(2))), Lsym, sympy.oo) == 1
+
+
+@pytest.mark.parametrize("L_value", [31, 256, 1024])
+def test_one_sided_explicit_arc_counts(L_value):
+    """The explicit one-sided arc counts to ``L`` (mpmath, every count), its ``|u|`` is at most
+    ``lam sqrt(1 + 72/X)`` and at least the least amplitude at its shape (foot 1,
+    :func:`constructions.one_sided.min_norm`, an independent solver)."""
+    from constructions import one_sided
+
+    X = L_value + 1
+    with mpmath.workdps(40):
+        lam_, tau, h, a, b, C = (mpmath.mpf(str(sympy.N(v, 45))) for v in _one_sided_arc(sympy.Integer(X)))
+        worst = max(abs(C + (a * t - b) / mpmath.sqrt(1 + t * t) - n)
+                    for n in range(L_value + 1) for t in [(n + 1) / lam_])
+        u = mpmath.sqrt(a * a + b * b)
+    assert worst < 0.5 and tau <= 1
+    assert u <= lam_ * mpmath.sqrt(1 + mpmath.mpf(72) / X)
+    assert float(u) >= one_sided.min_norm(L_value, 1.0, float(lam_))[0] * (1 - 1e-9)
 
 
 @pytest.mark.parametrize("L_value", [4096, 16384])
 def test_one_sided_least_amplitude_approaches_the_arc_constant(L_value):
-    """The measured upper side of the one-sided arc: with the foot at 0, the least amplitude
-    (a float screen) is ``L^{3/2}/(4 sqrt 2) (1 + a/L)`` with ``a`` near 24.8 and its ``lam``
-    within 0.1% of ``L^{3/2}/(4 sqrt 2)``."""
+    """The one-sided optimum: with the foot at 0, the least amplitude (a float screen) is
+    ``L^{3/2}/(4 sqrt 2) (1 + a/L)`` with ``a`` near 24.8 and its ``lam`` within 0.1% of
+    ``L^{3/2}/(4 sqrt 2)``, as :func:`constructions.laws.leading_term` reports."""
     from constructions import one_sided
 
     lam0, R0 = one_sided.least_amplitude(L_value, 0.0)
@@ -456,18 +511,18 @@ def test_one_sided_least_amplitude_approaches_the_arc_constant(L_value):
     assert lam0 / lead == pytest.approx(1, rel=1e-3)
 
 
-def test_one_sided_sweep_reports_a_lower_bound():
-    """The sweep of the one-sided arc reports the constant as a lower bound, with the ratio of
-    its certified row (above 1 here, as ``B_lower`` is) and the table note saying so."""
+def test_one_sided_sweep_reports_the_constant():
+    """The sweep of the one-sided arc reports the constant, proven for ``B_min``, with the ratio
+    of its certified row (above 1 here, as ``B_lower`` is) in the table note."""
     cell = Cell("linear", "post_bare", "regression", norm="rmsnorm")
     result = sweep.sweep(cell, [64], jobs=1)
     lead = result["fit"]["leading_constant"]
     row = result["rows"][-1]
     scale = 64**1.5 / (4 * (2 * 8) ** 0.5)
-    assert lead["proven"] == "lower bound" and lead["L"] == 64
+    assert lead["proven"] == "B_min" and lead["L"] == 64
     assert lead["ratio"] == pytest.approx(row["B_min"] / scale, rel=1e-12)
     assert 1 < lead["lower_ratio"] <= lead["ratio"]
-    assert "proven as a lower bound" in sweep.table(result)
+    assert f"at L = 64: B_min/(c L^p) = {lead['ratio']:.7f}" in sweep.table(result)
 
 
 # --------------------------------------------------------------------------- reporting
