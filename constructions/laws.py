@@ -435,11 +435,11 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     ``F(B) = sqrt(d)/B^2 < 1`` the construction (:mod:`constructions.one_sided`) realises the foot
     ``n0 = -1``, every ``lam > 0`` and every read-out ``(C, u)`` with ``|u| <= cap(B)``; there
     ``v_n = (cos theta, sin theta)`` in the basis ``(perp, along)`` with ``tan theta = t =
-    (n + 1)/lam``, and ``u = (-b, a)`` reads ``y = C + (a t - b)/sqrt(1 + t^2)``.  Put ``X = L + 1``,
-    ``lam^2 = X^3 (1 + 2000/X)/32``, ``tau = X/lam`` (so ``tau^2 < 32/X``; every count has ``t``
-    in ``[0, tau]``), ``h = tau/2``, ``a = lam/(1 + 9h^2/8)``, ``b = 3 a h`` and ``C = b - 1 + a
-    h^3/8``.  Then the cubic ``C - b + a t + (b/2) t^2 - (a/2) t^3`` (``(1 + t^2)^{-1/2}`` to
-    second order) is off the target ``n = lam t - 1`` by ``-(a/2)(h^3/4) T_3((t - h)/h)``, at
+    (n + 1)/lam``, and ``u = (-b, a)`` reads ``y = C + (a t - b)/sqrt(1 + t^2)``.  Put
+    ``X = L + 1``, ``lam^2 = X^3 (1 + 2000/X)/32``, ``tau = X/lam`` (so ``tau^2 < 32/X``; every
+    count has ``t`` in ``[0, tau]``), ``h = tau/2``, ``a = lam/(1 + 9h^2/8)``, ``b = 3 a h`` and
+    ``C = b - 1 + a h^3/8``.  Then the cubic ``C - b + a t + (b/2) t^2 - (a/2) t^3``
+    (``(1 + t^2)^{-1/2}`` to second order) is off the target ``n = lam t - 1`` by ``-(a/2)(h^3/4) T_3((t - h)/h)``, at
     most ``a tau^3/64`` on ``[0, tau]`` (``T_3`` the Chebyshev cubic); and as ``0 <= (1 +
     t^2)^{-1/2} - 1 + t^2/2 <= 3 t^4/8`` for ``0 <= t <= 1`` and ``|a t - b| <= 5 a tau/2``,
     ``y`` is off the cubic by at most ``15 a tau^5/16``.  With ``a < lam`` and ``lam tau^3 =
@@ -448,9 +448,9 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     9 tau^2/4)/(1 + 9 tau^2/32) <= lam sqrt(1 + 72/X)``, which is ``L^{3/2}/(4 sqrt 2) (1 +
     O(1/L))``.  So ``B_min <= cap^{-1}(|u|)`` once ``cap^{-1}(|u|) > d^{1/4}``, and
     ``B_min / (c L^p) -> 1``: proven for ``B_min``.  (The optimum, the least amplitude over
-    ``lam`` with the foot at ``-F(B) -> 0``, is ``L^{3/2}/(4 sqrt 2) (1 + a/L)`` with ``a``
+    ``lam`` with the foot at ``-F(B) -> 0``, is ``L^{3/2}/(4 sqrt 2) (1 + q/L)`` with ``q``
     about 24.8 on the float screen up to ``L = 65536``; the certified rows (bare, ``L = 64 ..
-    4096``) have ``B_min / (c L^p) = 1 + a(L)/L`` with ``a(L)`` rising from 23.2 to 24.7.)
+    4096``) have ``B_min / (c L^p) = 1 + q(L)/L`` with ``q(L)`` rising from 23.2 to 24.7.)
 
     *eps > 0.*  No norm: nothing changes.  Pre-norm with a gain, segment: the constant is
     unchanged.  The lower bound holds for every ``eps`` (:func:`bounds.lower.b_lower`), and
