@@ -132,9 +132,8 @@ def leading_constant(cell: Cell, rows) -> dict | None:
 
     ``value`` and ``exact`` (a string; ``srepr`` evaluates back in sympy) are ``c`` at the cell's
     width, ``general`` is ``c(d)`` (valid for ``d >= d_min``), ``exponent`` is ``p``;
-    ``proven`` is ``B_min`` (upper and lower bounds share the leading term) or ``construction``
-    (only ``lim sup B_min / (c L^p) <= 1`` is proven).  ``ratio`` is ``B_min / (c L^p)`` and
-    ``lower_ratio`` is ``B_lower / (c L^p)`` at the largest certified ``L`` of the rows (``L``).
+    ``proven`` is ``B_min`` (upper and lower bounds share the leading term).  ``ratio`` is
+    ``B_min / (c L^p)`` and ``lower_ratio`` is ``B_lower / (c L^p)`` at the largest certified ``L`` of the rows (``L``).
     """
     term = laws.leading_term(cell)
     if term is None:

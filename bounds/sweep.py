@@ -274,8 +274,7 @@ def table(result: dict) -> str:
 
 def _leading_note(lead: dict, d: int) -> str:
     """The fit note of the leading term (:func:`bounds.fit.leading_constant`)."""
-    what = ("proven for B_min" if lead["proven"] == "B_min"
-            else "proven for the construction (an upper bound; the lower bound only at each L)")
+    what = f"proven for {lead['proven']}"
     note = (f"leading constant: {lead['statement']}, c(d) = {lead['general']} (d >= {lead['d_min']}), "
             f"c({d}) = {lead['exact']} = {lead['value']:.7g}, {what}")
     if lead["ratio"] is not None:

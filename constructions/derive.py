@@ -144,10 +144,7 @@ def _leading(cell: Cell) -> Section:
             why = "the constant is derived for eps = 0 only in this cell"
         return Section("leading constant", [], f"None: {why}.")
     p = term.exponent
-    which = ("B_min itself: the construction and the lower bound share the leading term"
-             if term.proven == "B_min" else
-             "the construction, an upper bound: B_min is at most c(d) L^p (1 + o(1)); the lower bound "
-             "is proven at each L, not asymptotically")
+    which = f"{term.proven} itself: the construction and the lower bound share the leading term"
     rows = [Row(lead_c(d), "=", term.general, f"the leading constant, for every d >= {term.d_min}"),
             Row(lead_c(sympy.Integer(cell.d)), "=", term.constant,
                 f"at this width: {float(term.constant):.10g}"),

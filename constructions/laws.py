@@ -272,8 +272,8 @@ class LeadingTerm:
     ``general`` is ``c(d)``, a sympy expression in the width ``d`` of
     :mod:`constructions.symbols`, valid for every ``d >= d_min``; ``constant`` is ``c`` at the
     cell's width (exact); ``exponent`` is ``p`` (a sympy Rational).  ``proven`` says what the
-    constant is proven to be: ``"B_min"`` (the construction and a lower bound share the leading
-    term) or ``"construction"`` (the construction's: ``lim sup B_min / (c L^p) <= 1`` only).
+    constant is proven to be: ``"B_min"`` for every derived constant (the construction and a
+    lower bound share the leading term, :func:`leading_term`).
     """
 
     general: sympy.Expr
@@ -341,22 +341,116 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
 
     *Arc* (post-norm).  ``cap = k B^m`` exactly (``k = sqrt(d)``, ``m = 1`` bare;
     ``k = sqrt(d) a``, ``m = 2`` with a gain) and the symmetric arc needs
-    ``b* ~ L^{3/2}/(4 sqrt 2)``: ``c = (1/(4 sqrt(2) k))^{1/m}``, ``p = 3/(2m)``.  Proven for the
-    construction, as an upper bound: with ``x`` an offset ``n - L/2 > 0``, the crossing
-    ``lam_x^2 = Num/Den`` of :data:`constructions.closed_forms.LAM_SQ_X` has
-    ``Num = (L-1)^2/4 - (x + 1/2)^2 <= L^2/4 - x^2`` and
-    ``Den = (1 + 1/(2x))^2 - (1 - 1/L)^2 >= 1/x + 2/L - 1/L^2 >= (L + 2x)(L - 1/2)/(x L^2) > 0``,
-    so ``lam_x^2 <= x (L/2 - x) L^2 / (2L - 1) <= Lam = L^4 / (16 (2L - 1))`` (AM-GM).  Every
-    ``lam^2 > Lam`` therefore allows ``b_lo(lam) < b_hi(lam)``, the construction realises every
-    arc, and ``B_min <= budget(b_lo(sqrt(Lam)))`` with
-    ``b_lo(sqrt(Lam)) = (L-1) sqrt(L^2 + 8L - 4) / (4 sqrt(2L - 1)) = L^{3/2}/(4 sqrt 2) (1 + O(1/L))``;
-    the closed form (``L`` a multiple of 4: ``b* = (L-1)(L+2)/(4 sqrt(2L+1))``) has the same
-    leading term, and ``B_min / (c L^p) = 1 + 3/(4 m L) + O(L^-2)`` there.  The matching lower
-    bound is proven at each ``L`` (:func:`bounds.arc_lower.arc_lower`, within ``1e-4`` of the
-    construction on the sweep's grid), not asymptotically: that ``lim inf B_min / (c L^p) >= 1``
-    is not proven.  (Its four counts ``0, L/4, 3L/4, L`` are the alternation points of the
-    Chebyshev cubic that the small-angle expansion of the arc leaves, whose minimax deviation
-    ``L^3/(32 lam^2) < 1`` gives the same ``lam ~ L^{3/2}/(4 sqrt 2)``: evidence, not a proof.)
+    ``b* ~ L^{3/2}/(4 sqrt 2)``: ``c = (1/(4 sqrt(2) k))^{1/m}``, ``p = 3/(2m)``.  Every counting
+    parameter set gives an arc ``(lam > 0, n0, C, u)`` that counts to ``L`` with
+    ``|u| <= cap(B)`` (the reduction of :func:`bounds.lower.post_lower`; a residual line through
+    0 leaves at most two points, and nothing counts to ``L >= 2``), so with ``R*(L)`` the least
+    ``|u|`` of such arcs, ``(R*(L)/k)^{1/m} <= B_min(L)``, and ``R*(L) = L^{3/2}/(4 sqrt 2)
+    (1 + o(1))`` (below) makes ``c`` the constant of ``B_min``: proven for ``B_min``.
+
+    * Upper bound.  With ``x`` an offset ``n - L/2 > 0``, the crossing
+      ``lam_x^2 = Num/Den`` of :data:`constructions.closed_forms.LAM_SQ_X` has
+      ``Num = (L-1)^2/4 - (x + 1/2)^2 <= L^2/4 - x^2`` and
+      ``Den = (1 + 1/(2x))^2 - (1 - 1/L)^2 >= 1/x + 2/L - 1/L^2 >= (L + 2x)(L - 1/2)/(x L^2) > 0``,
+      so ``lam_x^2 <= x (L/2 - x) L^2 / (2L - 1) <= Lam = L^4 / (16 (2L - 1))`` (AM-GM).  Every
+      ``lam^2 > Lam`` therefore allows ``b_lo(lam) < b_hi(lam)``, the construction realises every
+      arc, and ``B_min <= budget(b_lo(sqrt(Lam)))`` with
+      ``b_lo(sqrt(Lam)) = (L-1) sqrt(L^2 + 8L - 4) / (4 sqrt(2L - 1)) = L^{3/2}/(4 sqrt 2) (1 + O(1/L))``;
+      the closed form (``L`` a multiple of 4: ``b* = (L-1)(L+2)/(4 sqrt(2L+1))``) has the same
+      leading term, and ``B_min / (c L^p) = 1 + 3/(4 m L) + O(L^-2)`` there.
+    * Lemma (four counts).  Let ``l >= 4`` be a multiple of 4, ``n_i = n_a + l (1 + xi_i)/2``
+      with ``xi = (-1, -1/2, 1/2, 1)`` four counts, and an arc with ``tan theta_{n_i} = T_i =
+      c + sigma xi_i`` (``c = (n_a + l/2 - n0)/lam``, ``sigma = l/(2 lam)``), ``r_i = (1 +
+      T_i^2)^{-1/2}``, ``v_i = r_i (1, T_i)``, ``s(T) = sqrt(1 + T^2)``, ``s[..]`` its divided
+      differences at the ``T_i`` (``s[013]`` at ``T_0, T_1, T_3``), ``r_c = (1 + c^2)^{-1/2} =
+      1/s_c``, ``V_i`` the Vandermonde product ``prod (T_k - T_j)`` (``j < k``) of the nodes
+      other than ``T_i`` and ``V`` that of all four.  If ``|C + <u, v_i> - n_i| < 1/2`` for the
+      four and ``omega = sigma r_c <= 1/10``, then
+      ``|u| > (l - 1) sqrt(l (1 + 2c^2) / (32 psi(omega)))`` with
+      ``psi(w) = (1 + w)/((1 - w)^7 kappa(w))``, ``kappa(w) = (1 + w)^-6 - 2w (1 + w)(1 - w)^-6``,
+      which is positive on ``[0, 1/10]`` (the polynomial ``(1 - w)^6 - 2w (1 + w)^7`` has no root
+      there), so ``psi`` increases there (``kappa`` decreases), ``psi >= 1`` and
+      ``psi(w) = 1 + O(w)``.
+      *Proof.*  (a) Let ``D_i`` be the determinant of the rows ``(1, v_j)``, ``j != i`` in order,
+      and ``z_i = (-1)^i D_i``: by Laplace expansion ``sum z_i (1, v_i) = 0``, so adding the four
+      conditions times ``z_i`` cancels ``C`` and ``u``: ``|sum z_i n_i| < sum |z_i| / 2``; as
+      ``sum z_i = 0``, ``sum z_i n_i = (l/2) sum z_i xi_i = (l/(2 sigma)) sum z_i T_i``, so
+      ``l |sum z_i T_i| < sigma sum |z_i|``.  (b) Scaling row ``j`` by ``s_j = 1/r_j``:
+      ``D_i = (prod_{j != i} r_j) V_i s[the other three] > 0`` (``s'' = r^3 > 0``) and
+      ``sum z_i T_i = -(prod r_i) V beta``, ``beta = s[012] s[123] - s[0123] s[12]`` (the
+      determinant of the rows ``(1, T, s, T s)``); ``V_0 = 3 sigma^3/4``, ``V_2 = 3 sigma^3/2``,
+      ``V = 9 sigma^6/8`` and ``sum |z_i| = 2 (D_0 + D_2)`` (``sum z_i = 0``), so (a) reads
+      ``l < G = 4 (s_0 s[123] + 2 s_2 s[013]) / (3 sigma^2 |beta|)``.  (c) For
+      ``|tau - c| <= sigma``: ``|s(tau) - s_c| <= |tau - c|`` (``(1 + tau^2)(1 + c^2) - (1 +
+      tau c)^2 = (tau - c)^2``), so ``s(tau)/s_c`` lies in ``[1 - omega, 1 + omega]`` and
+      ``r(tau)/r_c`` in ``[1/(1 + omega), 1/(1 - omega)]``.  A divided difference is a derivative
+      at a point of the nodes' hull (mean value theorem): ``s[abc] = r(zeta)^3/2``,
+      ``s[0123] = s'''(zeta_1)/6 = -zeta_1 r(zeta_1)^5/2``, ``s[12] = s'(zeta_2) = zeta_2
+      r(zeta_2)``.  (d) So ``s[012] s[123] >= r_c^6 (1 + omega)^-6/4``, and ``-s[0123] s[12] =
+      zeta_1 zeta_2 r(zeta_1)^5 r(zeta_2)/2`` with ``zeta_1 zeta_2 >= c^2 - 2 sigma |c| -
+      sigma^2``: bounding ``r^6`` by ``r_c^6 (1 + omega)^-6`` where the product is ``>= 0`` and by
+      ``r_c^6 (1 - omega)^-6`` where it is negative, ``-s[0123] s[12] >= (r_c^6/2)(c^2 (1 +
+      omega)^-6 - (2 sigma |c| + sigma^2)(1 - omega)^-6)``; and ``2 sigma |c| + sigma^2 =
+      omega 2|c| sqrt(1 + c^2) + omega^2 (1 + c^2) <= (omega + omega^2)(1 + 2c^2)``
+      (``(1 + 2c^2)^2 - 4 c^2 (1 + c^2) = 1``).  Hence ``beta >= r_c^6 (1 + 2c^2) kappa(omega)/4
+      > 0``.  (e) With ``s_0, s_2 <= s_c (1 + omega)`` and ``s[abc] <= r_c^3 (1 - omega)^-3/2``,
+      ``G <= 8 (1 + omega) / (sigma^2 r_c^4 (1 + 2c^2)(1 - omega)^3 kappa(omega))``.  The chord
+      ``W = |v_3 - v_0|`` is at most the angle ``theta_3 - theta_0``, the integral of ``r(tau)^2``
+      over ``[c - sigma, c + sigma]``, so ``W <= 2 sigma r_c^2 (1 - omega)^-2`` and
+      ``W^2 G <= 32 psi(omega)/(1 + 2c^2)``: by (b), ``W^2 < 32 psi(omega)/((1 + 2c^2) l)``.  The
+      pair ``n_0, n_3`` gives ``<u, v_3 - v_0> > l - 1``, so ``|u| > (l - 1)/W``.
+    * Non-degeneracy.  ``sum z_i T_i`` is, up to sign, the determinant of the rows ``(1,
+      cos theta_i, sin theta_i, tan theta_i)``; if it vanished, some ``f = a + b cos + b' sin +
+      e tan`` not identically 0 would vanish at the four angles, which lie in ``(-pi/2, pi/2)``.
+      With ``w = cos > 0`` there, ``f'' + f = (w^2 (f/w)')'/w``, so by Rolle ``(f/w)'`` has three
+      zeros, ``(w^2 (f/w)')'`` two and ``f''' + f' = 3 e (1 + tan^2)(1 + 2 tan^2)`` one: ``e = 0``,
+      and ``a + b cos + b' sin`` with four zeros on an interval shorter than ``pi`` is 0.  So
+      ``G`` of (b) is finite and continuous in ``(c, sigma)`` on ``sigma > 0``.
+    * Lower bound: ``lim inf R*(L) / (L^{3/2}/(4 sqrt 2)) >= 1``.  Let ``L' = 4 floor(L/4)``
+      (its counts are among ``0..L``), and ``omega, c, sigma`` those of the counts ``0, L'/4,
+      3L'/4, L'``; then ``omega = L'/(2 rho)`` with ``rho = lam sqrt(1 + c^2)`` the distance of
+      the count ``L'/2`` on the residual line from 0.  Fix ``eps`` in ``(0, 1/10]``, put
+      ``eta = 1/20`` and ``kappa_0 = eta^{3/2} / (8 sqrt(2 psi(1/10)))``, and let ``L' >= 200``.
+      (1) ``omega <= eps``: the lemma with ``l = L'`` gives ``|u| > (L' - 1) sqrt(L'/(32
+      psi(eps)))``.  (2) ``omega > eps`` and ``lam <= kappa_0 L'``: take the lemma's counts in
+      ``[L' - l, L']`` if ``n0 <= L'/2`` and in ``[0, l]`` otherwise, ``l = 4 floor(eta L'/4)``
+      (``l >= eta L' - 4 >= 6``).  Their middle count lies at least ``(L' - l)/2 >= L'/4`` counts
+      from the foot ``n0``, so ``|c| >= L'/(4 lam) >= 1/(4 kappa_0)`` and ``omega <= (l/2)/(L'/4)
+      <= 1/10``, and ``|u| > (l - 1) sqrt(l) |c| / (4 sqrt(psi(1/10))) >= (eta L' - 5)^{3/2} /
+      (16 kappa_0 sqrt(psi(1/10))) = (1 - 100/L')^{3/2} L'^{3/2}/sqrt(2) >= L'^{3/2}/(4 sqrt 2)``.
+      (3) ``omega > eps`` and ``lam > kappa_0 L'``: then ``eps < omega <= sigma < 1/(2 kappa_0)``
+      and ``|c| < rho/lam < 1/(2 eps kappa_0)``: ``(c, sigma)`` lies in a compact set on which
+      ``G`` is bounded, by ``G_eps`` say, and (b) needs ``L' < G_eps``: for ``L' >= G_eps`` no
+      such arc counts.  So for ``L' >= max(200, G_eps)`` case (1) is the least,
+      ``R*(L) >= (L' - 1) sqrt(L'/(32 psi(eps)))``, and ``lim inf R*(L)/(L^{3/2}/(4 sqrt 2)) >=
+      psi(eps)^{-1/2}`` for every ``eps``: ``>= 1``.  With the upper bound, ``B_min / (c L^p) ->
+      1``.  (The bound ``G_eps`` of case (3), where ``lam`` is of the order of ``L``, comes from
+      compactness and is not explicit, so the ``o(1)`` of the lower side has no stated rate; at
+      each ``L`` of the sweep's grid :func:`bounds.arc_lower.arc_lower` meets the construction
+      within ``1e-4``.)
+
+    *One-sided arc* (linear attention with post-RMSNorm, :func:`foot_distance`).  Its arcs are
+    among all arcs and its capacity is the arc's law, so the lower side above holds verbatim:
+    ``lim inf B_min / (c L^p) >= 1`` with the same ``c``.  Upper side: at a budget ``B`` with
+    ``F(B) = sqrt(d)/B^2 < 1`` the construction (:mod:`constructions.one_sided`) realises the foot
+    ``n0 = -1``, every ``lam > 0`` and every read-out ``(C, u)`` with ``|u| <= cap(B)``; there
+    ``v_n = (cos theta, sin theta)`` in the basis ``(perp, along)`` with ``tan theta = t =
+    (n + 1)/lam``, and ``u = (-b, a)`` reads ``y = C + (a t - b)/sqrt(1 + t^2)``.  Put
+    ``X = L + 1``, ``lam^2 = X^3 (1 + 2000/X)/32``, ``tau = X/lam`` (so ``tau^2 < 32/X``; every
+    count has ``t`` in ``[0, tau]``), ``h = tau/2``, ``a = lam/(1 + 9h^2/8)``, ``b = 3 a h`` and
+    ``C = b - 1 + a h^3/8``.  Then the cubic ``C - b + a t + (b/2) t^2 - (a/2) t^3``
+    (``(1 + t^2)^{-1/2}`` to second order) is off the target ``n = lam t - 1`` by ``-(a/2)(h^3/4) T_3((t - h)/h)``, at
+    most ``a tau^3/64`` on ``[0, tau]`` (``T_3`` the Chebyshev cubic); and as ``0 <= (1 +
+    t^2)^{-1/2} - 1 + t^2/2 <= 3 t^4/8`` for ``0 <= t <= 1`` and ``|a t - b| <= 5 a tau/2``,
+    ``y`` is off the cubic by at most ``15 a tau^5/16``.  With ``a < lam`` and ``lam tau^3 =
+    X^3/lam^2`` the error is below ``X^3 (1 + 60 tau^2)/(64 lam^2) < (1 + 1920/X)/(2 (1 + 2000/X))
+    < 1/2`` (``X >= 32``): the arc counts to ``L`` with ``|u| = sqrt(a^2 + b^2) = lam sqrt(1 +
+    9 tau^2/4)/(1 + 9 tau^2/32) <= lam sqrt(1 + 72/X)``, which is ``L^{3/2}/(4 sqrt 2) (1 +
+    O(1/L))``.  So ``B_min <= cap^{-1}(|u|)`` once ``cap^{-1}(|u|) > d^{1/4}``, and
+    ``B_min / (c L^p) -> 1``: proven for ``B_min``.  (The optimum, the least amplitude over
+    ``lam`` with the foot at ``-F(B) -> 0``, is ``L^{3/2}/(4 sqrt 2) (1 + q/L)`` with ``q``
+    about 24.8 on the float screen up to ``L = 65536``; the certified rows (bare, ``L = 64 ..
+    4096``) have ``B_min / (c L^p) = 1 + q(L)/L`` with ``q(L)`` rising from 23.2 to 24.7.)
 
     *eps > 0.*  No norm: nothing changes.  Pre-norm with a gain, segment: the constant is
     unchanged.  The lower bound holds for every ``eps`` (:func:`bounds.lower.b_lower`), and
@@ -390,8 +484,6 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
         return None
     if cell.post and cell.d < smallest_d(cell):
         return None
-    if cell.attention == "linear" and cell.post and not cell.kind.centred:
-        return None  # the one-sided arc (constructions.one_sided): its constant is not derived
     if cell.eps > 0 and cell.normed and not (fam == "segment" and cell.pre):
         return None
     import sympy
@@ -410,7 +502,7 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     value, _ = constant(sympy.Integer(cell.d))
     d_min = next(w for w in (2, 3) if w >= smallest_d(cell)
                  and not (fam == "segment" and on_a_line(cell.replace(d=w))))
-    return LeadingTerm(general, value, p, d_min, "construction" if fam == "arc" else "B_min")
+    return LeadingTerm(general, value, p, d_min, "B_min")
 
 
 # ---------------------------------------------------------------- the last read (count task)

@@ -13,6 +13,7 @@ import json
 import re
 from fractions import Fraction
 
+import flint
 import mpmath
 import pytest
 import sympy
@@ -231,6 +232,299 @@ def test_segment_lower_bound_is_below_the_closed_form_with_the_same_limit():
         assert abs(float(sympy.N(f.subs(L, 2**24) / (c * 2**24), 30)) - 1) < 1e-6
 
 
+# ------------------------------------------------- the arc's lower side (leading_term, lemma)
+XI = (-1, -sympy.Rational(1, 2), sympy.Rational(1, 2), 1)
+w_, c_, tau_ = sympy.symbols("w c tau", real=True)
+
+
+def _kappa(w):
+    return (1 + w) ** -6 - 2 * w * (1 + w) * (1 - w) ** -6
+
+
+def _psi(w):
+    return (1 + w) / ((1 - w) ** 7 * _kappa(w))
+
+
+def _divided(values, nodes, idx):
+    """The divided difference of ``values`` (one per node) at the nodes ``idx`` (recursive)."""
+    if len(idx) == 1:
+        return values[idx[0]]
+    return ((_divided(values, nodes, idx[1:]) - _divided(values, nodes, idx[:-1]))
+            / (nodes[idx[-1]] - nodes[idx[0]]))
+
+
+def _vandermonde(nodes, idx):
+    return sympy.prod([nodes[b] - nodes[a] for i, a in enumerate(idx) for b in idx[i + 1:]])
+
+
+def _beta(s, T):
+    return (_divided(s, T, [0, 1, 2]) * _divided(s, T, [1, 2, 3])
+            - _divided(s, T, [0, 1, 2, 3]) * _divided(s, T, [1, 2]))
+
+
+def _G_closed(s, T, sigma):
+    """Step (b)'s ``G = 4 (s_0 s[123] + 2 s_2 s[013]) / (3 sigma^2 beta)``."""
+    return (4 * (s[0] * _divided(s, T, [1, 2, 3]) + 2 * s[2] * _divided(s, T, [0, 1, 3]))
+            / (3 * sigma**2 * _beta(s, T)))
+
+
+def test_arc_lemma_null_vector_and_determinants():
+    """Steps (a)-(b) as rational identities in free symbols ``T_i`` and ``s_i`` (no relation
+    between them is used): the null vector, ``D_i``, ``sum z_i T_i = -(prod r) V beta``, the
+    Vandermonde values at ``T_i = c + sigma xi_i`` and the closed form of ``G``."""
+    T = sympy.symbols("T0:4")
+    s = sympy.symbols("s0:4", positive=True)
+    r = [1 / v for v in s]
+    rows = [[1, r[i], T[i] * r[i]] for i in range(4)]
+    others = [[j for j in range(4) if j != i] for i in range(4)]
+    D = [sympy.Matrix([rows[j] for j in o]).det() for o in others]
+    z = [(-1) ** i * D[i] for i in range(4)]
+    for col in range(3):
+        assert sympy.simplify(sum(z[i] * rows[i][col] for i in range(4))) == 0
+    for i, o in enumerate(others):
+        assert sympy.simplify(D[i] - sympy.prod([r[j] for j in o]) * _vandermonde(T, o)
+                              * _divided(s, T, o)) == 0
+    zT = sum(z[i] * T[i] for i in range(4))
+    assert sympy.simplify(zT + sympy.prod(r) * _vandermonde(T, [0, 1, 2, 3]) * _beta(s, T)) == 0
+    four = sympy.Matrix([[1, r[i], T[i] * r[i], T[i]] for i in range(4)]).det()
+    assert sympy.simplify(four + zT) == 0  # the 4x4 determinant of the non-degeneracy step
+    # sum z_i = 0 gives D_0 + D_2 = D_1 + D_3, so sum |z_i| = 2 (D_0 + D_2)
+    assert sympy.simplify(D[0] + D[2] - D[1] - D[3]) == 0
+    sigma = sympy.Symbol("sigma", positive=True)
+    at = {T[i]: c_ + sigma * XI[i] for i in range(4)}
+    assert [sympy.factor(_vandermonde(T, o).xreplace(at)) for o in ([1, 2, 3], [0, 1, 3], [0, 1, 2, 3])] \
+        == [3 * sigma**3 / 4, 3 * sigma**3 / 2, 9 * sigma**6 / 8]
+    G = sigma * 2 * (D[0] + D[2]) / -zT  # sigma sum|z| / |sum z T| where beta > 0
+    assert sympy.simplify((G - _G_closed(s, T, sigma)).xreplace(at)) == 0
+
+
+def test_arc_lemma_elementary_steps():
+    """Steps (c)-(e): the Lipschitz identity, the derivatives of ``s``, the AM-GM identity, the
+    algebra of the bounds on ``beta``, ``G`` and ``W^2 G``, and ``kappa > 0``, ``psi``
+    increasing, ``psi >= 1``, ``psi -> 1`` on ``[0, 1/10]`` (polynomial root counts)."""
+    assert sympy.expand((1 + tau_**2) * (1 + c_**2) - (1 + tau_ * c_) ** 2 - (tau_ - c_) ** 2) == 0
+    sv, rv = sympy.sqrt(1 + tau_**2), 1 / sympy.sqrt(1 + tau_**2)
+    assert sympy.simplify(sympy.diff(sv, tau_) - tau_ * rv) == 0
+    assert sympy.simplify(sympy.diff(sv, tau_, 2) - rv**3) == 0
+    assert sympy.simplify(sympy.diff(sv, tau_, 3) + 3 * tau_ * rv**5) == 0
+    assert sympy.expand((1 + 2 * c_**2) ** 2 - 4 * c_**2 * (1 + c_**2)) == 1
+    rc = sympy.Symbol("r_c", positive=True)
+    lower = rc**6 * ((1 + w_) ** -6 / 4 + c_**2 * (1 + w_) ** -6 / 2
+                     - (w_ + w_**2) * (1 + 2 * c_**2) * (1 - w_) ** -6 / 2)
+    assert sympy.simplify(lower - rc**6 * (1 + 2 * c_**2) * _kappa(w_) / 4) == 0
+    sigma = sympy.Symbol("sigma", positive=True)
+    # s_0 s[123] + 2 s_2 s[013] <= 3 s_c (1 + w) r_c^3 (1 - w)^-3 / 2, over the bound on beta
+    G_up = (4 / (3 * sigma**2)) * (3 * (1 / rc) * (1 + w_) * rc**3 * (1 - w_) ** -3 / 2) \
+        / (rc**6 * (1 + 2 * c_**2) * _kappa(w_) / 4)
+    assert sympy.simplify(G_up - 8 * (1 + w_) / (sigma**2 * rc**4 * (1 + 2 * c_**2) * (1 - w_) ** 3
+                                                 * _kappa(w_))) == 0
+    W_up = 2 * sigma * rc**2 * (1 - w_) ** -2
+    assert sympy.simplify(W_up**2 * G_up - 32 * _psi(w_) / (1 + 2 * c_**2)) == 0
+    tenth = sympy.Rational(1, 10)
+    poly = sympy.Poly(sympy.expand((1 - w_) ** 6 - 2 * w_ * (1 + w_) ** 7), w_)
+    assert poly.count_roots(0, tenth) == 0 and poly.eval(0) == 1  # kappa (1-w)^6 > 0 on [0, 1/10]
+    # kappa decreases: its first term decreases and the subtracted one increases (the
+    # numerators of their derivatives have no root there)
+    for term, sign in (((1 + w_) ** -6, -1), (2 * w_ * (1 + w_) * (1 - w_) ** -6, 1)):
+        num, den = sympy.fraction(sympy.together(sympy.diff(term, w_)))
+        pn, pd = sympy.Poly(num, w_), sympy.Poly(den, w_)
+        assert pn.count_roots(0, tenth) == 0 and pd.count_roots(0, tenth) == 0
+        assert sympy.sign(pn.eval(sympy.Rational(1, 20)) / pd.eval(sympy.Rational(1, 20))) == sign
+    assert _kappa(sympy.Integer(0)) == 1 and sympy.limit(_psi(w_), w_, 0) == 1
+    # psi >= 1: (1 + w)/(1 - w)^7 >= 1 and 0 < kappa <= (1 + w)^-6 <= 1
+    assert all(_psi(sympy.Rational(j, 200)) >= 1 for j in range(21))
+
+
+def test_arc_nondegeneracy_identities():
+    """The Rolle step: ``f'' + f = (w^2 (f/w)')'/w`` for ``w = cos`` and every ``f``; ``1, cos,
+    sin`` are annihilated by ``D^3 + D`` and ``tan''' + tan' = 3 (1 + tan^2)(1 + 2 tan^2)``."""
+    th = sympy.Symbol("theta", real=True)
+    f = sympy.Function("f")(th)
+    w = sympy.cos(th)
+    assert sympy.simplify(sympy.diff(w**2 * sympy.diff(f / w, th), th) / w - (f.diff(th, 2) + f)) == 0
+    for g in (sympy.Integer(1), sympy.cos(th), sympy.sin(th)):
+        assert sympy.simplify(g.diff(th, 3) + g.diff(th)) == 0
+    tn = sympy.tan(th)
+    assert sympy.simplify(tn.diff(th, 3) + tn.diff(th) - 3 * (1 + tn**2) * (1 + 2 * tn**2)) == 0
+
+
+def test_arc_lower_side_case_constants():
+    """Case (2) of the lower bound: with ``eta = 1/20`` and ``kappa_0 = eta^{3/2}/(8 sqrt(2
+    psi(1/10)))``, ``(eta L - 5)^{3/2}/(16 kappa_0 sqrt(psi(1/10))) = (1 - 100/L)^{3/2}
+    L^{3/2}/sqrt(2)`` (an identity), at least ``L^{3/2}/(4 sqrt 2)`` from ``L = 200`` on; there
+    ``l = 4 floor(eta L/4)`` has ``6 <= eta L - 4 <= l <= L/2`` and ``omega <= 2l/L <= 1/10``."""
+    eta = sympy.Rational(1, 20)
+    p10 = _psi(sympy.Rational(1, 10))
+    k0 = eta ** sympy.Rational(3, 2) / (8 * sympy.sqrt(2 * p10))
+    Lp = sympy.Symbol("L", positive=True)
+    lhs = (eta * Lp - 5) ** sympy.Rational(3, 2) / (16 * k0 * sympy.sqrt(p10))
+    rhs = (1 - 100 / Lp) ** sympy.Rational(3, 2) * Lp ** sympy.Rational(3, 2) / sympy.sqrt(2)
+    assert sympy.simplify(lhs**2 - rhs**2) == 0
+    # (1 - 100/L)^{3/2} >= (1/2)^{3/2} >= 1/4 for L >= 200
+    assert sympy.Rational(1, 2) ** 3 >= sympy.Rational(1, 16)
+    for Lv in range(200, 1000, 4):
+        ell = 4 * (Lv // 80)
+        assert 6 <= eta * Lv - 4 <= ell <= Lv // 2 and 2 * sympy.Rational(ell, Lv) <= 2 * eta
+
+
+def _arc_shape(cv, sv):
+    """``(G, W^2)`` of the four counts at ``(c, sigma)`` from the definitions (Arb balls): the
+    determinants of the rows ``(1, v_j)``, ``G = sum |z| / |sum z xi|`` and the squared chord."""
+    xi = [flint.arb(-1), flint.arb(-1) / 2, flint.arb(1) / 2, flint.arb(1)]  # XI, exactly
+    T = [cv + sv * q for q in xi]
+    v = [(1 / (1 + t * t).sqrt(), t / (1 + t * t).sqrt()) for t in T]
+
+    def det3(a, b, e):
+        return (b[0] - a[0]) * (e[1] - a[1]) - (e[0] - a[0]) * (b[1] - a[1])
+
+    D = [det3(*[v[j] for j in range(4) if j != i]) for i in range(4)]
+    num = sum((D[i] if i % 2 == 0 else -D[i]) * xi[i] for i in range(4))
+    G = sum(D) / abs(num)
+    dx, dy = v[3][0] - v[0][0], v[3][1] - v[0][1]
+    return G, dx * dx + dy * dy
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.floats(-1e3, 1e3), st.floats(1e-4, 0.1))
+def test_arc_lemma_holds_on_random_shapes(cv, om):
+    """``W^2 G (1 + 2c^2) <= 32 psi(omega)`` at random shapes with ``omega <= 1/10`` (Arb at 256
+    bits, from the definitions of step (a), not the closed form of (b)), and (b)'s closed form
+    of ``G`` (mpmath) agrees, with ``beta > 0``."""
+    with flint.ctx.workprec(256):
+        c = flint.arb(cv)
+        sigma = flint.arb(om) * (1 + c * c).sqrt()
+        G, W2 = _arc_shape(c, sigma)
+        bound = flint.arb(mpmath.nstr(mpmath.mpf(str(sympy.N(_psi(sympy.Rational(om)), 50))), 45))
+        assert W2 * G * (1 + 2 * c * c) / 32 < bound * (1 + flint.arb("1e-40"))
+        sig = mpmath.mpf(sigma.mid().str(50, radius=False))
+    with mpmath.workdps(60):
+        T = [mpmath.mpf(cv) + sig * mpmath.mpf(float(q)) for q in XI]
+        s = [mpmath.sqrt(1 + t * t) for t in T]
+        assert _beta(s, T) > 0
+        closed = _G_closed(s, T, sig)
+    assert float(closed) == pytest.approx(float(G.mid()), rel=1e-9)
+
+
+@pytest.mark.parametrize("L_value", [4096, 65536, 2**20])
+def test_arc_lemma_meets_the_symmetric_construction(L_value):
+    """The symmetric arc just beyond ``sqrt(Lam)`` counts (``b_lo < b_hi``, mpmath), so it
+    satisfies the lemma's necessary ``L < G``; its ``omega`` is below 1/10 (from about
+    ``L = 1600`` on) and its amplitude ``b_lo`` above the lemma's bound ``(L - 1) sqrt(L/(32
+    psi(omega)))``, which at ``L = 2^20`` is within 3% of the leading term ``L^{3/2}/(4 sqrt
+    2)`` (``psi = 1 + O(omega)``, ``omega ~ 2 sqrt(2/L)``), and ``b_lo`` within 0.1% (the
+    constant of the 2^20 rows)."""
+    lam_v = mpmath.sqrt(mpmath.mpf(L_value) ** 4 / (16 * (2 * L_value - 1))) * (1 + mpmath.mpf(10) ** -9)
+    lo, hi = arc.interval(lam_v, L_value)
+    assert lo < hi
+    with flint.ctx.workprec(256):
+        sigma = flint.arb(L_value) / (2 * flint.arb(mpmath.nstr(lam_v, 40)))
+        G, _ = _arc_shape(flint.arb(0), sigma)
+        assert G > L_value
+    om = sympy.Rational(L_value, 2) / sympy.Rational(mpmath.nstr(lam_v, 40))
+    assert om <= sympy.Rational(1, 10)
+    low = (L_value - 1) * mpmath.sqrt(L_value / (32 * mpmath.mpf(str(sympy.N(_psi(om), 30)))))
+    assert low < lo
+    lead = mpmath.mpf(L_value) ** 1.5 / (4 * mpmath.sqrt(2))
+    if L_value == 2**20:
+        assert 0.97 < low / lead < 1 < lo / lead < 1.001
+
+
+def test_arc_cells_are_proven_for_B_min():
+    """Every post-norm cell reports the constant as proven for ``B_min``, the one-sided arc too,
+    with the constant of the arc law (softmax after RMSNorm)."""
+    post = [a for a in CELLS if arch_cell(a).post]
+    assert post and all(laws.leading_term(arch_cell(a)).proven == "B_min" for a in post)
+    for affine in (None, "gain", "gain_bias"):
+        variant = "post_bare" if affine is None else "post_learned"
+        one = laws.leading_term(Cell("linear", variant, "regression", norm="rmsnorm", affine=affine))
+        free = laws.leading_term(Cell("softmax", variant, "regression", norm="rmsnorm", affine=affine))
+        assert one.proven == "B_min" and (one.general, one.exponent) == (free.general, free.exponent)
+    assert laws.leading_term(Cell("linear", "post_bare", "regression", norm="rmsnorm", eps=0.1)) is None
+
+
+def _one_sided_arc(X):
+    """The upper side's arc (:func:`constructions.laws.leading_term`, one-sided): ``(lam, tau,
+    h, a, b, C)`` for ``X = L + 1`` (sympy expressions)."""
+    lam_ = sympy.sqrt(X**3 * (1 + 2000 / X) / 32)
+    tau = X / lam_
+    h = tau / 2
+    a = lam_ / (1 + 9 * h**2 / 8)
+    b = 3 * a * h
+    return lam_, tau, h, a, b, b - 1 + a * h**3 / 8
+
+
+def test_one_sided_upper_side_algebra():
+    """The one-sided upper side: the cubic's error is ``-(a/2)(h^3/4) T_3((t - h)/h)``; the
+    binomial remainder ``0 <= (1 + t^2)^{-1/2} - 1 + t^2/2 <= 3 t^4/8`` on ``[0, 1]`` (squared,
+    polynomial certificates); ``tau^2 < 32/X``; the error bound; ``|u|`` and its limit."""
+    t, Xs = sympy.symbols("t X", positive=True)
+    lam_, tau, h, a, b, C = _one_sided_arc(Xs)
+    cubic = C - b + a * t + b / 2 * t**2 - a / 2 * t**3
+    assert sympy.simplify(cubic - (lam_ * t - 1) + a / 2 * h**3 / 4 * sympy.chebyshevt(3, (t - h) / h)) == 0
+    # (1 - t^2/2)^2 (1 + t^2) <= 1 and (1 - t^2/2 + 3t^4/8)^2 (1 + t^2) >= 1 for 0 <= t <= 1
+    low = sympy.Poly(sympy.expand(1 - (1 - t**2 / 2) ** 2 * (1 + t**2)), t)
+    up = sympy.Poly(sympy.expand((1 - t**2 / 2 + 3 * t**4 / 8) ** 2 * (1 + t**2) - 1), t)
+    for poly in (low, up):  # t^k q(t) with q > 0 on [0, 1]: no root there and q(0) > 0
+        k_ = min(m_[0] for m_ in poly.monoms())
+        q = sympy.Poly(sympy.cancel(poly.as_expr() / t**k_), t)
+        assert k_ >= 4 and q.count_roots(0, 1) == 0 and q.eval(0) > 0
+    assert sympy.simplify(tau**2 - 32 / (Xs + 2000)) == 0
+    # the error aτ³/64 + 15aτ⁵/16 < λτ³(1 + 60τ²)/64 = X³(1 + 60τ²)/(64 λ²), and < 1/2
+    assert sympy.simplify(lam_ * tau**3 - Xs**3 / lam_**2) == 0
+    err = Xs**3 * (1 + 60 * tau**2) / (64 * lam_**2)
+    assert sympy.simplify(err - (1 + 60 * tau**2) / (2 * (1 + 2000 / Xs))) == 0
+    assert sympy.simplify(sympy.Abs(sympy.sqrt(a**2 + b**2)) - lam_ * sympy.sqrt(1 + 9 * tau**2 / 4)
+                          / (1 + 9 * tau**2 / 32)) == 0
+    Lsym = sympy.Symbol("L", positive=True)
+    u_up = (lam_ * sympy.sqrt(1 + 72 / Xs)).subs(Xs, Lsym + 1)
+    assert sympy.limit(u_up / (Lsym ** sympy.Rational(3, 2) / (4 * sympy.sqrt(2))), Lsym, sympy.oo) == 1
+
+
+@pytest.mark.parametrize("L_value", [31, 256, 1024])
+def test_one_sided_explicit_arc_counts(L_value):
+    """The explicit one-sided arc counts to ``L`` (mpmath, every count), its ``|u|`` is at most
+    ``lam sqrt(1 + 72/X)`` and at least the least amplitude at its shape (foot 1,
+    :func:`constructions.one_sided.min_norm`, an independent solver)."""
+    from constructions import one_sided
+
+    X = L_value + 1
+    with mpmath.workdps(40):
+        lam_, tau, h, a, b, C = (mpmath.mpf(str(sympy.N(v, 45))) for v in _one_sided_arc(sympy.Integer(X)))
+        worst = max(abs(C + (a * t - b) / mpmath.sqrt(1 + t * t) - n)
+                    for n in range(L_value + 1) for t in [(n + 1) / lam_])
+        u = mpmath.sqrt(a * a + b * b)
+    assert worst < 0.5 and tau <= 1
+    assert u <= lam_ * mpmath.sqrt(1 + mpmath.mpf(72) / X)
+    assert float(u) >= one_sided.min_norm(L_value, 1.0, float(lam_))[0] * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("L_value", [4096, 16384])
+def test_one_sided_least_amplitude_approaches_the_arc_constant(L_value):
+    """The one-sided optimum: with the foot at 0, the least amplitude (a float screen) is
+    ``L^{3/2}/(4 sqrt 2) (1 + a/L)`` with ``a`` near 24.8 and its ``lam`` within 0.1% of
+    ``L^{3/2}/(4 sqrt 2)``, as :func:`constructions.laws.leading_term` reports."""
+    from constructions import one_sided
+
+    lam0, R0 = one_sided.least_amplitude(L_value, 0.0)
+    lead = L_value**1.5 / (4 * 2**0.5)
+    assert 24 < (R0 / lead - 1) * L_value < 25.5
+    assert lam0 / lead == pytest.approx(1, rel=1e-3)
+
+
+def test_one_sided_sweep_reports_the_constant():
+    """The sweep of the one-sided arc reports the constant, proven for ``B_min``, with the ratio
+    of its certified row (above 1 here, as ``B_lower`` is) in the table note."""
+    cell = Cell("linear", "post_bare", "regression", norm="rmsnorm")
+    result = sweep.sweep(cell, [64], jobs=1)
+    lead = result["fit"]["leading_constant"]
+    row = result["rows"][-1]
+    scale = 64**1.5 / (4 * (2 * 8) ** 0.5)
+    assert lead["proven"] == "B_min" and lead["L"] == 64
+    assert lead["ratio"] == pytest.approx(row["B_min"] / scale, rel=1e-12)
+    assert 1 < lead["lower_ratio"] <= lead["ratio"]
+    assert f"at L = 64: B_min/(c L^p) = {lead['ratio']:.7f}" in sweep.table(result)
+
+
 # --------------------------------------------------------------------------- reporting
 #: one cell per family, norm kind and affine, swept on a short grid
 SWEPT = [a for a in CELLS if a[1] in ("none", "pre_learned", "post_bare", "post_learned")
@@ -332,4 +626,4 @@ def test_readme_column_is_the_toolkit_s():
                 assert sympy.simplify(parsed - term.general) == 0, (part, kind, exact)
                 assert float(value) == pytest.approx(float(term.constant), rel=5e-6)
                 seen += 1
-    assert seen == 18
+    assert seen == 20
