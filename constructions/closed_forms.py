@@ -56,7 +56,8 @@ the ranges are not proven: the corner stays optimal as long as the budget increa
 RMSNorm; any d where the image holds a plane: LayerNorm d >= 3, RMSNorm d >= 2).**  ``b_lo`` increases
 with ``lam``, so the optimum is the smallest feasible ``lam``.  Each offset ``x`` allows
 ``b_lo(lam) < sqrt(lam^2 + x^2)(1 + 1/(2x))`` exactly beyond its crossing, whose square
-:data:`LAM_SQ_X` solves the squared equation (linear in ``lam^2``); so
+:data:`LAM_SQ_X` solves the squared equation (linear in ``lam^2``;
+:func:`constructions.laws.arc_crossing_sq`); so
 ``lam*^2 = max(0, max_x lam_x^2)``.  The maximum is at the offset ``x* = floor(3L/4) - L/2``
 for ``L >= 3`` (the tests check it in exact rational arithmetic for every ``L <= 400``); for
 ``L <= 4`` no offset binds (``lam_x^2 <= 0``, and ``lam_{x*}^2 = 0`` at ``L = 3, 4``) and the
@@ -145,50 +146,54 @@ def x_star(L, floor):
 @functools.cache
 def _symbolic() -> dict:
     """The sympy statements, built on first use (module ``__getattr__``; a command that needs
-    only the value of ``B_min``, :func:`value`, never loads sympy): ``RHO_STAR``, ``D_STAR``,
-    ``K_STAR``, ``KK_STAR`` (the corner and the active gaps), ``X_STAR`` (the active offset of
-    the arc, ``L >= 3``), and for ``L`` a multiple of 4, ``L >= 8`` (active offset ``x = L/4``)
-    the simplified extremal arc ``LAM_STAR_SQ_MULT4``, ``B_ARC_STAR_MULT4``."""
+    only the value of ``B_min``, :func:`value`, never loads sympy), each the plain-arithmetic
+    function above or of :mod:`constructions.laws` and :mod:`constructions.arc` applied to the
+    symbols (no solving):
+
+    * ``RHO_STAR``, ``D_STAR``, ``K_STAR``, ``KK_STAR``: the corner and the active gaps;
+    * ``X_STAR``: the active offset of the arc (``L >= 3``);
+    * ``LAM_SQ_X``: the square of the smallest lambda at which the offset x allows b_lo, the
+      root of ``b_lo^2 = b_hi_x^2`` (:func:`constructions.laws.arc_crossing_sq`);
+    * ``LAM_STAR_SQ``, ``B_ARC_STAR``: the extremal arc for L >= 3 (lam*^2 = 0 at L = 3, 4);
+      ``B_ARC_DEGENERATE``: the degenerate arc of L = 2;
+    * for ``L`` a multiple of 4, ``L >= 8`` (active offset ``x = L/4``) the simplified extremal
+      arc ``LAM_STAR_SQ_MULT4``, ``B_ARC_STAR_MULT4``.
+    """
     import sympy
 
-    from constructions.symbols import L
+    from constructions.symbols import L, x
 
+    xs = x_star(L, sympy.floor)
+    lam_star_sq = laws.arc_crossing_sq(L, xs)
     return {"RHO_STAR": rho_star(L, sympy.floor), "D_STAR": d_star(L, sympy.floor),
-            "K_STAR": k_star(L, sympy.ceiling), "KK_STAR": kk_star(L, sympy.floor),
-            "X_STAR": x_star(L, sympy.floor),
+            "K_STAR": k_star(L, sympy.ceiling), "KK_STAR": kk_star(L, sympy.floor), "X_STAR": xs,
+            "LAM_SQ_X": laws.arc_crossing_sq(L, x), "LAM_STAR_SQ": lam_star_sq,
+            "B_ARC_STAR": arc.b_lo(sympy.sqrt(lam_star_sq), L, sympy.sqrt),
+            "B_ARC_DEGENERATE": arc.b_lo(0, L, sympy.sqrt),
             "LAM_STAR_SQ_MULT4": L**3 * (L - 4) / (16 * (2 * L + 1)),
             "B_ARC_STAR_MULT4": (L - 1) * (L + 2) / (4 * sympy.sqrt(2 * L + 1)), "L": L}
 
 
 @functools.cache
-def _derived() -> dict:
-    """The constants that need symbolic solving, built on first use (module ``__getattr__``):
-    a sweep that never reads them does not pay for ``sympy.solve`` at start-up.
-
-    * ``CORNER``: the corner equation ``lo_k(rho) = hi_k'(rho)``, as a polynomial in ``rho``
-      (numerator of the difference);
-    * ``LAM_SQ_X``: the square of the smallest lambda at which the offset x allows b_lo:
-      ``b_lo^2 = b_hi_x^2``;
-    * ``LAM_STAR_SQ``, ``B_ARC_STAR``: the extremal arc for L >= 3 (lam*^2 = 0 at L = 3, 4);
-      ``B_ARC_DEGENERATE``: the degenerate arc of L = 2.
-    """
+def _corner() -> sympy.Expr:
+    """``CORNER``, built on first use (module ``__getattr__``; only the derivation prints it):
+    the corner equation ``lo_k(rho) = hi_k'(rho)`` as a polynomial in ``rho`` (the numerator of
+    the difference, multiplied out)."""
     import sympy
 
     from constructions import segment
-    from constructions.symbols import lam, x
 
-    lam_sq_x = sympy.solve(sympy.Eq(arc.B_LO**2, arc.B_HI_X**2), lam**2)[0]
-    lam_star_sq = lam_sq_x.subs(x, _symbolic()["X_STAR"])
-    return {"CORNER": sympy.expand(sympy.fraction(sympy.together(segment.D_LO_K - segment.D_HI_K))[0]),
-            "LAM_SQ_X": lam_sq_x, "LAM_STAR_SQ": lam_star_sq,
-            "B_ARC_STAR": arc.B_LO.subs(lam, sympy.sqrt(lam_star_sq)),
-            "B_ARC_DEGENERATE": arc.B_LO.subs(lam, 0)}
+    return sympy.expand(sympy.fraction(sympy.together(segment.D_LO_K - segment.D_HI_K))[0])
+
+
+_SYMBOLIC_NAMES = ("RHO_STAR", "D_STAR", "K_STAR", "KK_STAR", "X_STAR", "LAM_SQ_X", "LAM_STAR_SQ", "B_ARC_STAR",
+                   "B_ARC_DEGENERATE", "LAM_STAR_SQ_MULT4", "B_ARC_STAR_MULT4", "L")
 
 
 def __getattr__(name: str):
-    if name in ("CORNER", "LAM_SQ_X", "LAM_STAR_SQ", "B_ARC_STAR", "B_ARC_DEGENERATE"):
-        return _derived()[name]
-    if name in ("RHO_STAR", "D_STAR", "K_STAR", "KK_STAR", "X_STAR", "LAM_STAR_SQ_MULT4", "B_ARC_STAR_MULT4", "L"):
+    if name == "CORNER":
+        return _corner()
+    if name in _SYMBOLIC_NAMES:
         return _symbolic()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -200,12 +205,17 @@ def _budget_law(cell: Cell):
     Each capacity branch increases in ``B``, so the capacity (their minimum) reaches ``A`` iff
     every branch does: the maximum of the branches' inverses.  For the segment without bare
     pre-norm the domain adds the score-gap reach ``sigma <= score_gap_max(B)``
-    (:func:`constructions.laws.score_gap_max`).
+    (:func:`constructions.laws.score_gap_max`).  The arc's capacity is a power of ``B``, whose
+    inverse is the law's own (:func:`constructions.laws.budget`, no solving; the tests check it
+    against the solved branch).
     """
     import sympy
 
-    from constructions.regression import capacity_branches
     from constructions.symbols import A, B, sigma
+
+    if laws.family(cell) == "arc":
+        return laws.budget(cell, A)
+    from constructions.regression import capacity_branches
 
     inverses = []
     for branch in capacity_branches(cell):
@@ -253,10 +263,9 @@ def _value_mp(cell: Cell, L_value: int, piece: int) -> mpmath.mpf:
     functions above at the exact ``L``, and the budget as the smallest ``B`` whose capacity
     (:func:`constructions.laws.capacity`, and for the segment the score-gap reach) reaches the
     amplitude.  Arc and line: the law's own inverse (:func:`constructions.laws.budget`).  The
-    arc's ``lam*^2`` solves ``b_lo^2 = b_hi_x^2`` at ``x*`` (as :data:`LAM_SQ_X`): both sides
-    are affine in ``lam^2``, so the root is ``f(0)/(f(0) - f(1))`` for their difference ``f``,
-    and ``lam*^2 = max(0, .)`` (it is exactly 0 at ``L = 3, 4``; the clip keeps a rounding of 0
-    from turning negative).
+    arc's ``lam*^2`` is the crossing :func:`constructions.laws.arc_crossing_sq` at ``x*`` (as
+    :data:`LAM_SQ_X`), exact in rationals, and ``lam*^2 = max(0, .)`` (it is exactly 0 at
+    ``L = 3, 4``).
     """
     ops, Lq = laws.MPMATH, Fraction(L_value)
     fam = laws.family(cell)
@@ -267,15 +276,8 @@ def _value_mp(cell: Cell, L_value: int, piece: int) -> mpmath.mpf:
         if piece == 0:
             b = arc.b_lo(mpmath.mpf(0), Lm, mpmath.sqrt)
         else:
-            xs = x_star(Lq, math.floor)
-            xm = mpmath.mpf(xs.numerator) / xs.denominator
-
-            def f(u):
-                return arc.b_lo(mpmath.sqrt(u), Lm, mpmath.sqrt) ** 2 - arc.b_hi_x(mpmath.sqrt(u), xm, mpmath.sqrt) ** 2
-
-            f0, f1 = f(mpmath.mpf(0)), f(mpmath.mpf(1))
-            lam_sq = max(mpmath.mpf(0), f0 / (f0 - f1))
-            b = arc.b_lo(mpmath.sqrt(lam_sq), Lm, mpmath.sqrt)
+            lam_sq = max(Fraction(0), laws.arc_crossing_sq(Lq, x_star(Lq, math.floor)))
+            b = arc.b_lo(mpmath.sqrt(mpmath.mpf(lam_sq.numerator) / lam_sq.denominator), Lm, mpmath.sqrt)
         return laws.budget(cell, b, ops)
     rho = mpmath.mpf(rho_star(Lq, math.floor))
     D = mpmath.mpf(d_star(Lq, math.floor))
@@ -410,8 +412,6 @@ def formula(cell: Cell) -> ClosedForm | None:
 
     k = _symbolic()
     fam = laws.family(cell)
-    if fam == "arc":
-        k = {**k, **_derived()}
     if fam == "line":
         return ClosedForm((Piece(budget(cell, line.INTERVAL[0]), *spans[0], {"K": line.INTERVAL[0]}),))
     if fam == "arc":
