@@ -256,35 +256,55 @@ def _smallest_budget(reaches) -> mpmath.mpf:
     return hi
 
 
+def _extremal(cell: Cell, L_value: int, piece: int) -> dict:
+    """The extremal point of :func:`formula`'s ``piece``-th piece at one ``L``, exact and
+    without sympy: the functions above (and the arc's crossing,
+    :func:`constructions.laws.arc_crossing_sq`, at ``x*``) of the rational ``L``.  Segment:
+    ``rho``, ``D`` (Fractions), ``k``, ``k_prime`` (ints); arc: ``lambda_sq`` (a Fraction; 0 for
+    the degenerate arc of the first piece, and exactly 0 at ``L = 3, 4``) and ``x`` (None for
+    the first piece); line: ``K``."""
+    Lq = Fraction(L_value)
+    fam = laws.family(cell)
+    if fam == "line":
+        return {"K": line.slopes(Lq)[0]}
+    if fam == "arc":
+        if piece == 0:
+            return {"lambda_sq": Fraction(0), "x": None}
+        xs = x_star(Lq, math.floor)
+        return {"lambda_sq": laws.arc_crossing_sq(Lq, xs), "x": xs}
+    return {"rho": Fraction(rho_star(Lq, math.floor)), "D": Fraction(d_star(Lq, math.floor)),
+            "k": k_star(Lq, math.ceil), "k_prime": kk_star(Lq, math.floor)}
+
+
+def _mpf(q: Fraction) -> mpmath.mpf:
+    return mpmath.mpf(q.numerator) / q.denominator
+
+
 def _value_mp(cell: Cell, L_value: int, piece: int) -> mpmath.mpf:
     """``B_min(L)`` of :func:`formula`'s ``piece``-th piece, in mpmath at :data:`VALUE_PREC`.
 
-    The same statement as :func:`formula`, evaluated numerically: the extremal point from the
-    functions above at the exact ``L``, and the budget as the smallest ``B`` whose capacity
+    The same statement as :func:`formula`, evaluated numerically: the extremal point
+    (:func:`_extremal`), and the budget as the smallest ``B`` whose capacity
     (:func:`constructions.laws.capacity`, and for the segment the score-gap reach) reaches the
-    amplitude.  Arc and line: the law's own inverse (:func:`constructions.laws.budget`).  The
-    arc's ``lam*^2`` is the crossing :func:`constructions.laws.arc_crossing_sq` at ``x*`` (as
-    :data:`LAM_SQ_X`), exact in rationals, and ``lam*^2 = max(0, .)`` (it is exactly 0 at
-    ``L = 3, 4``).
+    amplitude.  Arc and line: the law's own inverse (:func:`constructions.laws.budget`).
     """
-    ops, Lq = laws.MPMATH, Fraction(L_value)
+    ops, ext = laws.MPMATH, _extremal(cell, L_value, piece)
     fam = laws.family(cell)
     if fam == "line":
-        return laws.budget(cell, line.slopes(mpmath.mpf(L_value))[0], ops)
+        return laws.budget(cell, _mpf(ext["K"]), ops)
     if fam == "arc":
-        Lm = mpmath.mpf(L_value)
-        if piece == 0:
-            b = arc.b_lo(mpmath.mpf(0), Lm, mpmath.sqrt)
-        else:
-            lam_sq = max(Fraction(0), laws.arc_crossing_sq(Lq, x_star(Lq, math.floor)))
-            b = arc.b_lo(mpmath.sqrt(mpmath.mpf(lam_sq.numerator) / lam_sq.denominator), Lm, mpmath.sqrt)
+        b = arc.b_lo(mpmath.sqrt(_mpf(ext["lambda_sq"])), mpmath.mpf(L_value), mpmath.sqrt)
         return laws.budget(cell, b, ops)
-    rho = mpmath.mpf(rho_star(Lq, math.floor))
-    D = mpmath.mpf(d_star(Lq, math.floor))
+    rho, D = _mpf(ext["rho"]), _mpf(ext["D"])
     sigma = mpmath.sqrt(cell.d) * mpmath.log(rho)
     rigid = laws.rigid(cell)
     return _smallest_budget(lambda B: laws.capacity(cell, rho, B, ops) >= D
                             and (rigid or laws.score_gap_max(cell, B, ops) >= sigma))
+
+
+def _piece_at(cell: Cell, L_value: int) -> tuple | None:
+    """``(index, range)`` of the piece of :func:`formula` that holds at ``L`` (None: none)."""
+    return next(((i, r) for i, r in enumerate(ranges(cell) or ()) if _holds(r, L_value)), None)
 
 
 def value(cell: Cell, L_value: int) -> dict | None:
@@ -292,7 +312,7 @@ def value(cell: Cell, L_value: int) -> dict | None:
     :data:`VALUE_PREC` bits) and the range of the piece (``valid_for``), without sympy: what
     :func:`closed_form` gives as ``B`` and ``valid_for``, for a command that needs no exact
     form.  None where no closed form holds at this ``L``."""
-    found = next(((i, r) for i, r in enumerate(ranges(cell) or ()) if _holds(r, L_value)), None)
+    found = _piece_at(cell, L_value)
     if found is None:
         return None
     i, r = found
@@ -424,36 +444,47 @@ def formula(cell: Cell) -> ClosedForm | None:
 
 
 def closed_form(cell: Cell, L_value: int) -> dict | None:
-    """``B_min(L)`` and its extremal point at one ``L``, substituted into :func:`formula`.
+    """``B_min(L)`` and its extremal point at one ``L``: :func:`formula`'s piece at this ``L``,
+    evaluated at the exact ``L``.
 
     ``B`` (float) and ``B_exact`` (the exact value as a string), the range ``valid_for`` of the
     piece used, and per family: ``rho, D, k, k_prime`` (segment), ``lambda, b, x`` (arc; ``x``
     None where no offset binds), ``K`` (line), with the exact ``rho_exact, D_exact`` and
     ``lambda_sq_exact``.  None where no closed form holds at this ``L``.
+
+    The piece is not built and substituted: its ingredients are taken at the number ``L``
+    instead -- the extremal point (:func:`_extremal`, exact rationals), the amplitude
+    (:func:`constructions.arc.b_lo` of the extremal arc; the corner's ``D*``; the line's
+    ``1 - 1/L``) and the budget law (:func:`budget`) -- the same functions :func:`formula`
+    applies to the symbol ``L``, so ``B_exact`` is the substitution of ``L`` into the piece
+    (the tests compare them, ``sympy.srepr`` for ``sympy.srepr``).
     """
-    form = formula(cell)
-    piece = None if form is None else form.piece(L_value)
-    if piece is None:
+    found = _piece_at(cell, L_value)
+    if found is None:
         return None
     import sympy
 
-    from constructions.symbols import L
-
-    at = {L: sympy.Integer(L_value)}
-    B_exact = piece.B_min.xreplace(at)
-    ext = {name: expr.xreplace(at) for name, expr in piece.extremal.items()}
-    out = {"B": float(B_exact), "B_exact": str(B_exact), "valid_for": piece.valid_for}
+    piece, r = found
+    ext = _extremal(cell, L_value, piece)
+    out = {"valid_for": _valid_for(r)}
     fam = laws.family(cell)
     if fam == "segment":
-        out.update(rho=float(ext["rho"]), D=float(ext["D"]), k=int(ext["k"]), k_prime=int(ext["k_prime"]),
-                   rho_exact=str(ext["rho"]), D_exact=str(ext["D"]))
+        rho, D = sympy.Integer(ext["rho"].numerator), sympy.Integer(ext["D"].numerator)
+        B_exact = budget(cell, D, rho)
+        out.update(rho=float(rho), D=float(D), k=ext["k"], k_prime=ext["k_prime"],
+                   rho_exact=str(rho), D_exact=str(D))
     elif fam == "arc":
-        out.update(**{"lambda": float(sympy.sqrt(ext["lambda_sq"])), "b": float(ext["b"]),
+        lam_sq = sympy.Rational(ext["lambda_sq"].numerator, ext["lambda_sq"].denominator)
+        b = arc.b_lo(sympy.sqrt(lam_sq), sympy.Integer(L_value), sympy.sqrt)
+        B_exact = budget(cell, b)
+        out.update(**{"lambda": float(sympy.sqrt(lam_sq)), "b": float(b),
                       "x": None if L_value <= ARC_DEGENERATE_L_MAX else float(ext["x"]),
-                      "lambda_sq_exact": str(ext["lambda_sq"])})
+                      "lambda_sq_exact": str(lam_sq)})
     else:
-        out["K"] = float(ext["K"])
-    return out
+        K = sympy.Rational(ext["K"].numerator, ext["K"].denominator)
+        B_exact = budget(cell, K)
+        out["K"] = float(K)
+    return {"B": float(B_exact), "B_exact": str(B_exact), **out}
 
 
 def arc_closed_form(cell: Cell, L_value: int) -> dict | None:
