@@ -1,10 +1,13 @@
 """Exact closed forms of ``B_min(L)``: each stated once, as a sympy expression in ``L``, with the
-range of ``L`` where it holds (:func:`formula`); every number is a substitution into it
-(:func:`closed_form`), or, for a command that needs no exact form, the same statement evaluated
-without sympy (:func:`value`: the extremal point below at the exact ``L``, and the smallest
-budget whose capacity reaches its amplitude, at 192 bits).  The extremal points are written once
-as functions of ``L`` (:func:`rho_star`, :func:`d_star`, :func:`x_star`, ...), for the symbol and
-for exact numbers alike.
+range of ``L`` where it holds (:func:`formula`); every number is its substitution at one ``L``
+(:func:`closed_form`: the same functions taken at the exact ``L``, which gives the substituted
+expression without building the formula), or, for a command that needs no exact form, the same
+statement evaluated without sympy (:func:`value`: the extremal point below at the exact ``L``,
+and the smallest budget whose capacity reaches its amplitude, at 192 bits).  The extremal points
+are written once as functions of ``L`` (:func:`rho_star`, :func:`d_star`, :func:`x_star`, ...,
+and the arc's crossing :func:`constructions.laws.arc_crossing_sq`), for the symbol and for exact
+numbers alike; nothing is solved at run time except the budget law of the segment and the line
+(:func:`_budget_law`).
 
 In every family ``B_min`` is the *budget* (:func:`budget`) of the extremal shape and amplitude:
 the smallest ``B`` whose capacity (:func:`constructions.regression.capacity_branches`) reaches
