@@ -32,7 +32,6 @@ from bounds.search import row as sweep_row
 from constructions import __version__, cli, progress, regression, tasks
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS, Cell
 from constructions.cell import MAX_L as CELL_MAX_L
-from verify import params_file
 
 
 MEANING = {
@@ -161,6 +160,8 @@ def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool) -> dict:
     r = sweep_row(cell, L, rtol=rtol, arc_boxes=arc_boxes, witness=save)
     witness = r.pop("witness", None)
     if witness is not None:
+        from verify import params_file  # safetensors: only --save-params loads it
+
         r["_files"], note = params_file.witness_files(witness, L, f"L{L}")
         r["saved"] = " ".join(r["_files"])
         if note:

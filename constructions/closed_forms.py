@@ -1,10 +1,13 @@
 """Exact closed forms of ``B_min(L)``: each stated once, as a sympy expression in ``L``, with the
-range of ``L`` where it holds (:func:`formula`); every number is a substitution into it
-(:func:`closed_form`), or, for a command that needs no exact form, the same statement evaluated
-without sympy (:func:`value`: the extremal point below at the exact ``L``, and the smallest
-budget whose capacity reaches its amplitude, at 192 bits).  The extremal points are written once
-as functions of ``L`` (:func:`rho_star`, :func:`d_star`, :func:`x_star`, ...), for the symbol and
-for exact numbers alike.
+range of ``L`` where it holds (:func:`formula`); every number is its substitution at one ``L``
+(:func:`closed_form`: the same functions taken at the exact ``L``, which gives the substituted
+expression without building the formula), or, for a command that needs no exact form, the same
+statement evaluated without sympy (:func:`value`: the extremal point below at the exact ``L``,
+and the smallest budget whose capacity reaches its amplitude, at 192 bits).  The extremal points
+are written once as functions of ``L`` (:func:`rho_star`, :func:`d_star`, :func:`x_star`, ...,
+and the arc's crossing :func:`constructions.laws.arc_crossing_sq`), for the symbol and for exact
+numbers alike; nothing is solved at run time except the budget law of the segment and the line
+(:func:`_budget_law`).
 
 In every family ``B_min`` is the *budget* (:func:`budget`) of the extremal shape and amplitude:
 the smallest ``B`` whose capacity (:func:`constructions.regression.capacity_branches`) reaches
@@ -56,7 +59,8 @@ the ranges are not proven: the corner stays optimal as long as the budget increa
 RMSNorm; any d where the image holds a plane: LayerNorm d >= 3, RMSNorm d >= 2).**  ``b_lo`` increases
 with ``lam``, so the optimum is the smallest feasible ``lam``.  Each offset ``x`` allows
 ``b_lo(lam) < sqrt(lam^2 + x^2)(1 + 1/(2x))`` exactly beyond its crossing, whose square
-:data:`LAM_SQ_X` solves the squared equation (linear in ``lam^2``); so
+:data:`LAM_SQ_X` solves the squared equation (linear in ``lam^2``;
+:func:`constructions.laws.arc_crossing_sq`); so
 ``lam*^2 = max(0, max_x lam_x^2)``.  The maximum is at the offset ``x* = floor(3L/4) - L/2``
 for ``L >= 3`` (the tests check it in exact rational arithmetic for every ``L <= 400``); for
 ``L <= 4`` no offset binds (``lam_x^2 <= 0``, and ``lam_{x*}^2 = 0`` at ``L = 3, 4``) and the
@@ -145,50 +149,54 @@ def x_star(L, floor):
 @functools.cache
 def _symbolic() -> dict:
     """The sympy statements, built on first use (module ``__getattr__``; a command that needs
-    only the value of ``B_min``, :func:`value`, never loads sympy): ``RHO_STAR``, ``D_STAR``,
-    ``K_STAR``, ``KK_STAR`` (the corner and the active gaps), ``X_STAR`` (the active offset of
-    the arc, ``L >= 3``), and for ``L`` a multiple of 4, ``L >= 8`` (active offset ``x = L/4``)
-    the simplified extremal arc ``LAM_STAR_SQ_MULT4``, ``B_ARC_STAR_MULT4``."""
+    only the value of ``B_min``, :func:`value`, never loads sympy), each the plain-arithmetic
+    function above or of :mod:`constructions.laws` and :mod:`constructions.arc` applied to the
+    symbols (no solving):
+
+    * ``RHO_STAR``, ``D_STAR``, ``K_STAR``, ``KK_STAR``: the corner and the active gaps;
+    * ``X_STAR``: the active offset of the arc (``L >= 3``);
+    * ``LAM_SQ_X``: the square of the smallest lambda at which the offset x allows b_lo, the
+      root of ``b_lo^2 = b_hi_x^2`` (:func:`constructions.laws.arc_crossing_sq`);
+    * ``LAM_STAR_SQ``, ``B_ARC_STAR``: the extremal arc for L >= 3 (lam*^2 = 0 at L = 3, 4);
+      ``B_ARC_DEGENERATE``: the degenerate arc of L = 2;
+    * for ``L`` a multiple of 4, ``L >= 8`` (active offset ``x = L/4``) the simplified extremal
+      arc ``LAM_STAR_SQ_MULT4``, ``B_ARC_STAR_MULT4``.
+    """
     import sympy
 
-    from constructions.symbols import L
+    from constructions.symbols import L, x
 
+    xs = x_star(L, sympy.floor)
+    lam_star_sq = laws.arc_crossing_sq(L, xs)
     return {"RHO_STAR": rho_star(L, sympy.floor), "D_STAR": d_star(L, sympy.floor),
-            "K_STAR": k_star(L, sympy.ceiling), "KK_STAR": kk_star(L, sympy.floor),
-            "X_STAR": x_star(L, sympy.floor),
+            "K_STAR": k_star(L, sympy.ceiling), "KK_STAR": kk_star(L, sympy.floor), "X_STAR": xs,
+            "LAM_SQ_X": laws.arc_crossing_sq(L, x), "LAM_STAR_SQ": lam_star_sq,
+            "B_ARC_STAR": arc.b_lo(sympy.sqrt(lam_star_sq), L, sympy.sqrt),
+            "B_ARC_DEGENERATE": arc.b_lo(0, L, sympy.sqrt),
             "LAM_STAR_SQ_MULT4": L**3 * (L - 4) / (16 * (2 * L + 1)),
             "B_ARC_STAR_MULT4": (L - 1) * (L + 2) / (4 * sympy.sqrt(2 * L + 1)), "L": L}
 
 
 @functools.cache
-def _derived() -> dict:
-    """The constants that need symbolic solving, built on first use (module ``__getattr__``):
-    a sweep that never reads them does not pay for ``sympy.solve`` at start-up.
-
-    * ``CORNER``: the corner equation ``lo_k(rho) = hi_k'(rho)``, as a polynomial in ``rho``
-      (numerator of the difference);
-    * ``LAM_SQ_X``: the square of the smallest lambda at which the offset x allows b_lo:
-      ``b_lo^2 = b_hi_x^2``;
-    * ``LAM_STAR_SQ``, ``B_ARC_STAR``: the extremal arc for L >= 3 (lam*^2 = 0 at L = 3, 4);
-      ``B_ARC_DEGENERATE``: the degenerate arc of L = 2.
-    """
+def _corner() -> sympy.Expr:
+    """``CORNER``, built on first use (module ``__getattr__``; only the derivation prints it):
+    the corner equation ``lo_k(rho) = hi_k'(rho)`` as a polynomial in ``rho`` (the numerator of
+    the difference, multiplied out)."""
     import sympy
 
     from constructions import segment
-    from constructions.symbols import lam, x
 
-    lam_sq_x = sympy.solve(sympy.Eq(arc.B_LO**2, arc.B_HI_X**2), lam**2)[0]
-    lam_star_sq = lam_sq_x.subs(x, _symbolic()["X_STAR"])
-    return {"CORNER": sympy.expand(sympy.fraction(sympy.together(segment.D_LO_K - segment.D_HI_K))[0]),
-            "LAM_SQ_X": lam_sq_x, "LAM_STAR_SQ": lam_star_sq,
-            "B_ARC_STAR": arc.B_LO.subs(lam, sympy.sqrt(lam_star_sq)),
-            "B_ARC_DEGENERATE": arc.B_LO.subs(lam, 0)}
+    return sympy.expand(sympy.fraction(sympy.together(segment.D_LO_K - segment.D_HI_K))[0])
+
+
+_SYMBOLIC_NAMES = ("RHO_STAR", "D_STAR", "K_STAR", "KK_STAR", "X_STAR", "LAM_SQ_X", "LAM_STAR_SQ", "B_ARC_STAR",
+                   "B_ARC_DEGENERATE", "LAM_STAR_SQ_MULT4", "B_ARC_STAR_MULT4", "L")
 
 
 def __getattr__(name: str):
-    if name in ("CORNER", "LAM_SQ_X", "LAM_STAR_SQ", "B_ARC_STAR", "B_ARC_DEGENERATE"):
-        return _derived()[name]
-    if name in ("RHO_STAR", "D_STAR", "K_STAR", "KK_STAR", "X_STAR", "LAM_STAR_SQ_MULT4", "B_ARC_STAR_MULT4", "L"):
+    if name == "CORNER":
+        return _corner()
+    if name in _SYMBOLIC_NAMES:
         return _symbolic()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -200,12 +208,17 @@ def _budget_law(cell: Cell):
     Each capacity branch increases in ``B``, so the capacity (their minimum) reaches ``A`` iff
     every branch does: the maximum of the branches' inverses.  For the segment without bare
     pre-norm the domain adds the score-gap reach ``sigma <= score_gap_max(B)``
-    (:func:`constructions.laws.score_gap_max`).
+    (:func:`constructions.laws.score_gap_max`).  The arc's capacity is a power of ``B``, whose
+    inverse is the law's own (:func:`constructions.laws.budget`, no solving; the tests check it
+    against the solved branch).
     """
     import sympy
 
-    from constructions.regression import capacity_branches
     from constructions.symbols import A, B, sigma
+
+    if laws.family(cell) == "arc":
+        return laws.budget(cell, A)
+    from constructions.regression import capacity_branches
 
     inverses = []
     for branch in capacity_branches(cell):
@@ -246,43 +259,55 @@ def _smallest_budget(reaches) -> mpmath.mpf:
     return hi
 
 
+def _extremal(cell: Cell, L_value: int, piece: int) -> dict:
+    """The extremal point of :func:`formula`'s ``piece``-th piece at one ``L``, exact and
+    without sympy: the functions above (and the arc's crossing,
+    :func:`constructions.laws.arc_crossing_sq`, at ``x*``) of the rational ``L``.  Segment:
+    ``rho``, ``D`` (Fractions), ``k``, ``k_prime`` (ints); arc: ``lambda_sq`` (a Fraction; 0 for
+    the degenerate arc of the first piece, and exactly 0 at ``L = 3, 4``) and ``x`` (None for
+    the first piece); line: ``K``."""
+    Lq = Fraction(L_value)
+    fam = laws.family(cell)
+    if fam == "line":
+        return {"K": line.slopes(Lq)[0]}
+    if fam == "arc":
+        if piece == 0:
+            return {"lambda_sq": Fraction(0), "x": None}
+        xs = x_star(Lq, math.floor)
+        return {"lambda_sq": laws.arc_crossing_sq(Lq, xs), "x": xs}
+    return {"rho": Fraction(rho_star(Lq, math.floor)), "D": Fraction(d_star(Lq, math.floor)),
+            "k": k_star(Lq, math.ceil), "k_prime": kk_star(Lq, math.floor)}
+
+
+def _mpf(q: Fraction) -> mpmath.mpf:
+    return mpmath.mpf(q.numerator) / q.denominator
+
+
 def _value_mp(cell: Cell, L_value: int, piece: int) -> mpmath.mpf:
     """``B_min(L)`` of :func:`formula`'s ``piece``-th piece, in mpmath at :data:`VALUE_PREC`.
 
-    The same statement as :func:`formula`, evaluated numerically: the extremal point from the
-    functions above at the exact ``L``, and the budget as the smallest ``B`` whose capacity
+    The same statement as :func:`formula`, evaluated numerically: the extremal point
+    (:func:`_extremal`), and the budget as the smallest ``B`` whose capacity
     (:func:`constructions.laws.capacity`, and for the segment the score-gap reach) reaches the
-    amplitude.  Arc and line: the law's own inverse (:func:`constructions.laws.budget`).  The
-    arc's ``lam*^2`` solves ``b_lo^2 = b_hi_x^2`` at ``x*`` (as :data:`LAM_SQ_X`): both sides
-    are affine in ``lam^2``, so the root is ``f(0)/(f(0) - f(1))`` for their difference ``f``,
-    and ``lam*^2 = max(0, .)`` (it is exactly 0 at ``L = 3, 4``; the clip keeps a rounding of 0
-    from turning negative).
+    amplitude.  Arc and line: the law's own inverse (:func:`constructions.laws.budget`).
     """
-    ops, Lq = laws.MPMATH, Fraction(L_value)
+    ops, ext = laws.MPMATH, _extremal(cell, L_value, piece)
     fam = laws.family(cell)
     if fam == "line":
-        return laws.budget(cell, line.slopes(mpmath.mpf(L_value))[0], ops)
+        return laws.budget(cell, _mpf(ext["K"]), ops)
     if fam == "arc":
-        Lm = mpmath.mpf(L_value)
-        if piece == 0:
-            b = arc.b_lo(mpmath.mpf(0), Lm, mpmath.sqrt)
-        else:
-            xs = x_star(Lq, math.floor)
-            xm = mpmath.mpf(xs.numerator) / xs.denominator
-
-            def f(u):
-                return arc.b_lo(mpmath.sqrt(u), Lm, mpmath.sqrt) ** 2 - arc.b_hi_x(mpmath.sqrt(u), xm, mpmath.sqrt) ** 2
-
-            f0, f1 = f(mpmath.mpf(0)), f(mpmath.mpf(1))
-            lam_sq = max(mpmath.mpf(0), f0 / (f0 - f1))
-            b = arc.b_lo(mpmath.sqrt(lam_sq), Lm, mpmath.sqrt)
+        b = arc.b_lo(mpmath.sqrt(_mpf(ext["lambda_sq"])), mpmath.mpf(L_value), mpmath.sqrt)
         return laws.budget(cell, b, ops)
-    rho = mpmath.mpf(rho_star(Lq, math.floor))
-    D = mpmath.mpf(d_star(Lq, math.floor))
+    rho, D = _mpf(ext["rho"]), _mpf(ext["D"])
     sigma = mpmath.sqrt(cell.d) * mpmath.log(rho)
     rigid = laws.rigid(cell)
     return _smallest_budget(lambda B: laws.capacity(cell, rho, B, ops) >= D
                             and (rigid or laws.score_gap_max(cell, B, ops) >= sigma))
+
+
+def _piece_at(cell: Cell, L_value: int) -> tuple | None:
+    """``(index, range)`` of the piece of :func:`formula` that holds at ``L`` (None: none)."""
+    return next(((i, r) for i, r in enumerate(ranges(cell) or ()) if _holds(r, L_value)), None)
 
 
 def value(cell: Cell, L_value: int) -> dict | None:
@@ -290,7 +315,7 @@ def value(cell: Cell, L_value: int) -> dict | None:
     :data:`VALUE_PREC` bits) and the range of the piece (``valid_for``), without sympy: what
     :func:`closed_form` gives as ``B`` and ``valid_for``, for a command that needs no exact
     form.  None where no closed form holds at this ``L``."""
-    found = next(((i, r) for i, r in enumerate(ranges(cell) or ()) if _holds(r, L_value)), None)
+    found = _piece_at(cell, L_value)
     if found is None:
         return None
     i, r = found
@@ -410,8 +435,6 @@ def formula(cell: Cell) -> ClosedForm | None:
 
     k = _symbolic()
     fam = laws.family(cell)
-    if fam == "arc":
-        k = {**k, **_derived()}
     if fam == "line":
         return ClosedForm((Piece(budget(cell, line.INTERVAL[0]), *spans[0], {"K": line.INTERVAL[0]}),))
     if fam == "arc":
@@ -424,36 +447,47 @@ def formula(cell: Cell) -> ClosedForm | None:
 
 
 def closed_form(cell: Cell, L_value: int) -> dict | None:
-    """``B_min(L)`` and its extremal point at one ``L``, substituted into :func:`formula`.
+    """``B_min(L)`` and its extremal point at one ``L``: :func:`formula`'s piece at this ``L``,
+    evaluated at the exact ``L``.
 
     ``B`` (float) and ``B_exact`` (the exact value as a string), the range ``valid_for`` of the
     piece used, and per family: ``rho, D, k, k_prime`` (segment), ``lambda, b, x`` (arc; ``x``
     None where no offset binds), ``K`` (line), with the exact ``rho_exact, D_exact`` and
     ``lambda_sq_exact``.  None where no closed form holds at this ``L``.
+
+    The piece is not built and substituted: its ingredients are taken at the number ``L``
+    instead -- the extremal point (:func:`_extremal`, exact rationals), the amplitude
+    (:func:`constructions.arc.b_lo` of the extremal arc; the corner's ``D*``; the line's
+    ``1 - 1/L``) and the budget law (:func:`budget`) -- the same functions :func:`formula`
+    applies to the symbol ``L``, so ``B_exact`` is the substitution of ``L`` into the piece
+    (the tests compare them, ``sympy.srepr`` for ``sympy.srepr``).
     """
-    form = formula(cell)
-    piece = None if form is None else form.piece(L_value)
-    if piece is None:
+    found = _piece_at(cell, L_value)
+    if found is None:
         return None
     import sympy
 
-    from constructions.symbols import L
-
-    at = {L: sympy.Integer(L_value)}
-    B_exact = piece.B_min.xreplace(at)
-    ext = {name: expr.xreplace(at) for name, expr in piece.extremal.items()}
-    out = {"B": float(B_exact), "B_exact": str(B_exact), "valid_for": piece.valid_for}
+    piece, r = found
+    ext = _extremal(cell, L_value, piece)
+    out = {"valid_for": _valid_for(r)}
     fam = laws.family(cell)
     if fam == "segment":
-        out.update(rho=float(ext["rho"]), D=float(ext["D"]), k=int(ext["k"]), k_prime=int(ext["k_prime"]),
-                   rho_exact=str(ext["rho"]), D_exact=str(ext["D"]))
+        rho, D = sympy.Integer(ext["rho"].numerator), sympy.Integer(ext["D"].numerator)
+        B_exact = budget(cell, D, rho)
+        out.update(rho=float(rho), D=float(D), k=ext["k"], k_prime=ext["k_prime"],
+                   rho_exact=str(rho), D_exact=str(D))
     elif fam == "arc":
-        out.update(**{"lambda": float(sympy.sqrt(ext["lambda_sq"])), "b": float(ext["b"]),
+        lam_sq = sympy.Rational(ext["lambda_sq"].numerator, ext["lambda_sq"].denominator)
+        b = arc.b_lo(sympy.sqrt(lam_sq), sympy.Integer(L_value), sympy.sqrt)
+        B_exact = budget(cell, b)
+        out.update(**{"lambda": float(sympy.sqrt(lam_sq)), "b": float(b),
                       "x": None if L_value <= ARC_DEGENERATE_L_MAX else float(ext["x"]),
-                      "lambda_sq_exact": str(ext["lambda_sq"])})
+                      "lambda_sq_exact": str(lam_sq)})
     else:
-        out["K"] = float(ext["K"])
-    return out
+        K = sympy.Rational(ext["K"].numerator, ext["K"].denominator)
+        B_exact = budget(cell, K)
+        out["K"] = float(K)
+    return {"B": float(B_exact), "B_exact": str(B_exact), **out}
 
 
 def arc_closed_form(cell: Cell, L_value: int) -> dict | None:

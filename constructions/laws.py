@@ -213,6 +213,24 @@ def budget(cell: Cell, amplitude, ops: Ops = SYMPY):
     return {1: ratio, 2: ops.sqrt(ratio), 4: ops.sqrt(ops.sqrt(ratio))}[p]
 
 
+def arc_crossing_sq(L, x):
+    """``lam_x^2``: the square of the smallest ``lam`` from which the count at offset ``x`` allows
+    the symmetric arc's amplitude ``b_lo(lam)`` (:func:`constructions.arc.b_lo`,
+    :func:`constructions.arc.b_hi_x`), the root of ``b_lo^2 = b_hi_x^2`` in ``lam^2`` (plain
+    arithmetic: a symbol, a Fraction, an mpf ``L`` and ``x``)
+
+        lam_x^2 = L^2 x^2 (L - 2x - 2) / (4 L x + L - 2x).
+
+    With ``u = lam^2``, ``a = (1 - 1/L)^2`` and ``c = (1 + 1/(2x))^2`` the equation
+    ``(u + L^2/4) a = (u + x^2) c`` is affine in ``u``: ``u = (c x^2 - a L^2/4)/(a - c)``, where
+    ``c x^2 - a L^2/4 = ((2x + 1)^2 - (L - 1)^2)/4 = (2x + 2 - L)(2x + L)/4`` and
+    ``a - c = (4 x^2 (L-1)^2 - L^2 (2x+1)^2)/(4 x^2 L^2) = -(2x + L)(4 L x + L - 2x)/(4 x^2 L^2)``;
+    the common factor ``2x + L > 0`` cancels.  The denominator ``4 L x + L - 2x = 2x (2L - 1) + L``
+    is positive for ``x >= 0``, ``L >= 1``.
+    """
+    return L**2 * x**2 * (L - 2 * x - 2) / (4 * L * x + L - 2 * x)
+
+
 def foot_distance(cell: Cell, B, ops: Ops = SYMPY):
     """``F(B) = sqrt(d)/B^2``: at budget ``B`` the foot of the residual line lies at a count
     ``n0 < -F(B)`` (linear attention with post-RMSNorm, module docstring); None where the foot is
@@ -349,7 +367,7 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     (1 + o(1))`` (below) makes ``c`` the constant of ``B_min``: proven for ``B_min``.
 
     * Upper bound.  With ``x`` an offset ``n - L/2 > 0``, the crossing
-      ``lam_x^2 = Num/Den`` of :data:`constructions.closed_forms.LAM_SQ_X` has
+      ``lam_x^2 = Num/Den`` (:func:`arc_crossing_sq` before its cancellation) has
       ``Num = (L-1)^2/4 - (x + 1/2)^2 <= L^2/4 - x^2`` and
       ``Den = (1 + 1/(2x))^2 - (1 - 1/L)^2 >= 1/x + 2/L - 1/L^2 >= (L + 2x)(L - 1/2)/(x L^2) > 0``,
       so ``lam_x^2 <= x (L/2 - x) L^2 / (2L - 1) <= Lam = L^4 / (16 (2L - 1))`` (AM-GM).  Every
