@@ -28,6 +28,8 @@ _PAIRS = [(i, j) for i in range(4) for j in range(i + 1, 4)]
 _TRIPLES = [(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)]
 _SIGNS = np.array([s for s in itertools.product((-1, 1), repeat=3) if len(set(s)) > 1], dtype=float)
 _MIX = np.array([0.0625, 0.25, 1.0, 4.0, 16.0])
+#: the stationary points of three counts kept per box (the best by their point ratio)
+_KEEP = 4
 _PAIR_ALPHAS = np.array([[-1.0 if k == i else 1.0 if k == j else 0.0 for k in range(4)]
                          for i, j in _PAIRS])
 
@@ -87,7 +89,12 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
         ratio = np.where(N > 0, np.where(w > 0, N / w, np.inf), -np.inf)
     best = A[np.arange(nb), np.argmax(ratio, 1)]       # (nb, 4)
     mix = best[:, None, None] + _MIX[None, None, :, None] * np.stack([z, -z], 1)[:, :, None]
-    return np.concatenate([A, mix.reshape(nb, -1, 4)], axis=1)
+    # of the stationary points only the best few by their point ratio (the box bounds of
+    # :meth:`_Boxes.choose` cost in proportion to the candidates)
+    tri = ratio[:, 6:6 + len(_TRIPLES) * len(_SIGNS)]
+    top = 6 + np.argpartition(-tri, _KEEP - 1, axis=1)[:, :_KEEP]
+    return np.concatenate([A[:, :6], np.take_along_axis(A, top[..., None], 1), A[:, -2:],
+                           mix.reshape(nb, -1, 4)], axis=1)
 
 
 def _det3(m: np.ndarray) -> np.ndarray:
@@ -98,20 +105,44 @@ def _det3(m: np.ndarray) -> np.ndarray:
     return (x[..., 1] - x[..., 0]) * (y[..., 2] - y[..., 0]) - (x[..., 2] - x[..., 0]) * (y[..., 1] - y[..., 0])
 
 
-def _exact_alpha(alpha: np.ndarray) -> Iv:
-    """Intervals for ``alpha`` whose largest entry is replaced by minus the sum of the others.
+def _exact_alpha(alpha: np.ndarray) -> np.ndarray:
+    """``alpha`` rounded to floats whose sum is exactly ``0`` (rows of four; a float array).
 
-    The duality step needs ``sum alpha_i = 0`` exactly; the replaced entry is an interval that
-    contains the exact value, so every later interval contains the values for that exact vector.
+    The duality step needs ``sum alpha_i = 0`` exactly.  With ``2^(x-1) <= max |alpha_i| < 2^x``
+    and ``u = 2^(x-50)``, every ``alpha_i/u`` (exact: a power of two) is below ``2^50`` in
+    magnitude and is rounded to an integer ``q_i``; the largest entry's ``q`` is replaced by minus
+    the sum of the other three, an integer below ``3 * 2^50 < 2^53`` in magnitude, so that sum and
+    every ``q_i u`` are exact floats and ``sum_i q_i u = 0`` exactly.  The rounding moves each
+    entry by at most ``2^-51`` of the largest (``3 * 2^-51`` for the replaced one): a different
+    multiplier vector, as valid as any, whose later products with intervals enclose its values
+    (exact floats: :class:`verify.intervals.Iv` then needs two products, not four).  Rows whose
+    largest entry is below ``2^-900`` (so that ``u`` stays a normal float) become zero rows.
     """
-    top = np.arange(4) == np.argmax(abs(alpha), axis=1)[:, None]
-    others = _sum4(Iv(np.where(top, 0.0, alpha)))
-    return Iv(np.where(top, -others.hi[:, None], alpha), np.where(top, -others.lo[:, None], alpha))
+    big = np.max(abs(alpha), axis=1)
+    _, x = np.frexp(big)
+    u = np.ldexp(1.0, x - 50)[:, None]
+    q = np.where(big[:, None] >= 2.0 ** -900, np.round(alpha / u), 0.0)
+    top = np.arange(4) == np.argmax(abs(q), axis=1)[:, None]
+    rest = np.where(top, 0.0, q)
+    q = np.where(top, -(rest[:, 0] + rest[:, 1] + rest[:, 2] + rest[:, 3])[:, None], q)
+    return q * u
 
 
 def _sum4(x: Iv) -> Iv:
     """Sum over the four counts (the last axis)."""
     return x[:, 0] + x[:, 1] + x[:, 2] + x[:, 3]
+
+
+def _one_plus_t(T: np.ndarray) -> Iv:
+    """``1 + t`` with ``t = tan(atan(T)/2) = T/(1 + s)``, ``s = sqrt(1 + T^2)``, at float points.
+
+    For ``T >= 0`` as written; for ``T < 0`` as ``(1 + 1/(s - T))/(1 + s)`` (``s + T =
+    1/(s - T)``), so no difference of nearby values is formed on either side.
+    """
+    x = Iv(T)
+    s = (1 + x.square()).sqrt()
+    pos, neg = 1 + x / (1 + s), (1 + 1 / (s - x)) / (1 + s)
+    return Iv(np.where(T >= 0, pos.lo, neg.lo), np.where(T >= 0, pos.hi, neg.hi))
 
 
 def _ratio_lower(N: Iv, w_hi: np.ndarray) -> np.ndarray:
@@ -122,37 +153,6 @@ def _ratio_lower(N: Iv, w_hi: np.ndarray) -> np.ndarray:
     return np.where(ok, q, 0.0)
 
 
-class _Dual:
-    """An interval value with its two partial derivatives (forward differentiation in ``(c, S)``)."""
-
-    __slots__ = ("v", "dc", "dS")
-
-    def __init__(self, v, dc, dS):
-        self.v, self.dc, self.dS = v, dc, dS
-
-    def __add__(self, o):
-        if isinstance(o, _Dual):
-            return _Dual(self.v + o.v, self.dc + o.dc, self.dS + o.dS)
-        return _Dual(self.v + o, self.dc, self.dS)
-
-    def __mul__(self, o):
-        if isinstance(o, _Dual):
-            return _Dual(self.v * o.v, self.dc * o.v + o.dc * self.v, self.dS * o.v + o.dS * self.v)
-        return _Dual(self.v * o, self.dc * o, self.dS * o)
-
-    def __rtruediv__(self, k):
-        """``k/x`` for a number ``k`` (``x > 0`` surely, else the whole line)."""
-        q = k / self.v
-        m = -(q.square()) * (1 / k)
-        return _Dual(q, m * self.dc, m * self.dS)
-
-    def sqrt(self):
-        """``sqrt(x)`` (derivatives ``x'/(2 sqrt x)``)."""
-        root = self.v.sqrt()
-        k = 0.5 / root
-        return _Dual(root, k * self.dc, k * self.dS)
-
-
 class _Boxes:
     """The four counts, the offsets ``d_i = n_i - L/2`` and the bounds of step 3 on arrays of boxes."""
 
@@ -161,10 +161,19 @@ class _Boxes:
         self.L = L
         self.ns = np.array([0.0, m, L - m, L] if counts is None else sorted(counts), dtype=float)
         self.ds = self.ns - L / 2  # exact: multiples of 1/2 far below 2^53
+        # 1/G_i, G_i = prod_{j != i} |n_i - n_j| (step 3b), enclosed (the product need not be exact)
+        self.inv_gaps = []
+        for i in range(4):
+            g = Iv(1.0)
+            for j in range(4):
+                if j != i:
+                    g = g * abs(self.ns[i] - self.ns[j])
+            self.inv_gaps.append(1 / g)
 
     def _N(self, alpha: Iv) -> Iv:
-        """``N(alpha) = sum alpha_i n_i - (1/2) sum |alpha_i|``."""
-        return _sum4(alpha * self.ns - abs(alpha) * 0.5)
+        """``N(alpha) = sum alpha_i n_i - (1/2) sum |alpha_i|`` (``alpha`` exact floats of
+        :func:`_exact_alpha`: halving them is exact)."""
+        return _sum4(Iv(alpha) * self.ns - abs(alpha) * 0.5)
 
     def choose(self, Sa, Sb, ca, cb, Sm, cm):
         """Per box, the candidates with the best float estimates of the two bounds below.
@@ -258,44 +267,38 @@ class _Boxes:
         cos = 1 / (1 + Iv(lo, hi).square()).sqrt()
         return _ratio_lower(self._N(A), norm_upper(_sum4(A * cos), _sum4(A * sin)))
 
-    def _q(self, c, S):
-        """``Q_+`` and ``Q_-`` of step 3b at ``(c, S)``: :class:`Iv` or :class:`_Dual` (then with
-        their partial derivatives)."""
-        T = [c + S * d for d in self.ds]
-        r2 = [1 / (t * t + 1) for t in T]
-        r = [x.sqrt() for x in r2]
-        h = {(a, b): ((T[a] * T[b] + 1) * (r[a] * r[b]) + 1).sqrt() for a, b in _PAIRS}
-        q = [None, None]
-        for i in range(4):
-            j, k, l = (x for x in range(4) if x != i)
-            gaps = (Iv(self.ns[k] - self.ns[j]) * (self.ns[l] - self.ns[k])) * (self.ns[l] - self.ns[j])
-            # D_i / (sqrt(2) S^3): the positive common factor is dropped (step 3b)
-            term = r2[j] * r2[k] * r2[l] * (1 / (h[j, k] * h[k, l] * h[j, l])) * gaps
-            for n, sign in enumerate((1, -1)):
-                t = term * (sign * (-1) ** i * self.ns[i] - 0.5)
-                q[n] = t if q[n] is None else q[n] + t
-        return q
+    def farkas(self, lo, hi, Sa, Sb) -> tuple[Iv, Iv]:
+        """Enclosures of the two sides of step 3b's test ``16 S^2 E > sum_i (s_i^2 + s_i)
+        prod_{j != i} q_ij / G_i``, for tangents ``T_i`` anywhere in ``[lo_i, hi_i]`` and slopes
+        ``S`` in ``[Sa, Sb]``.
 
-    def infeasible(self, Sa, Sb, ca, cb, Sm, cm) -> np.ndarray:
-        """Step 3b: the boxes on which the four constraints are surely inconsistent (the mean
-        value form of ``Q_+`` or ``Q_-`` is positive on the whole box)."""
-        out = np.zeros(len(Sa), dtype=bool)
+        Every factor is a function of one ``T_i`` with its monotonicity used (``1 + t`` increases
+        with ``T``, ``1 - t`` decreases, ``s = sqrt(1 + T^2)`` is a function of ``T^2``), and
+        ``1 + t`` is computed without cancellation on both signs of ``T`` (:func:`_one_plus_t`).
+        """
+        T2 = Iv(lo, hi).square()
+        s = (1 + T2).sqrt()
+        ends = _one_plus_t(np.stack([lo, hi, -hi, -lo]))
+        p = Iv(ends.lo[0], ends.hi[1])     # 1 + t_i
+        m = Iv(ends.lo[2], ends.hi[3])     # 1 - t_i = (1 + t)(-T_i)
+        E = (p[:, 0] * p[:, 1] * p[:, 2] * p[:, 3] + m[:, 0] * m[:, 1] * m[:, 2] * m[:, 3]) * 0.5
+        pair = {(i, j): p[:, i] * p[:, j] + m[:, i] * m[:, j] for i, j in _PAIRS}
+        rhs = None
+        for i in range(4):
+            j, k, l = (pair[min(i, x), max(i, x)] for x in range(4) if x != i)
+            term = (1 + T2[:, i] + s[:, i]) * j * k * l * self.inv_gaps[i]
+            rhs = term if rhs is None else rhs + term
+        return 16 * Iv(Sa, Sb).square() * E, rhs
+
+    def infeasible(self, Sa, Sb, ca, cb) -> np.ndarray:
+        """Step 3b: the boxes on which the four constraints are surely inconsistent."""
         with np.errstate(invalid="ignore", over="ignore"):
-            at = self._q(Iv(cm), Iv(Sm))
-            # only a box whose centre is surely infeasible can be
-            hope = np.flatnonzero((at[0].lo > 0) | (at[1].lo > 0))
-            if not len(hope):
-                return out
-            Sa, Sb, ca, cb, Sm, cm = (x[hope] for x in (Sa, Sb, ca, cb, Sm, cm))
-            over = self._q(_Dual(Iv(ca, cb), 1.0, 0.0), _Dual(Iv(Sa, Sb), 0.0, 1.0))
-            dc, dS = Iv(ca, cb) - cm, Iv(Sa, Sb) - Sm
-            for q0, q in zip(at, over):
-                out[hope] |= (q0[hope] + q.dc * dc + q.dS * dS).lo > 0
-        return out
+            lhs, rhs = self.farkas(*self._tangent_range(Sa, Sb, ca, cb), Sa, Sb)
+            return lhs.lo > rhs.hi
 
     def bound(self, Sa, Sb, ca, cb, half: float, Mp: float, foot: float | None = None):
         """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it,
-        where step 3b does (from ``L = 32768``), or (with ``foot``) where step 7 does.
+        where step 3b does, or (with ``foot``) where step 7 does.
 
         Also returns the float estimate of the relaxed problem at each centre (a stopping
         rule only, never part of the bound).
@@ -305,8 +308,7 @@ class _Boxes:
         if foot is not None:  # step 7: every shape of the box has its foot after -foot
             excluded |= (Iv(cb) - Iv(Sa) * (Iv(self.L / 2) + foot)).hi < 0
         rest = np.flatnonzero(~excluded)
-        if self.L >= _Q_FROM:
-            rest = rest[~self.infeasible(*(x[rest] for x in (Sa, Sb, ca, cb, Sm, cm)))]
+        rest = rest[~self.infeasible(*(x[rest] for x in (Sa, Sb, ca, cb)))]
         v, point = np.full(len(Sa), np.inf), np.full(len(Sa), np.inf)
         if len(rest):
             Sa, Sb, ca, cb, Sm, cm = (x[rest] for x in (Sa, Sb, ca, cb, Sm, cm))
@@ -327,8 +329,6 @@ FIRST = 8
 #: from this L on, step 5(a) keeps the strip of slopes the pair (0, L) alone settles
 #: within rtol (below it the strip costs more boxes than it saves: measured)
 _STRIP_FROM = 4096
-#: from this L on step 3b is tried on every box (below it, it costs more than it saves: measured)
-_Q_FROM = 32768
 
 
 def _split(Sa, Sb, ca, cb, L: int):
@@ -434,25 +434,37 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        rows ``(1, v_i)`` and ``z_i = (-1)^i D_i`` with ``D_i`` the determinant of ``M`` without
        row ``i``: by Laplace expansion of the ``4 x 4`` matrices ``[M | M_col]`` (two equal
        columns) ``sum_i z_i M_i = 0``, so ``sum z = 0`` and ``w(z) = 0``; step 2 with ``alpha =
-       +-z`` then reads ``0 > N(+-z)``, and a shape with ``N(z) > 0`` or ``N(-z) > 0`` admits no
-       ``(C, u)`` at all.  For angles ``a < b < c`` in ``(-pi/2, pi/2)`` the determinant of the
-       rows ``(1, cos, sin)`` is ``sin(b-a) + sin(c-b) - sin(c-a) = 4 sin((b-a)/2) sin((c-b)/2)
-       sin((c-a)/2)`` (sum-to-product twice), and with ``sin(x/2) = sin x/(2 cos(x/2))``,
-       ``sin(t_j - t_i) = (T_j - T_i) r_i r_j``, ``cos(t_j - t_i) = (1 + T_i T_j) r_i r_j``
-       (``r = (1+T^2)^{-1/2}``) and ``cos(x/2) = sqrt((1 + cos x)/2)`` for ``x`` in ``(0, pi)``:
-       ``D = (T_b-T_a)(T_c-T_b)(T_c-T_a) r_a^2 r_b^2 r_c^2 / (2 h_ab h_bc h_ac)``,
-       ``h = sqrt((1 + cos)/2) > 0``, with ``T_j - T_i = S (n_j - n_i)``.  Every ``D_i > 0``, so
-       ``|z_i| = D_i`` and ``N(+-z) = sum_i (+-(-1)^i n_i - 1/2) D_i``; dropping the positive
-       common factor ``sqrt(2) S^3`` leaves ``Q_+-(c, S) = sum_i (+-(-1)^i n_i - 1/2)
-       P_i prod_{j != i} r_j^2 / prod_{pairs of the other three} sqrt(1 + cos)`` (``P_i`` the
-       product of the three count gaps), whose sign is that of ``N(+-z)``.  No angle and no
-       difference of nearby values is computed (the cancellation is in the sum only).  On a box,
-       the mean value theorem gives ``Q(c, S) in Q(centre) + dQ/dc(box) dc + dQ/dS(box) dS``;
-       the centre value is an interval evaluation at the centre point and the partial
-       derivatives are enclosed over the box by forward differentiation in interval arithmetic
-       (:class:`_Dual`).  A box where that enclosure of ``Q_+`` or ``Q_-`` is surely positive
-       holds only shapes that cannot count on ``P``, and is discarded.  (The test is tried
-       from ``L = 32768`` on; which boxes are tested never affects validity.)
+       +-z`` then reads ``0 > N(+-z)``, and a shape with ``|z.n| > |z|_1/2`` (``N(z) > 0`` or
+       ``N(-z) > 0``) admits no ``(C, u)`` at all.  Both sides are closed forms without
+       cancellation in the half-angle tangents ``t_i = tan(theta_i/2)`` in ``(-1, 1)``
+       (increasing in ``i``): ``cos theta = (1-t^2)/(1+t^2)``, ``sin theta = 2t/(1+t^2)``,
+       ``T = 2t/(1-t^2)``.  Laplace expansion along the last column gives ``|z.n| = |Delta|``,
+       ``Delta`` the determinant of the rows ``(1, cos theta_i, sin theta_i, n_i)``; with
+       ``n_i = n0 + T_i/S`` (subtract ``n0`` times the first column) and each row multiplied by
+       ``(1+t_i^2)(1-t_i^2) > 0`` the rows become ``(1-t^4, (1-t^2)^2, 2t(1-t^2), 2t(1+t^2))``, and
+       by Cauchy-Binet with the ``4 x 5`` Vandermonde rows ``(1, t_i, .., t_i^4)`` (whose minors
+       without the power ``k`` are ``V e_{4-k}``, ``V = prod_{i<j} (t_j - t_i) > 0``, ``e`` the
+       elementary symmetric functions) and the coefficient minors ``16, 0, 16, 0, 16``:
+       ``Delta = 16 V (1 + e_2 + e_4) / (S prod (1+t_i^2)(1-t_i^2))``, where
+       ``1 + e_2 + e_4 = E = (prod (1+t_i) + prod (1-t_i))/2 > 0``.  Likewise (rows
+       ``(1+t^2, 1-t^2, 2t)``, determinant ``4`` times the Vandermonde) ``D_i = 4 V_i /
+       prod_{j != i} (1+t_j^2) > 0``, ``V_i`` the Vandermonde of the other three, and
+       ``V_i/V = 1/prod_{j != i} |t_i - t_j|``.  From ``T_j - T_i = 2 (t_j - t_i)(1 + t_i t_j) /
+       ((1-t_i^2)(1-t_j^2))`` and ``T_j - T_i = S (n_j - n_i)``, with ``p = 1 + t``,
+       ``m = 1 - t``, ``q_ij = p_i p_j + m_i m_j = 2(1 + t_i t_j)``:
+       ``|t_i - t_j| = S |n_i - n_j| p_i m_i p_j m_j / q_ij``; and ``(1 + t^2)/(1 - t^2)^2 =
+       (s^2 + s)/2`` with ``s = sqrt(1 + T^2)``.  Altogether the products of all ``p_j m_j``
+       cancel and ``|z.n| / (|z|_1/2) = 16 S^2 E / sum_i (s_i^2 + s_i) prod_{j != i} q_ij / G_i``,
+       ``G_i = prod_{j != i} |n_i - n_j|``.  Every term is positive, ``p = 1 + T/(1 + s)`` is
+       computed as ``(1 + 1/(s - T))/(1 + s)`` for ``T < 0`` (:func:`_one_plus_t`) and
+       ``m(T) = p(-T)``: no difference of nearby values is formed.  On a box, ``t`` increases
+       with ``T`` (so ``p_i`` lies between its values at the ends of the range of ``T_i`` of
+       step 3, and ``m_i`` too), ``s_i`` is a function of ``T_i^2`` and ``S`` lies in
+       ``[Sa, Sb]``, so interval evaluation encloses both sides for every shape in the box
+       (:meth:`_Boxes.farkas`).  A box where the left side is surely larger holds only shapes
+       that cannot count on ``P``, and is discarded.  (Which boxes are tested never affects
+       validity; the test needs no centre and no derivative, so deep inside the infeasible
+       region, where the ratio is far above ``1``, whole large boxes go at once.)
 
     4. **Symmetry.**  ``(lam, n0, C, (u1, u2))`` is feasible for ``P`` iff
        ``(lam, L - n0, L - C, (-u1, u2))`` is: the new angles are ``theta'_n = -theta_{L-n}``,
