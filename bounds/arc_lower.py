@@ -30,6 +30,9 @@ _SIGNS = np.array([s for s in itertools.product((-1, 1), repeat=3) if len(set(s)
 _MIX = np.array([0.0625, 0.25, 1.0, 4.0, 16.0])
 #: the stationary points of three counts kept per box (the best by their point ratio)
 _KEEP = 4
+#: per count ``i``, the index ``i`` and the other three counts (two (4, 3) index arrays)
+_OTHERS = (np.repeat(np.arange(4)[:, None], 3, 1),
+           np.array([[j for j in range(4) if j != i] for i in range(4)]))
 _PAIR_ALPHAS = np.array([[-1.0 if k == i else 1.0 if k == j else 0.0 for k in range(4)]
                          for i, j in _PAIRS])
 
@@ -128,6 +131,11 @@ def _exact_alpha(alpha: np.ndarray) -> np.ndarray:
     return q * u
 
 
+def _stack(*xs: Iv) -> Iv:
+    """Intervals side by side on a new last axis."""
+    return Iv(np.stack([x.lo for x in xs], -1), np.stack([x.hi for x in xs], -1))
+
+
 def _sum4(x: Iv) -> Iv:
     """Sum over the four counts (the last axis)."""
     return x[:, 0] + x[:, 1] + x[:, 2] + x[:, 3]
@@ -162,13 +170,10 @@ class _Boxes:
         self.ns = np.array([0.0, m, L - m, L] if counts is None else sorted(counts), dtype=float)
         self.ds = self.ns - L / 2  # exact: multiples of 1/2 far below 2^53
         # 1/G_i, G_i = prod_{j != i} |n_i - n_j| (step 3b), enclosed (the product need not be exact)
-        self.inv_gaps = []
-        for i in range(4):
-            g = Iv(1.0)
-            for j in range(4):
-                if j != i:
-                    g = g * abs(self.ns[i] - self.ns[j])
-            self.inv_gaps.append(1 / g)
+        gaps = Iv(np.ones(4))
+        for k in range(3):
+            gaps = gaps * abs(self.ns - self.ns[_OTHERS[1][:, k]])
+        self.inv_gaps = 1 / gaps
 
     def _N(self, alpha: Iv) -> Iv:
         """``N(alpha) = sum alpha_i n_i - (1/2) sum |alpha_i|`` (``alpha`` exact floats of
@@ -227,34 +232,34 @@ class _Boxes:
                 (Iv(cb[:, None]) + Iv(S_hi) * self.ds).hi)
 
     def taylor(self, alpha, Sa, Sb, ca, cb, Sm, cm) -> np.ndarray:
-        """Step 3 by a third-order Taylor model in ``T_i`` around the centre."""
+        """Step 3 by a third-order Taylor model in ``T_i`` around the centre (the two components
+        of ``g`` and the four corners of the box side by side on trailing axes)."""
         ds = self.ds
-        dcs = (Iv(ca) - cm, Iv(cb) - cm)
-        dSs = (Iv(Sa) - Sm, Iv(Sb) - Sm)
-        corners = [(dc, dS) for dc in dcs for dS in dSs]
-        mdc = Iv(np.maximum(abs(dcs[0]).hi, abs(dcs[1]).hi))
-        mdS = Iv(np.maximum(abs(dSs[0]).hi, abs(dSs[1]).hi))
+        dc = _stack(*(Iv(x) - cm for x in (ca, ca, cb, cb)))   # (boxes, corners)
+        dS = _stack(*(Iv(x) - Sm for x in (Sa, Sb, Sa, Sb)))
+        mdc, mdS = Iv(abs(dc).hi.max(1)), Iv(abs(dS).hi.max(1))
         A = _exact_alpha(alpha)
         T = Iv(cm[:, None]) + Iv(Sm[:, None]) * ds
         r = 1 / (1 + T.square()).sqrt()
         r3 = r ** 3
         r5 = r3 * r * r
-        # g = (1, T)/sqrt(1+T^2) and its first two derivatives, per component
-        g, g1, g2 = zip((r, -(T * r3), (2 * T.square() - 1) * r5), (T * r, r3, -3 * T * r5))
-        w = [_sum4(A * x) for x in g]
-        a = [_sum4(A * x) for x in g1]
-        b = [_sum4(A * x * ds) for x in g1]
-        qcc = [_sum4(A * x * 0.5) for x in g2]
-        qcS = [_sum4(A * x * ds) for x in g2]
-        qSS = [_sum4(A * x * ds * ds * 0.5) for x in g2]
-        mT = Iv(np.max([abs(dc[:, None] + dS[:, None] * ds).hi for dc, dS in corners], axis=0))
+        # g = (1, T)/sqrt(1+T^2) and its first two derivatives, components on the last axis
+        g = _stack(r, T * r)
+        g1 = _stack(-(T * r3), r3)
+        g2 = _stack((2 * T.square() - 1) * r5, -3 * T * r5)
+        A3, d3 = A[:, :, None], ds[None, :, None]
+        Ag1, Ag2 = A3 * g1, A3 * g2
+        Ag2d = Ag2 * d3
+        w, a, b = _sum4(A3 * g), _sum4(Ag1), _sum4(Ag1 * d3)
+        qcc, qcS, qSS = _sum4(Ag2 * 0.5), _sum4(Ag2d), _sum4(Ag2d * d3 * 0.5)
+        mT = Iv(abs(dc[:, :, None] + dS[:, :, None] * ds).hi.max(1))
         # |g'''(t)| = 3 sqrt(4t^4+1)/(1+t^2)^3 decreases in |t|; |t| >= |T| - mT on the box
         t2 = Iv(np.maximum((abs(T) - mT).lo, 0.0)).square()
         E = _sum4(abs(A) * mT ** 3 * (4 * t2.square() + 1).sqrt() / (2 * (1 + t2) ** 3))
-        lin = np.max([norm_upper(w[0] + a[0] * dc + b[0] * dS, w[1] + a[1] * dc + b[1] * dS)
-                      for dc, dS in corners], axis=0)
-        quad = (Iv(norm_upper(*qcc)) * mdc.square() + Iv(norm_upper(*qcS)) * mdc * mdS
-                + Iv(norm_upper(*qSS)) * mdS.square())
+        u = w[:, None] + a[:, None] * dc[:, :, None] + b[:, None] * dS[:, :, None]
+        lin = norm_upper(u[..., 0], u[..., 1]).max(1)
+        norm = [Iv(norm_upper(q[:, 0], q[:, 1])) for q in (qcc, qcS, qSS)]
+        quad = norm[0] * mdc.square() + norm[1] * mdc * mdS + norm[2] * mdS.square()
         return _ratio_lower(self._N(A), (Iv(lin) + quad + E).hi)
 
     def interval(self, alpha, Sa, Sb, ca, cb) -> np.ndarray:
@@ -282,12 +287,9 @@ class _Boxes:
         p = Iv(ends.lo[0], ends.hi[1])     # 1 + t_i
         m = Iv(ends.lo[2], ends.hi[3])     # 1 - t_i = (1 + t)(-T_i)
         E = (p[:, 0] * p[:, 1] * p[:, 2] * p[:, 3] + m[:, 0] * m[:, 1] * m[:, 2] * m[:, 3]) * 0.5
-        pair = {(i, j): p[:, i] * p[:, j] + m[:, i] * m[:, j] for i, j in _PAIRS}
-        rhs = None
-        for i in range(4):
-            j, k, l = (pair[min(i, x), max(i, x)] for x in range(4) if x != i)
-            term = (1 + T2[:, i] + s[:, i]) * j * k * l * self.inv_gaps[i]
-            rhs = term if rhs is None else rhs + term
+        # q_ij for the three j != i of every i, on a last axis
+        q = p[:, _OTHERS[0]] * p[:, _OTHERS[1]] + m[:, _OTHERS[0]] * m[:, _OTHERS[1]]
+        rhs = _sum4((1 + T2 + s) * (q[..., 0] * q[..., 1] * q[..., 2]) * self.inv_gaps)
         return 16 * Iv(Sa, Sb).square() * E, rhs
 
     def infeasible(self, Sa, Sb, ca, cb) -> np.ndarray:
