@@ -25,7 +25,8 @@ from verify.backends import arb_ceil, arb_floor
 PREC = 128
 
 _PAIRS = [(i, j) for i in range(4) for j in range(i + 1, 4)]
-_TRIPLES = [(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)]
+_TRIPLES = np.array([(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)])
+_ONE_HOT = np.eye(4)[:, None, :]  # (4, 1, 4): count i as a unit row
 _SIGNS = np.array([s for s in itertools.product((-1, 1), repeat=3) if len(set(s)) > 1], dtype=float)
 _MIX = np.array([0.0625, 0.25, 1.0, 4.0, 16.0])
 #: the stationary points of three counts kept per box (the best by their point ratio)
@@ -67,21 +68,20 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
     V = _unit(T)                                        # (nb, 4, 2)
     parts = [np.broadcast_to(_PAIR_ALPHAS, (nb, 6, 4))]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for i, j, k in _TRIPLES:
-            b1, b2 = V[:, i] - V[:, k], V[:, j] - V[:, k]
-            g11, g12, g22 = (b1 * b1).sum(1), (b1 * b2).sum(1), (b2 * b2).sum(1)
-            det = (g11 * g22 - g12 * g12)[:, None]
-            a1 = ns[i] - ns[k] - 0.5 * (_SIGNS[:, 0] - _SIGNS[:, 2])
-            a2 = ns[j] - ns[k] - 0.5 * (_SIGNS[:, 1] - _SIGNS[:, 2])
-            x1 = (g22[:, None] * a1 - g12[:, None] * a2) / det
-            x2 = (g11[:, None] * a2 - g12[:, None] * a1) / det
-            scale = np.maximum(np.maximum(abs(x1), abs(x2)), abs(x1 + x2))
-            ok = (det > 0) & (scale > 0) & np.isfinite(scale)
-            alpha = np.zeros((nb, len(_SIGNS), 4))
-            alpha[:, :, i] = np.where(ok, x1 / scale, 0.0)
-            alpha[:, :, j] = np.where(ok, x2 / scale, 0.0)
-            alpha[:, :, k] = np.where(ok, -(x1 + x2) / scale, 0.0)
-            parts.append(alpha)
+        # the four triples (i, j, k) on axis 1, the sign patterns on axis 2
+        I, J, K = _TRIPLES.T
+        b1, b2 = V[:, I] - V[:, K], V[:, J] - V[:, K]                 # (nb, 4, 2)
+        g11, g12, g22 = ((x * y).sum(2)[:, :, None] for x, y in ((b1, b1), (b1, b2), (b2, b2)))
+        det = g11 * g22 - g12 * g12
+        a1 = (ns[I] - ns[K])[:, None] - 0.5 * (_SIGNS[:, 0] - _SIGNS[:, 2])   # (4, 6)
+        a2 = (ns[J] - ns[K])[:, None] - 0.5 * (_SIGNS[:, 1] - _SIGNS[:, 2])
+        x1 = (g22 * a1 - g12 * a2) / det
+        x2 = (g11 * a2 - g12 * a1) / det
+        scale = np.maximum(np.maximum(abs(x1), abs(x2)), abs(x1 + x2))
+        ok = (det > 0) & (scale > 0) & np.isfinite(scale)
+        x1, x2 = (np.where(ok, x / scale, 0.0)[..., None] for x in (x1, x2))
+        tri = x1 * _ONE_HOT[I] + x2 * _ONE_HOT[J] - (x1 + x2) * _ONE_HOT[K]   # (nb, 4, 6, 4)
+        parts.append(tri.reshape(nb, -1, 4))
         rows = np.concatenate([np.ones((nb, 4, 1)), V], axis=2)  # (nb, 4, 3)
         z = np.stack([(-1) ** i * _det3(np.delete(rows, i, axis=1)) for i in range(4)], 1)
         scale = abs(z).max(1, keepdims=True)
