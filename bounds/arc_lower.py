@@ -116,10 +116,12 @@ def _exact_alpha(alpha: np.ndarray) -> np.ndarray:
     magnitude and is rounded to an integer ``q_i``; the largest entry's ``q`` is replaced by minus
     the sum of the other three, an integer below ``3 * 2^50 < 2^53`` in magnitude, so that sum and
     every ``q_i u`` are exact floats and ``sum_i q_i u = 0`` exactly.  The rounding moves each
-    entry by at most ``2^-51`` of the largest (``3 * 2^-51`` for the replaced one): a different
-    multiplier vector, as valid as any, whose later products with intervals enclose its values
-    (exact floats: :class:`verify.intervals.Iv` then needs two products, not four).  Rows whose
-    largest entry is below ``2^-900`` (so that ``u`` stays a normal float) become zero rows.
+    entry by at most ``u/2 <= 2^-50`` of the largest, and the replaced one by that much three times
+    plus the row's own sum (tiny for the candidates, whose sum is zero up to rounding): a
+    different multiplier vector, as valid as any, whose later products with intervals enclose
+    its values (exact floats: :class:`verify.intervals.Iv` then needs two products, not four).
+    Rows whose largest entry is below ``2^-900`` (so that ``u`` stays a normal float) become
+    zero rows.
     """
     big = np.max(abs(alpha), axis=1)
     _, x = np.frexp(big)

@@ -3,6 +3,7 @@
 import functools
 import itertools
 import math
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -12,7 +13,7 @@ from scipy.optimize import linprog, minimize
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bounds.arc_lower import _Boxes, arc_lower
+from bounds.arc_lower import _Boxes, _exact_alpha, arc_lower
 from verify.intervals import Iv
 from constructions.cell import Cell
 from constructions.closed_forms import arc_closed_form
@@ -324,3 +325,21 @@ def test_bound_at_larger_L_is_tight_and_below_the_optimum(L):
     """From L = 4096 the strip of step 5(a) is used: still at most R_sym, and within 1e-4."""
     b = arc_lower(L, r_sym(L))
     assert b <= r_sym(L) and r_sym(L) / b - 1 < 1.2e-4
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.lists(st.floats(-1e3, 1e3) | st.floats(-1e-30, 1e-30), min_size=3, max_size=3),
+                     min_size=1, max_size=8))
+def test_exact_alpha_sums_to_zero_exactly_and_stays_close(rows):
+    """The multipliers of step 3 sum to exactly zero (rational arithmetic on the floats) and, for
+    rows that sum to zero up to rounding (as the candidates do), move by at most ``3 * 2^-50`` of
+    a row's largest entry plus the row's exact sum."""
+    alpha = np.array([r + [-(r[0] + r[1] + r[2])] for r in rows], dtype=float)
+    out = _exact_alpha(alpha)
+    for row, new in zip(alpha, out):
+        assert sum(Fraction(float(x)) for x in new) == 0
+        big = max(abs(row))
+        if big >= 2.0 ** -900:
+            assert max(abs(new - row)) <= 3 * 2.0 ** -50 * big + abs(float(sum(Fraction(float(x)) for x in row)))
+        else:
+            assert not new.any()
