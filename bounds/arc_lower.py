@@ -501,12 +501,13 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
 
     6. **Branch and bound.**  The domain of step 5 is first cut into ``8 x 8`` boxes
        (:func:`_first_boxes`; geometric in ``S`` and ``c``).  Boxes whose bound is ``>= R_t`` are discarded (no shape in them
-       does better than ``R_t``).  In rounds, every box with a bound below ``R_t/(1 + rtol)``
+       does better than ``R_t``).  In rounds, every box with a bound below ``R_t/(1 + a)``
        (the smallest first, when the budget runs out) is split by :func:`_split` (a few times
-       over while the boxes are few) until the smallest bound is ``>= R_t/(1 + rtol)`` (or
-       within ``rtol`` of the smallest float value of the relaxed problem met at a box centre,
+       over while the boxes are few) until the smallest bound is ``>= R_t/(1 + a)`` (or
+       within ``a`` of the smallest float value of the relaxed problem met at a box centre,
        when that is below ``R_t``: no bound can exceed it), or ``max_boxes`` boxes were
-       evaluated.  Every shape lies in a
+       evaluated; ``a = rtol`` from ``L = 4096`` on (where the strip of step 5(a) caps the
+       result at ``R_s`` anyway) and ``rtol/2`` below.  Every shape lies in a
        remaining box, a discarded box, or an excluded region, so
        ``R*(L) >= min(smallest remaining bound, R_s, R_t)``, which is returned.
 
@@ -550,6 +551,8 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     # the relaxed problem's value at any evaluated shape caps what can be proven: once one is
     # below the target, aim within rtol of the smallest such value instead (a stopping rule)
     reach = R_target
+    # where no strip caps the result, aim within rtol/2 (step 6)
+    aim = rtol if L >= _STRIP_FROM else rtol / 2
 
     def bound(Sa, Sb, ca, cb):
         nonlocal reach
@@ -563,7 +566,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     keep = v < R_target
     live, v = [x[keep] for x in live], v[keep]
     while len(v) and evaluated < max_boxes:
-        open_ = np.flatnonzero(v < reach / (1 + rtol))
+        open_ = np.flatnonzero(v < reach / (1 + aim))
         if not len(open_):
             break
         batch = max(1, min(len(open_), (max_boxes - evaluated + 1) // 2))
