@@ -25,9 +25,16 @@ from verify.backends import arb_ceil, arb_floor
 PREC = 128
 
 _PAIRS = [(i, j) for i in range(4) for j in range(i + 1, 4)]
-_TRIPLES = [(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)]
+_TRIPLES = np.array([(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)])
+_ONE_HOT = np.eye(4)[:, None, :]  # (4, 1, 4): count i as a unit row
 _SIGNS = np.array([s for s in itertools.product((-1, 1), repeat=3) if len(set(s)) > 1], dtype=float)
+_HALVES = np.full(4, 0.5)  # abs(alpha) @ _HALVES = sum |alpha_i| / 2 (a matrix product: fast)
 _MIX = np.array([0.0625, 0.25, 1.0, 4.0, 16.0])
+#: the stationary points of three counts kept per box (the best by their point ratio)
+_KEEP = 4
+#: per count ``i``, the index ``i`` and the other three counts (two (4, 3) index arrays)
+_OTHERS = (np.repeat(np.arange(4)[:, None], 3, 1),
+           np.array([[j for j in range(4) if j != i] for i in range(4)]))
 _PAIR_ALPHAS = np.array([[-1.0 if k == i else 1.0 if k == j else 0.0 for k in range(4)]
                          for i, j in _PAIRS])
 
@@ -62,32 +69,37 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
     V = _unit(T)                                        # (nb, 4, 2)
     parts = [np.broadcast_to(_PAIR_ALPHAS, (nb, 6, 4))]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        for i, j, k in _TRIPLES:
-            b1, b2 = V[:, i] - V[:, k], V[:, j] - V[:, k]
-            g11, g12, g22 = (b1 * b1).sum(1), (b1 * b2).sum(1), (b2 * b2).sum(1)
-            det = (g11 * g22 - g12 * g12)[:, None]
-            a1 = ns[i] - ns[k] - 0.5 * (_SIGNS[:, 0] - _SIGNS[:, 2])
-            a2 = ns[j] - ns[k] - 0.5 * (_SIGNS[:, 1] - _SIGNS[:, 2])
-            x1 = (g22[:, None] * a1 - g12[:, None] * a2) / det
-            x2 = (g11[:, None] * a2 - g12[:, None] * a1) / det
-            scale = np.maximum(np.maximum(abs(x1), abs(x2)), abs(x1 + x2))
-            ok = (det > 0) & (scale > 0) & np.isfinite(scale)
-            alpha = np.zeros((nb, len(_SIGNS), 4))
-            alpha[:, :, i] = np.where(ok, x1 / scale, 0.0)
-            alpha[:, :, j] = np.where(ok, x2 / scale, 0.0)
-            alpha[:, :, k] = np.where(ok, -(x1 + x2) / scale, 0.0)
-            parts.append(alpha)
+        # the four triples (i, j, k) on axis 1, the sign patterns on axis 2
+        I, J, K = _TRIPLES.T
+        b1, b2 = V[:, I] - V[:, K], V[:, J] - V[:, K]                 # (nb, 4, 2)
+        g11, g12, g22 = ((x[..., 0] * y[..., 0] + x[..., 1] * y[..., 1])[:, :, None]
+                         for x, y in ((b1, b1), (b1, b2), (b2, b2)))
+        det = g11 * g22 - g12 * g12
+        a1 = (ns[I] - ns[K])[:, None] - 0.5 * (_SIGNS[:, 0] - _SIGNS[:, 2])   # (4, 6)
+        a2 = (ns[J] - ns[K])[:, None] - 0.5 * (_SIGNS[:, 1] - _SIGNS[:, 2])
+        x1 = (g22 * a1 - g12 * a2) / det
+        x2 = (g11 * a2 - g12 * a1) / det
+        scale = np.maximum(np.maximum(abs(x1), abs(x2)), abs(x1 + x2))
+        ok = (det > 0) & (scale > 0) & np.isfinite(scale)
+        x1, x2 = (np.where(ok, x / scale, 0.0)[..., None] for x in (x1, x2))
+        tri = x1 * _ONE_HOT[I] + x2 * _ONE_HOT[J] - (x1 + x2) * _ONE_HOT[K]   # (nb, 4, 6, 4)
+        parts.append(tri.reshape(nb, -1, 4))
         rows = np.concatenate([np.ones((nb, 4, 1)), V], axis=2)  # (nb, 4, 3)
         z = np.stack([(-1) ** i * _det3(np.delete(rows, i, axis=1)) for i in range(4)], 1)
         scale = abs(z).max(1, keepdims=True)
         z = np.where((scale > 0) & np.isfinite(scale), z / scale, 0.0)
         A = np.concatenate(parts + [z[:, None], -z[:, None]], axis=1)
-        N = A @ ns - 0.5 * abs(A).sum(2)
+        N = A @ ns - abs(A) @ _HALVES
         w = _norm(A @ V)
         ratio = np.where(N > 0, np.where(w > 0, N / w, np.inf), -np.inf)
     best = A[np.arange(nb), np.argmax(ratio, 1)]       # (nb, 4)
     mix = best[:, None, None] + _MIX[None, None, :, None] * np.stack([z, -z], 1)[:, :, None]
-    return np.concatenate([A, mix.reshape(nb, -1, 4)], axis=1)
+    # of the stationary points only the best few by their point ratio (the box bounds of
+    # :meth:`_Boxes.choose` cost in proportion to the candidates)
+    tri = ratio[:, 6:6 + len(_TRIPLES) * len(_SIGNS)]
+    top = 6 + np.argpartition(-tri, _KEEP - 1, axis=1)[:, :_KEEP]
+    return np.concatenate([A[:, :6], np.take_along_axis(A, top[..., None], 1), A[:, -2:],
+                           mix.reshape(nb, -1, 4)], axis=1)
 
 
 def _det3(m: np.ndarray) -> np.ndarray:
@@ -98,20 +110,51 @@ def _det3(m: np.ndarray) -> np.ndarray:
     return (x[..., 1] - x[..., 0]) * (y[..., 2] - y[..., 0]) - (x[..., 2] - x[..., 0]) * (y[..., 1] - y[..., 0])
 
 
-def _exact_alpha(alpha: np.ndarray) -> Iv:
-    """Intervals for ``alpha`` whose largest entry is replaced by minus the sum of the others.
+def _exact_alpha(alpha: np.ndarray) -> np.ndarray:
+    """``alpha`` rounded to floats whose sum is exactly ``0`` (rows of four; a float array).
 
-    The duality step needs ``sum alpha_i = 0`` exactly; the replaced entry is an interval that
-    contains the exact value, so every later interval contains the values for that exact vector.
+    The duality step needs ``sum alpha_i = 0`` exactly.  With ``2^(x-1) <= max |alpha_i| < 2^x``
+    and ``u = 2^(x-50)``, every ``alpha_i/u`` (exact: a power of two) is below ``2^50`` in
+    magnitude and is rounded to an integer ``q_i``; the largest entry's ``q`` is replaced by minus
+    the sum of the other three, an integer below ``3 * 2^50 < 2^53`` in magnitude, so that sum and
+    every ``q_i u`` are exact floats and ``sum_i q_i u = 0`` exactly.  The rounding moves each
+    entry by at most ``u/2 <= 2^-50`` of the largest, and the replaced one by that much three times
+    plus the row's own sum (tiny for the candidates, whose sum is zero up to rounding): a
+    different multiplier vector, as valid as any, whose later products with intervals enclose
+    its values (exact floats: :class:`verify.intervals.Iv` then needs two products, not four).
+    Rows whose largest entry is below ``2^-900`` (so that ``u`` stays a normal float) become
+    zero rows.
     """
-    top = np.arange(4) == np.argmax(abs(alpha), axis=1)[:, None]
-    others = _sum4(Iv(np.where(top, 0.0, alpha)))
-    return Iv(np.where(top, -others.hi[:, None], alpha), np.where(top, -others.lo[:, None], alpha))
+    big = np.max(abs(alpha), axis=1)
+    _, x = np.frexp(big)
+    u = np.ldexp(1.0, x - 50)[:, None]
+    q = np.where(big[:, None] >= 2.0 ** -900, np.round(alpha / u), 0.0)
+    top = np.arange(4) == np.argmax(abs(q), axis=1)[:, None]
+    rest = np.where(top, 0.0, q)
+    q = np.where(top, -(rest[:, 0] + rest[:, 1] + rest[:, 2] + rest[:, 3])[:, None], q)
+    return q * u
+
+
+def _stack(*xs: Iv) -> Iv:
+    """Intervals side by side on a new last axis."""
+    return Iv(np.stack([x.lo for x in xs], -1), np.stack([x.hi for x in xs], -1))
 
 
 def _sum4(x: Iv) -> Iv:
     """Sum over the four counts (the last axis)."""
     return x[:, 0] + x[:, 1] + x[:, 2] + x[:, 3]
+
+
+def _one_plus_t(T: np.ndarray) -> Iv:
+    """``1 + t`` with ``t = tan(atan(T)/2) = T/(1 + s)``, ``s = sqrt(1 + T^2)``, at float points.
+
+    For ``T >= 0`` as written; for ``T < 0`` as ``(1 + 1/(s - T))/(1 + s)`` (``s + T =
+    1/(s - T)``), so no difference of nearby values is formed on either side.
+    """
+    x = Iv(T)
+    s = (1 + x.square()).sqrt()
+    pos, neg = 1 + x / (1 + s), (1 + 1 / (s - x)) / (1 + s)
+    return Iv(np.where(T >= 0, pos.lo, neg.lo), np.where(T >= 0, pos.hi, neg.hi))
 
 
 def _ratio_lower(N: Iv, w_hi: np.ndarray) -> np.ndarray:
@@ -122,37 +165,6 @@ def _ratio_lower(N: Iv, w_hi: np.ndarray) -> np.ndarray:
     return np.where(ok, q, 0.0)
 
 
-class _Dual:
-    """An interval value with its two partial derivatives (forward differentiation in ``(c, S)``)."""
-
-    __slots__ = ("v", "dc", "dS")
-
-    def __init__(self, v, dc, dS):
-        self.v, self.dc, self.dS = v, dc, dS
-
-    def __add__(self, o):
-        if isinstance(o, _Dual):
-            return _Dual(self.v + o.v, self.dc + o.dc, self.dS + o.dS)
-        return _Dual(self.v + o, self.dc, self.dS)
-
-    def __mul__(self, o):
-        if isinstance(o, _Dual):
-            return _Dual(self.v * o.v, self.dc * o.v + o.dc * self.v, self.dS * o.v + o.dS * self.v)
-        return _Dual(self.v * o, self.dc * o, self.dS * o)
-
-    def __rtruediv__(self, k):
-        """``k/x`` for a number ``k`` (``x > 0`` surely, else the whole line)."""
-        q = k / self.v
-        m = -(q.square()) * (1 / k)
-        return _Dual(q, m * self.dc, m * self.dS)
-
-    def sqrt(self):
-        """``sqrt(x)`` (derivatives ``x'/(2 sqrt x)``)."""
-        root = self.v.sqrt()
-        k = 0.5 / root
-        return _Dual(root, k * self.dc, k * self.dS)
-
-
 class _Boxes:
     """The four counts, the offsets ``d_i = n_i - L/2`` and the bounds of step 3 on arrays of boxes."""
 
@@ -161,10 +173,16 @@ class _Boxes:
         self.L = L
         self.ns = np.array([0.0, m, L - m, L] if counts is None else sorted(counts), dtype=float)
         self.ds = self.ns - L / 2  # exact: multiples of 1/2 far below 2^53
+        # 1/G_i, G_i = prod_{j != i} |n_i - n_j| (step 3b), enclosed (the product need not be exact)
+        gaps = Iv(np.ones(4))
+        for k in range(3):
+            gaps = gaps * abs(self.ns - self.ns[_OTHERS[1][:, k]])
+        self.inv_gaps = 1 / gaps
 
     def _N(self, alpha: Iv) -> Iv:
-        """``N(alpha) = sum alpha_i n_i - (1/2) sum |alpha_i|``."""
-        return _sum4(alpha * self.ns - abs(alpha) * 0.5)
+        """``N(alpha) = sum alpha_i n_i - (1/2) sum |alpha_i|`` (``alpha`` exact floats of
+        :func:`_exact_alpha`: halving them is exact)."""
+        return _sum4(Iv(alpha) * self.ns - abs(alpha) * 0.5)
 
     def choose(self, Sa, Sb, ca, cb, Sm, cm):
         """Per box, the candidates with the best float estimates of the two bounds below.
@@ -178,7 +196,7 @@ class _Boxes:
         s2 = 1 + T * T
         G = _unit(T)
         Gp = np.stack([-T, np.ones_like(T)], -1) / (s2 ** 1.5)[..., None]
-        N = A @ self.ns - 0.5 * abs(A).sum(2)
+        N = A @ self.ns - abs(A) @ _HALVES
         wab = A @ np.concatenate([G, Gp, ds[None, :, None] * Gp], axis=2)
         wc, a, b = wab[..., 0:2], wab[..., 2:4], wab[..., 4:6]
         # |wc + a dc + b dS|^2 at the corners, from the six inner products (a float estimate)
@@ -218,34 +236,34 @@ class _Boxes:
                 (Iv(cb[:, None]) + Iv(S_hi) * self.ds).hi)
 
     def taylor(self, alpha, Sa, Sb, ca, cb, Sm, cm) -> np.ndarray:
-        """Step 3 by a third-order Taylor model in ``T_i`` around the centre."""
+        """Step 3 by a third-order Taylor model in ``T_i`` around the centre (the two components
+        of ``g`` and the four corners of the box side by side on trailing axes)."""
         ds = self.ds
-        dcs = (Iv(ca) - cm, Iv(cb) - cm)
-        dSs = (Iv(Sa) - Sm, Iv(Sb) - Sm)
-        corners = [(dc, dS) for dc in dcs for dS in dSs]
-        mdc = Iv(np.maximum(abs(dcs[0]).hi, abs(dcs[1]).hi))
-        mdS = Iv(np.maximum(abs(dSs[0]).hi, abs(dSs[1]).hi))
+        dc = _stack(*(Iv(x) - cm for x in (ca, ca, cb, cb)))   # (boxes, corners)
+        dS = _stack(*(Iv(x) - Sm for x in (Sa, Sb, Sa, Sb)))
+        mdc, mdS = Iv(abs(dc).hi.max(1)), Iv(abs(dS).hi.max(1))
         A = _exact_alpha(alpha)
         T = Iv(cm[:, None]) + Iv(Sm[:, None]) * ds
         r = 1 / (1 + T.square()).sqrt()
         r3 = r ** 3
         r5 = r3 * r * r
-        # g = (1, T)/sqrt(1+T^2) and its first two derivatives, per component
-        g, g1, g2 = zip((r, -(T * r3), (2 * T.square() - 1) * r5), (T * r, r3, -3 * T * r5))
-        w = [_sum4(A * x) for x in g]
-        a = [_sum4(A * x) for x in g1]
-        b = [_sum4(A * x * ds) for x in g1]
-        qcc = [_sum4(A * x * 0.5) for x in g2]
-        qcS = [_sum4(A * x * ds) for x in g2]
-        qSS = [_sum4(A * x * ds * ds * 0.5) for x in g2]
-        mT = Iv(np.max([abs(dc[:, None] + dS[:, None] * ds).hi for dc, dS in corners], axis=0))
+        # g = (1, T)/sqrt(1+T^2) and its first two derivatives, components on the last axis
+        g = _stack(r, T * r)
+        g1 = _stack(-(T * r3), r3)
+        g2 = _stack((2 * T.square() - 1) * r5, -3 * T * r5)
+        A3, d3 = A[:, :, None], ds[None, :, None]
+        Ag1, Ag2 = A3 * g1, A3 * g2
+        Ag2d = Ag2 * d3
+        w, a, b = _sum4(A3 * g), _sum4(Ag1), _sum4(Ag1 * d3)
+        qcc, qcS, qSS = _sum4(Ag2 * 0.5), _sum4(Ag2d), _sum4(Ag2d * d3 * 0.5)
+        mT = Iv(abs(dc[:, :, None] + dS[:, :, None] * ds).hi.max(1))
         # |g'''(t)| = 3 sqrt(4t^4+1)/(1+t^2)^3 decreases in |t|; |t| >= |T| - mT on the box
         t2 = Iv(np.maximum((abs(T) - mT).lo, 0.0)).square()
         E = _sum4(abs(A) * mT ** 3 * (4 * t2.square() + 1).sqrt() / (2 * (1 + t2) ** 3))
-        lin = np.max([norm_upper(w[0] + a[0] * dc + b[0] * dS, w[1] + a[1] * dc + b[1] * dS)
-                      for dc, dS in corners], axis=0)
-        quad = (Iv(norm_upper(*qcc)) * mdc.square() + Iv(norm_upper(*qcS)) * mdc * mdS
-                + Iv(norm_upper(*qSS)) * mdS.square())
+        u = w[:, None] + a[:, None] * dc[:, :, None] + b[:, None] * dS[:, :, None]
+        lin = norm_upper(u[..., 0], u[..., 1]).max(1)
+        norm = [Iv(norm_upper(q[:, 0], q[:, 1])) for q in (qcc, qcS, qSS)]
+        quad = norm[0] * mdc.square() + norm[1] * mdc * mdS + norm[2] * mdS.square()
         return _ratio_lower(self._N(A), (Iv(lin) + quad + E).hi)
 
     def interval(self, alpha, Sa, Sb, ca, cb) -> np.ndarray:
@@ -258,44 +276,35 @@ class _Boxes:
         cos = 1 / (1 + Iv(lo, hi).square()).sqrt()
         return _ratio_lower(self._N(A), norm_upper(_sum4(A * cos), _sum4(A * sin)))
 
-    def _q(self, c, S):
-        """``Q_+`` and ``Q_-`` of step 3b at ``(c, S)``: :class:`Iv` or :class:`_Dual` (then with
-        their partial derivatives)."""
-        T = [c + S * d for d in self.ds]
-        r2 = [1 / (t * t + 1) for t in T]
-        r = [x.sqrt() for x in r2]
-        h = {(a, b): ((T[a] * T[b] + 1) * (r[a] * r[b]) + 1).sqrt() for a, b in _PAIRS}
-        q = [None, None]
-        for i in range(4):
-            j, k, l = (x for x in range(4) if x != i)
-            gaps = (Iv(self.ns[k] - self.ns[j]) * (self.ns[l] - self.ns[k])) * (self.ns[l] - self.ns[j])
-            # D_i / (sqrt(2) S^3): the positive common factor is dropped (step 3b)
-            term = r2[j] * r2[k] * r2[l] * (1 / (h[j, k] * h[k, l] * h[j, l])) * gaps
-            for n, sign in enumerate((1, -1)):
-                t = term * (sign * (-1) ** i * self.ns[i] - 0.5)
-                q[n] = t if q[n] is None else q[n] + t
-        return q
+    def farkas(self, lo, hi, Sa, Sb) -> tuple[Iv, Iv]:
+        """Enclosures of the two sides of step 3b's test ``16 S^2 E > sum_i (s_i^2 + s_i)
+        prod_{j != i} q_ij / G_i``, for tangents ``T_i`` anywhere in ``[lo_i, hi_i]`` and slopes
+        ``S`` in ``[Sa, Sb]``.
 
-    def infeasible(self, Sa, Sb, ca, cb, Sm, cm) -> np.ndarray:
-        """Step 3b: the boxes on which the four constraints are surely inconsistent (the mean
-        value form of ``Q_+`` or ``Q_-`` is positive on the whole box)."""
-        out = np.zeros(len(Sa), dtype=bool)
+        Every factor is a function of one ``T_i`` with its monotonicity used (``1 + t`` increases
+        with ``T``, ``1 - t`` decreases, ``s = sqrt(1 + T^2)`` is a function of ``T^2``), and
+        ``1 + t`` is computed without cancellation on both signs of ``T`` (:func:`_one_plus_t`).
+        """
+        T2 = Iv(lo, hi).square()
+        s = (1 + T2).sqrt()
+        ends = _one_plus_t(np.stack([lo, hi, -hi, -lo]))
+        p = Iv(ends.lo[0], ends.hi[1])     # 1 + t_i
+        m = Iv(ends.lo[2], ends.hi[3])     # 1 - t_i = (1 + t)(-T_i)
+        E = (p[:, 0] * p[:, 1] * p[:, 2] * p[:, 3] + m[:, 0] * m[:, 1] * m[:, 2] * m[:, 3]) * 0.5
+        # q_ij for the three j != i of every i, on a last axis
+        q = p[:, _OTHERS[0]] * p[:, _OTHERS[1]] + m[:, _OTHERS[0]] * m[:, _OTHERS[1]]
+        rhs = _sum4((1 + T2 + s) * (q[..., 0] * q[..., 1] * q[..., 2]) * self.inv_gaps)
+        return 16 * Iv(Sa, Sb).square() * E, rhs
+
+    def infeasible(self, Sa, Sb, ca, cb) -> np.ndarray:
+        """Step 3b: the boxes on which the four constraints are surely inconsistent."""
         with np.errstate(invalid="ignore", over="ignore"):
-            at = self._q(Iv(cm), Iv(Sm))
-            # only a box whose centre is surely infeasible can be
-            hope = np.flatnonzero((at[0].lo > 0) | (at[1].lo > 0))
-            if not len(hope):
-                return out
-            Sa, Sb, ca, cb, Sm, cm = (x[hope] for x in (Sa, Sb, ca, cb, Sm, cm))
-            over = self._q(_Dual(Iv(ca, cb), 1.0, 0.0), _Dual(Iv(Sa, Sb), 0.0, 1.0))
-            dc, dS = Iv(ca, cb) - cm, Iv(Sa, Sb) - Sm
-            for q0, q in zip(at, over):
-                out[hope] |= (q0[hope] + q.dc * dc + q.dS * dS).lo > 0
-        return out
+            lhs, rhs = self.farkas(*self._tangent_range(Sa, Sb, ca, cb), Sa, Sb)
+            return lhs.lo > rhs.hi
 
     def bound(self, Sa, Sb, ca, cb, half: float, Mp: float, foot: float | None = None):
         """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it,
-        where step 3b does (from ``L = 32768``), or (with ``foot``) where step 7 does.
+        where step 3b does, or (with ``foot``) where step 7 does.
 
         Also returns the float estimate of the relaxed problem at each centre (a stopping
         rule only, never part of the bound).
@@ -305,8 +314,7 @@ class _Boxes:
         if foot is not None:  # step 7: every shape of the box has its foot after -foot
             excluded |= (Iv(cb) - Iv(Sa) * (Iv(self.L / 2) + foot)).hi < 0
         rest = np.flatnonzero(~excluded)
-        if self.L >= _Q_FROM:
-            rest = rest[~self.infeasible(*(x[rest] for x in (Sa, Sb, ca, cb, Sm, cm)))]
+        rest = rest[~self.infeasible(*(x[rest] for x in (Sa, Sb, ca, cb)))]
         v, point = np.full(len(Sa), np.inf), np.full(len(Sa), np.inf)
         if len(rest):
             Sa, Sb, ca, cb, Sm, cm = (x[rest] for x in (Sa, Sb, ca, cb, Sm, cm))
@@ -327,8 +335,6 @@ FIRST = 8
 #: from this L on, step 5(a) keeps the strip of slopes the pair (0, L) alone settles
 #: within rtol (below it the strip costs more boxes than it saves: measured)
 _STRIP_FROM = 4096
-#: from this L on step 3b is tried on every box (below it, it costs more than it saves: measured)
-_Q_FROM = 32768
 
 
 def _split(Sa, Sb, ca, cb, L: int):
@@ -434,25 +440,37 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        rows ``(1, v_i)`` and ``z_i = (-1)^i D_i`` with ``D_i`` the determinant of ``M`` without
        row ``i``: by Laplace expansion of the ``4 x 4`` matrices ``[M | M_col]`` (two equal
        columns) ``sum_i z_i M_i = 0``, so ``sum z = 0`` and ``w(z) = 0``; step 2 with ``alpha =
-       +-z`` then reads ``0 > N(+-z)``, and a shape with ``N(z) > 0`` or ``N(-z) > 0`` admits no
-       ``(C, u)`` at all.  For angles ``a < b < c`` in ``(-pi/2, pi/2)`` the determinant of the
-       rows ``(1, cos, sin)`` is ``sin(b-a) + sin(c-b) - sin(c-a) = 4 sin((b-a)/2) sin((c-b)/2)
-       sin((c-a)/2)`` (sum-to-product twice), and with ``sin(x/2) = sin x/(2 cos(x/2))``,
-       ``sin(t_j - t_i) = (T_j - T_i) r_i r_j``, ``cos(t_j - t_i) = (1 + T_i T_j) r_i r_j``
-       (``r = (1+T^2)^{-1/2}``) and ``cos(x/2) = sqrt((1 + cos x)/2)`` for ``x`` in ``(0, pi)``:
-       ``D = (T_b-T_a)(T_c-T_b)(T_c-T_a) r_a^2 r_b^2 r_c^2 / (2 h_ab h_bc h_ac)``,
-       ``h = sqrt((1 + cos)/2) > 0``, with ``T_j - T_i = S (n_j - n_i)``.  Every ``D_i > 0``, so
-       ``|z_i| = D_i`` and ``N(+-z) = sum_i (+-(-1)^i n_i - 1/2) D_i``; dropping the positive
-       common factor ``sqrt(2) S^3`` leaves ``Q_+-(c, S) = sum_i (+-(-1)^i n_i - 1/2)
-       P_i prod_{j != i} r_j^2 / prod_{pairs of the other three} sqrt(1 + cos)`` (``P_i`` the
-       product of the three count gaps), whose sign is that of ``N(+-z)``.  No angle and no
-       difference of nearby values is computed (the cancellation is in the sum only).  On a box,
-       the mean value theorem gives ``Q(c, S) in Q(centre) + dQ/dc(box) dc + dQ/dS(box) dS``;
-       the centre value is an interval evaluation at the centre point and the partial
-       derivatives are enclosed over the box by forward differentiation in interval arithmetic
-       (:class:`_Dual`).  A box where that enclosure of ``Q_+`` or ``Q_-`` is surely positive
-       holds only shapes that cannot count on ``P``, and is discarded.  (The test is tried
-       from ``L = 32768`` on; which boxes are tested never affects validity.)
+       +-z`` then reads ``0 > N(+-z)``, and a shape with ``|z.n| > |z|_1/2`` (``N(z) > 0`` or
+       ``N(-z) > 0``) admits no ``(C, u)`` at all.  Both sides are closed forms without
+       cancellation in the half-angle tangents ``t_i = tan(theta_i/2)`` in ``(-1, 1)``
+       (increasing in ``i``): ``cos theta = (1-t^2)/(1+t^2)``, ``sin theta = 2t/(1+t^2)``,
+       ``T = 2t/(1-t^2)``.  Laplace expansion along the last column gives ``|z.n| = |Delta|``,
+       ``Delta`` the determinant of the rows ``(1, cos theta_i, sin theta_i, n_i)``; with
+       ``n_i = n0 + T_i/S`` (subtract ``n0`` times the first column) and each row multiplied by
+       ``(1+t_i^2)(1-t_i^2) > 0`` the rows become ``(1-t^4, (1-t^2)^2, 2t(1-t^2), 2t(1+t^2))``, and
+       by Cauchy-Binet with the ``4 x 5`` Vandermonde rows ``(1, t_i, .., t_i^4)`` (whose minors
+       without the power ``k`` are ``V e_{4-k}``, ``V = prod_{i<j} (t_j - t_i) > 0``, ``e`` the
+       elementary symmetric functions) and the coefficient minors ``16, 0, 16, 0, 16``:
+       ``Delta = 16 V (1 + e_2 + e_4) / (S prod (1+t_i^2)(1-t_i^2))``, where
+       ``1 + e_2 + e_4 = E = (prod (1+t_i) + prod (1-t_i))/2 > 0``.  Likewise (rows
+       ``(1+t^2, 1-t^2, 2t)``, determinant ``4`` times the Vandermonde) ``D_i = 4 V_i /
+       prod_{j != i} (1+t_j^2) > 0``, ``V_i`` the Vandermonde of the other three, and
+       ``V_i/V = 1/prod_{j != i} |t_i - t_j|``.  From ``T_j - T_i = 2 (t_j - t_i)(1 + t_i t_j) /
+       ((1-t_i^2)(1-t_j^2))`` and ``T_j - T_i = S (n_j - n_i)``, with ``p = 1 + t``,
+       ``m = 1 - t``, ``q_ij = p_i p_j + m_i m_j = 2(1 + t_i t_j)``:
+       ``|t_i - t_j| = S |n_i - n_j| p_i m_i p_j m_j / q_ij``; and ``(1 + t^2)/(1 - t^2)^2 =
+       (s^2 + s)/2`` with ``s = sqrt(1 + T^2)``.  Altogether the products of all ``p_j m_j``
+       cancel and ``|z.n| / (|z|_1/2) = 16 S^2 E / sum_i (s_i^2 + s_i) prod_{j != i} q_ij / G_i``,
+       ``G_i = prod_{j != i} |n_i - n_j|``.  Every term is positive, ``p = 1 + T/(1 + s)`` is
+       computed as ``(1 + 1/(s - T))/(1 + s)`` for ``T < 0`` (:func:`_one_plus_t`) and
+       ``m(T) = p(-T)``: no difference of nearby values is formed.  On a box, ``t`` increases
+       with ``T`` (so ``p_i`` lies between its values at the ends of the range of ``T_i`` of
+       step 3, and ``m_i`` too), ``s_i`` is a function of ``T_i^2`` and ``S`` lies in
+       ``[Sa, Sb]``, so interval evaluation encloses both sides for every shape in the box
+       (:meth:`_Boxes.farkas`).  A box where the left side is surely larger holds only shapes
+       that cannot count on ``P``, and is discarded.  (Which boxes are tested never affects
+       validity; the test needs no centre and no derivative, so deep inside the infeasible
+       region, where the ratio is far above ``1``, whole large boxes go at once.)
 
     4. **Symmetry.**  ``(lam, n0, C, (u1, u2))`` is feasible for ``P`` iff
        ``(lam, L - n0, L - C, (-u1, u2))`` is: the new angles are ``theta'_n = -theta_{L-n}``,
@@ -485,12 +503,13 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
 
     6. **Branch and bound.**  The domain of step 5 is first cut into ``8 x 8`` boxes
        (:func:`_first_boxes`; geometric in ``S`` and ``c``).  Boxes whose bound is ``>= R_t`` are discarded (no shape in them
-       does better than ``R_t``).  In rounds, every box with a bound below ``R_t/(1 + rtol)``
+       does better than ``R_t``).  In rounds, every box with a bound below ``R_t/(1 + a)``
        (the smallest first, when the budget runs out) is split by :func:`_split` (a few times
-       over while the boxes are few) until the smallest bound is ``>= R_t/(1 + rtol)`` (or
-       within ``rtol`` of the smallest float value of the relaxed problem met at a box centre,
+       over while the boxes are few) until the smallest bound is ``>= R_t/(1 + a)`` (or
+       within ``a`` of the smallest float value of the relaxed problem met at a box centre,
        when that is below ``R_t``: no bound can exceed it), or ``max_boxes`` boxes were
-       evaluated.  Every shape lies in a
+       evaluated; ``a = rtol`` from ``L = 4096`` on (where the strip of step 5(a) caps the
+       result at ``R_s`` anyway) and ``rtol/2`` below.  Every shape lies in a
        remaining box, a discarded box, or an excluded region, so
        ``R*(L) >= min(smallest remaining bound, R_s, R_t)``, which is returned.
 
@@ -534,6 +553,8 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     # the relaxed problem's value at any evaluated shape caps what can be proven: once one is
     # below the target, aim within rtol of the smallest such value instead (a stopping rule)
     reach = R_target
+    # where no strip caps the result, aim within rtol/2 (step 6)
+    aim = rtol if L >= _STRIP_FROM else rtol / 2
 
     def bound(Sa, Sb, ca, cb):
         nonlocal reach
@@ -547,7 +568,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
     keep = v < R_target
     live, v = [x[keep] for x in live], v[keep]
     while len(v) and evaluated < max_boxes:
-        open_ = np.flatnonzero(v < reach / (1 + rtol))
+        open_ = np.flatnonzero(v < reach / (1 + aim))
         if not len(open_):
             break
         batch = max(1, min(len(open_), (max_boxes - evaluated + 1) // 2))

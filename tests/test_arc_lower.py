@@ -3,6 +3,7 @@
 import functools
 import itertools
 import math
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -12,7 +13,7 @@ from scipy.optimize import linprog, minimize
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bounds.arc_lower import _Boxes, arc_lower
+from bounds.arc_lower import _Boxes, _exact_alpha, arc_lower
 from verify.intervals import Iv
 from constructions.cell import Cell
 from constructions.closed_forms import arc_closed_form
@@ -211,8 +212,7 @@ def test_infeasible_boxes_hold_no_counting_shape(L, S_rel, gam, log_width, aspec
     ca = np.array([gam * S_star * L / 2])
     cb = ca + width * S_star * L / 2
     boxes = _Boxes(L)
-    Sm, cm = 0.5 * (Sa + Sb), 0.5 * (ca + cb)
-    if not boxes.infeasible(Sa, Sb, ca, cb, Sm, cm)[0]:
+    if not boxes.infeasible(Sa, Sb, ca, cb)[0]:
         return
     S = float(Sa[0] + point[0] * (Sb[0] - Sa[0]))
     c = float(ca[0] + point[1] * (cb[0] - ca[0]))
@@ -229,41 +229,95 @@ def test_infeasible_boxes_are_found(L):
         Sa = np.array([S_star * S_rel])
         Sb, ca = Sa * (1 + 1e-4), np.array([gam * S_star * L / 2])
         cb = ca + 1e-4 * S_star * L / 2
-        called = boxes.infeasible(Sa, Sb, ca, cb, 0.5 * (Sa + Sb), 0.5 * (ca + cb))[0]
+        called = boxes.infeasible(Sa, Sb, ca, cb)[0]
         assert called == steep
         assert _strictly_feasible(boxes.ns, 1 / Sa[0], L / 2 - ca[0] / Sa[0]) != steep
 
 
-@settings(max_examples=50, deadline=None)
-@given(ns=st.lists(st.integers(0, 10**6), min_size=4, max_size=4, unique=True),
-       log_S=st.floats(-16.0, 0.0), c=st.floats(-30.0, 30.0))
-def test_infeasibility_value_has_the_sign_of_the_farkas_certificate(ns, log_S, c):
-    """``Q_+-`` (step 3b) has the sign of ``N(+-z)``, ``z`` the cofactors of the rows
-    ``(1, v_i)`` computed by numpy determinants (an independent computation), for any four
-    counts and shape; and ``sum z = 0``, ``w(z) = 0``."""
-    ns = sorted(ns)
+def _farkas_ratio(ns, S, c, dps=60):
+    """``|z.n| / (|z|_1/2)`` at a shape, ``z`` the cofactors of the rows ``(1, v_i)`` by mpmath
+    determinants (an independent computation), with the checks ``sum z = 0``, ``w(z) = 0``."""
     L = ns[-1]
-    S = math.exp(log_S)
-    boxes = _Boxes(L, ns)
-    q = boxes._q(Iv(np.array([c])), Iv(np.array([S])))
-    with mpmath.workdps(60):
+    with mpmath.workdps(dps):
         T = [mpmath.mpf(c) + mpmath.mpf(S) * (n - mpmath.mpf(L) / 2) for n in ns]
         V = [[1, 1 / mpmath.sqrt(1 + t * t), t / mpmath.sqrt(1 + t * t)] for t in T]
         z = [(-1) ** i * mpmath.det(mpmath.matrix([V[j] for j in range(4) if j != i]))
              for i in range(4)]
         top = max(abs(x) for x in z)
         for col in range(3):
-            assert abs(sum(z[i] * V[i][col] for i in range(4))) < mpmath.mpf(10) ** -50 * top
-        Ns = [float(sign * sum(z[i] * ns[i] for i in range(4)) - sum(abs(x) for x in z) / 2)
-              for sign in (1, -1)]
-        scale = float(top) * L
-    for N, qs in zip(Ns, q):
-        if qs.lo[0] > 0:
-            assert N > -1e-7 * scale
-        if qs.hi[0] < 0:
-            assert N < 1e-7 * scale
-        if abs(N) > 1e-3 * scale:  # a clear sign: the enclosure is on the same side
-            assert (qs.lo[0] > 0) == (N > 0) and (qs.hi[0] < 0) == (N < 0)
+            assert abs(sum(z[i] * V[i][col] for i in range(4))) < mpmath.mpf(10) ** (10 - dps) * top
+        return float(abs(sum(z[i] * ns[i] for i in range(4))) / (sum(abs(x) for x in z) / 2))
+
+
+@settings(max_examples=60, deadline=None)
+@given(ns=st.lists(st.integers(0, 10**6), min_size=4, max_size=4, unique=True),
+       log_S=st.floats(-16.0, 0.0), c=st.floats(-30.0, 30.0))
+def test_farkas_test_is_the_ratio_of_the_certificate(ns, log_S, c):
+    """The two sides of step 3b at a point have the ratio ``|z.n|/(|z|_1/2)`` (mpmath
+    cofactors), for any four counts and shape; their enclosures are ordered like it."""
+    ns = sorted(ns)
+    L = ns[-1]
+    S = math.exp(log_S)
+    boxes = _Boxes(L, ns)
+    # the closed form takes T_i = c + S d_i exactly: enclose the float rounding of T
+    box = Iv(np.array([c])) + Iv(np.array([S])) * boxes.ds
+    lhs, rhs = boxes.farkas(box.lo[None], box.hi[None], np.array([S]), np.array([S]))
+    ratio = _farkas_ratio(ns, S, c)
+    mid = (lhs.lo[0] + lhs.hi[0]) / (rhs.lo[0] + rhs.hi[0])
+    assert mid == pytest.approx(ratio, rel=1e-6)
+    if lhs.lo[0] > rhs.hi[0]:
+        assert ratio > 1
+    if rhs.lo[0] > lhs.hi[0]:
+        assert ratio < 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(L=st.sampled_from([8, 64, 4096, 1048576]), S_rel=st.floats(0.3, 30.0),
+       gam=st.floats(0.0, 3.0), log_width=st.floats(-6.0, 0.0), aspect=st.floats(-2.0, 2.0),
+       point=st.tuples(st.floats(0, 1), st.floats(0, 1)))
+def test_farkas_enclosure_holds_every_shape_of_the_box(L, S_rel, gam, log_width, aspect, point):
+    """Over a box, the enclosures of the two sides of step 3b contain their values at any shape
+    of the box (recomputed from the mpmath ratio, whose right side is enclosed at that point)."""
+    S_star = 1 / arc_closed_form(CELL, L)["lambda"]
+    width = math.exp(log_width)
+    Sa = np.array([S_star * S_rel])
+    Sb = Sa * (1 + width * math.exp(aspect))
+    ca = np.array([gam * S_star * L / 2])
+    cb = ca + width * S_star * L / 2
+    boxes = _Boxes(L)
+    lhs, rhs = boxes.farkas(*boxes._tangent_range(Sa, Sb, ca, cb), Sa, Sb)
+    S = float(Sa[0] + point[0] * (Sb[0] - Sa[0]))
+    c = float(ca[0] + point[1] * (cb[0] - ca[0]))
+    with mpmath.workdps(40):
+        T = [mpmath.mpf(c) + mpmath.mpf(S) * (int(n) - mpmath.mpf(L) / 2) for n in boxes.ns]
+        t = [mpmath.tan(mpmath.atan(x) / 2) for x in T]
+        left = 16 * mpmath.mpf(S) ** 2 * (mpmath.fprod(1 + x for x in t) + mpmath.fprod(1 - x for x in t)) / 2
+        right = 0
+        for i in range(4):
+            s_i = mpmath.sqrt(1 + T[i] ** 2)
+            right += (s_i ** 2 + s_i) * mpmath.fprod(2 * (1 + t[i] * t[j]) / abs(int(boxes.ns[i]) - int(boxes.ns[j]))
+                                                     for j in range(4) if j != i)
+        assert lhs.lo[0] <= left <= lhs.hi[0]
+        assert rhs.lo[0] <= right <= rhs.hi[0]
+        # and these exact values have the certificate's ratio
+        assert float(left / right) == pytest.approx(_farkas_ratio([int(n) for n in boxes.ns], S, c), rel=1e-9)
+
+
+def test_farkas_test_discards_large_boxes_deep_in_the_infeasible_region():
+    """Not vacuous: at L = 2^20 a box of slopes from 2 to 4 times the optimum's (a factor 2
+    wide, every foot between the middle and far outside) holds no counting shape and is
+    called infeasible whole; a box of slightly flatter arcs than the optimum is not."""
+    L = 1 << 20
+    S_star = 1 / arc_closed_form(CELL, L)["lambda"]
+    boxes = _Boxes(L)
+    wide = boxes.infeasible(np.array([2 * S_star]), np.array([4 * S_star]),
+                            np.array([0.0]), np.array([4 * S_star * L]))
+    assert wide[0]
+    # the optimum lies on the edge of the feasible set; a slightly flatter arc counts
+    flat = boxes.infeasible(np.array([0.9 * S_star]), np.array([0.9 * S_star * (1 + 1e-9)]),
+                            np.array([0.0]), np.array([1e-9]))
+    assert not flat[0]
+    assert _strictly_feasible(boxes.ns, 1 / (0.9 * S_star), L / 2)
 
 
 @pytest.mark.parametrize("L", [4096, 16384])
@@ -271,3 +325,21 @@ def test_bound_at_larger_L_is_tight_and_below_the_optimum(L):
     """From L = 4096 the strip of step 5(a) is used: still at most R_sym, and within 1e-4."""
     b = arc_lower(L, r_sym(L))
     assert b <= r_sym(L) and r_sym(L) / b - 1 < 1.2e-4
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.lists(st.floats(-1e3, 1e3) | st.floats(-1e-30, 1e-30), min_size=3, max_size=3),
+                     min_size=1, max_size=8))
+def test_exact_alpha_sums_to_zero_exactly_and_stays_close(rows):
+    """The multipliers of step 3 sum to exactly zero (rational arithmetic on the floats) and, for
+    rows that sum to zero up to rounding (as the candidates do), move by at most ``3 * 2^-50`` of
+    a row's largest entry plus the row's exact sum."""
+    alpha = np.array([r + [-(r[0] + r[1] + r[2])] for r in rows], dtype=float)
+    out = _exact_alpha(alpha)
+    for row, new in zip(alpha, out):
+        assert sum(Fraction(float(x)) for x in new) == 0
+        big = max(abs(row))
+        if big >= 2.0 ** -900:
+            assert max(abs(new - row)) <= 3 * 2.0 ** -50 * big + abs(float(sum(Fraction(float(x)) for x in row)))
+        else:
+            assert not new.any()
