@@ -70,7 +70,7 @@ pi/2`` towards ``h_s + h_a`` (``h_b`` is then the mirror image of ``h_a`` in ``t
 amplitude:* nothing while the count task's optimum has ``sigma <= d``, then the factor
 ``1/cos phi`` on ``B``, which grows without bound as ``sigma -> 2 d``.
 
-*L\* of bare pre-norm is the count task's* (:func:`bounds.lstar.cell_l_star`): ``L*(select)
+*L* of bare pre-norm is the count task's* (:func:`bounds.lstar.cell_l_star`): ``L*(select)
 <= L*(count)`` (the count task is a sub-task), and at every ``L <= L*(count)`` the count
 task's interval opens at some ``rho < rho_max = exp(2 sqrt(d))`` (it is open at ``rho_max`` and
 the inequalities are strict, so it stays open a little below), where ``cos phi > 0``: the
