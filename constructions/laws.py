@@ -448,6 +448,14 @@ def last_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
     return (H * B + ops.sqrt(H**2 * B**2 - 4 * sigma)) / 2
 
 
+def last_score_gap_max(cell: Cell, B, ops: Ops = SYMPY):
+    """The largest score gap ``sigma = <h_a, h_s - h_a>`` seen from ``a`` at budget ``B`` (softmax,
+    pre-norm with a gain, the last read): ``H^2 B^2/4``, where :func:`last_value_gap` has a real
+    root (at the BOS read :func:`score_gap_max`, ``2 H V B^2``, is far larger)."""
+    H, _ = value_reach(cell, ops)
+    return (H * B) ** 2 / 4
+
+
 def last_capacity(cell: Cell, t, B, ops: Ops = SYMPY):
     """``B X`` at shape ``t = rho >= 1`` (:func:`last_value_gap`): the largest Mobius amplitude
     ``D = <w, h_a - h_s>`` at the last read."""

@@ -163,8 +163,10 @@ def refusal(cell: Cell) -> str | None:
         return None
     what = f"the {task} task at the {read} read"
     if cell.readout == "classification":
-        if read == "last":
-            return f"{what} has no construction yet for classification (regression is built)"
+        if read == "last" and task == "count":
+            # the head of constructions.last_read on the last-read regression geometry
+            return refusal(cell.replace(readout="regression")) or (
+                None if cell.pre else f"{what} has no construction yet for classification without pre-norm")
         # the head of constructions.classification on the regression geometry, whose e_b
         # changes no output: the count task's head, margin and storage
         return refusal(cell.replace(readout="regression"))
@@ -364,11 +366,11 @@ class TaskDesign(RegressionDesign):
     # ------------------------------------------------- the last read, softmax: the shifted segment
     def domain(self, L_value: int, B_value: float):
         """The last read, softmax: ``rho >= 1`` with ``sigma = sqrt(d) log rho <= H^2 B^2/4``
-        (:func:`constructions.laws.last_value_gap`), and not beyond ``1e4 (L+2)^2``."""
+        (:func:`constructions.laws.last_score_gap_max`), and not beyond ``1e4 (L+2)^2``."""
         if not (self.last and self.family == "segment"):
             return super().domain(L_value, B_value)
-        H, _ = laws.value_reach(self.cell, laws.FLOAT)
-        log_hi = min((H * B_value) ** 2 / (4 * math.sqrt(self.cell.d)), math.log(1e4 * (L_value + 2) ** 2))
+        sigma_max = laws.last_score_gap_max(self.cell, B_value, laws.FLOAT)
+        log_hi = min(sigma_max / math.sqrt(self.cell.d), math.log(1e4 * (L_value + 2) ** 2))
         return (1.0, math.exp(log_hi))
 
     def interval(self, t_value, L_value: int):

@@ -1,0 +1,177 @@
+"""The last-position read beyond the regression cells of tests/test_tasks.py: classification
+heads and their margin bound, softmax without a norm (``L* = 2``), bare pre-norm softmax.
+
+* every head is certified by the judge at several ``L`` and ``d``, with every vector of norm at
+  most 1 and its margin below the proven bound;
+* the lemmas of the bound, on random parameter sets of norm at most 1: the outputs after ``s``
+  are collinear with the gaps the proof states, and the best head for them (linear programming
+  over every head, tests/test_margin.py) never beats the bound;
+* the bound closes on the construction as ``L`` grows;
+* the sweep's rows and JSON keys.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bounds import sweep as sweep_mod
+from bounds.last_margin import last_margin_upper
+from bounds.margin import margin_upper
+from bounds.search import classification_row
+from constructions import Cell, classification, laws
+from tests.test_margin import best_head, outputs_of, random_vectors
+from verify import counts_to
+from verify.forward import numbers
+
+#: every classification cell built at the last read (the regression last-read geometries)
+HEADS = [dict(attention="linear", variant="pre_bare"),
+         dict(attention="linear", variant="pre_bare", norm="rmsnorm"),
+         dict(attention="linear", variant="pre_learned", affine="gain"),
+         dict(attention="linear", variant="pre_learned"),
+         dict(attention="linear", variant="pre_learned", norm="rmsnorm"),
+         dict(attention="linear", variant="pre_learned", norm="rmsnorm", affine="gain_bias"),
+         dict(attention="softmax", variant="pre_learned"),
+         dict(attention="softmax", variant="pre_learned", affine="gain"),
+         dict(attention="softmax", variant="pre_learned", norm="rmsnorm")]
+
+
+def _head_cell(kw, d=8) -> Cell:
+    return Cell(readout="classification", read="last", d=d, **kw)
+
+
+def _ids(kw) -> str:
+    return "-".join(str(v) for v in kw.values())
+
+
+@pytest.mark.parametrize("kw", HEADS, ids=_ids)
+def test_the_last_read_head_is_certified_below_the_bound(kw):
+    for d, L in ((3, 2), (3, 9), (8, 5), (8, 33), (16, 12)):
+        cell = _head_cell(kw, d)
+        params = classification.design(cell).build(L)
+        res = counts_to(params, L, "arb256")
+        assert res.certified and res.min_margin > 0, (d, L, res.verdict)
+        assert params.bound() <= 1
+        assert res.min_margin <= margin_upper(cell, L)
+
+
+@pytest.mark.parametrize("kw", [HEADS[3], HEADS[4], HEADS[6], HEADS[8]], ids=_ids)
+def test_the_bound_closes_on_the_construction(kw):
+    """``margin_upper/margin`` falls towards 1 (the bound ignores only the count 0, whose gap
+    is one of L)."""
+    cell = _head_cell(kw)
+    ratios = [classification_row(cell, L)["margin_ratio"] for L in (8, 64)]
+    assert 1 <= ratios[1] < ratios[0] and ratios[1] < 1.02
+
+
+@pytest.mark.parametrize("kw", [HEADS[3], HEADS[6], HEADS[8]], ids=_ids)
+def test_the_head_is_nearly_max_min_for_its_outputs(kw):
+    """The head reads along the line of ``z_1..z_L``; a head that also reads ``z_0``'s offset
+    from that line (linear programming over every head) gains a little, less as L grows."""
+    cell = _head_cell(kw, 4)
+    gains = []
+    for L in (2, 12):
+        params = classification.design(cell).build(L)
+        z = outputs_of(cell, {k: v for k, v in params.vectors.items() if k != "u"}, L)
+        m = float(counts_to(params, L, "arb256").min_margin)
+        assert m <= best_head(z, outer=True) * (1 + 1e-9)
+        gains.append(best_head(z, outer=False) / m)
+    assert gains[1] < max(gains[0], 1 + 1e-6) and gains[1] < 1.02
+
+
+def _values(cell: Cell, vectors: dict):
+    """``(h_s, h_a)`` of the parameters (float64), through the judge's own conversion."""
+    from constructions import Params
+
+    L = 1
+    params = Params(cell, {**vectors, "u": np.zeros((L + 1, cell.d))}, {"b": [0.0] * (L + 1)})
+    nums = numbers(params, "float64")
+    return np.asarray(nums.h["s"], dtype=float), np.asarray(nums.h["a"], dtype=float)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kw=st.sampled_from(HEADS), L=st.integers(2, 7), seed=st.integers(0, 2**31))
+def test_random_parameters_obey_the_lemmas_of_the_bound(kw, L, seed):
+    """For any parameters of norm <= 1: ``z_1..z_L`` are collinear with the gaps of the proof
+    (``tau |h_a|^3 <= cap(1, 1)``; ``X rho/((rho+c)(rho+c+1))`` with ``X <= Xmax(sigma)`` and
+    ``sigma <= H^2/4``), and no head for their outputs beats the bound."""
+    cell = _head_cell(kw, 4)
+    rng = np.random.default_rng(seed)
+    vectors = random_vectors(cell, rng)
+    z = outputs_of(cell, vectors, L)
+    if not np.all(np.isfinite(z)):
+        return
+    step = np.diff(z[1:], axis=0)
+    lengths = np.linalg.norm(step, axis=1)
+    direction = step[0] / lengths[0]
+    assert np.allclose(step, lengths[:, None] * direction, atol=1e-9 * max(1.0, lengths.max()))
+    h_s, h_a = _values(cell, vectors)
+    d = cell.d
+    if laws.family(cell) == "line":
+        kappa = np.linalg.norm(h_a) ** 3 / math.sqrt(d)
+        assert np.allclose(lengths, kappa, rtol=1e-9)
+        assert kappa <= laws.capacity(cell, 1, 1, laws.FLOAT) * (1 + 1e-12)
+    else:
+        X = np.linalg.norm(h_a - h_s)
+        sigma = float(h_a @ (h_s - h_a))
+        rho = math.exp(sigma / math.sqrt(d))
+        c = np.arange(1, L)
+        assert np.allclose(lengths, X * rho / ((rho + c) * (rho + c + 1)), rtol=1e-9)
+        assert sigma <= laws.last_score_gap_max(cell, 1.0, laws.FLOAT) * (1 + 1e-12)
+        assert X <= laws.last_value_gap(cell, 1.0, min(sigma, laws.last_score_gap_max(cell, 1.0, laws.FLOAT)),
+                                        laws.FLOAT) * (1 + 1e-12)
+    # the inscribed polygon: at most the true optimum (bare pre-norm can sit at the bound)
+    assert best_head(z, outer=False) <= last_margin_upper(cell, L) * (1 + 1e-9) + 1e-12
+
+
+def test_the_line_bound_by_hand():
+    """``cap(1, 1)/(L - 1)``: bare pre-norm has ``kappa = tau d^{3/2} = d``."""
+    cell = _head_cell(HEADS[0])
+    assert last_margin_upper(cell, 9) == pytest.approx(8 / 8, rel=1e-12)
+    assert last_margin_upper(cell.replace(variant="none"), 9) is None  # no proof without pre-norm
+
+
+def test_the_classification_sweep_at_the_last_read(capsys):
+    argv = ["--variant", "pre_learned", "--attention", "softmax", "--readout", "classification",
+            "--read", "last", "--Lmax", "16", "--jobs", "1", "--quiet", "--json"]
+    assert sweep_mod.main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["read"], result["readout"], result["L_star"]) == ("last", "classification", None)
+    assert result["fit"]["theory"] == -3.0
+    rho_max = math.exp((1 + math.sqrt(7)) ** 2 / (4 * math.sqrt(8)))  # exp(H^2/(4 sqrt d))
+    assert f"rho_max = {rho_max:.4g}" in result["fit"]["theory_note"]
+    for row in result["rows"]:
+        assert row["certified"] and row["B_min"] == 0.0 and row["B_min_is_infimum"]
+        assert 0 < row["margin"] <= row["margin_upper"]
+        assert row["margin_ratio"] == pytest.approx(row["margin_upper"] / row["margin"])
+        assert row["storage"] == (row["L"] + 1) * 9 + 4 * 8  # u, b; e_s, e_a, g, beta
+        assert row["margin_bound"] <= 1
+
+
+def _readme_section() -> str:
+    from tests.test_readme import README
+
+    return README.split("## Selective counting and the last-position read", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_margin_table_is_what_the_sweep_certifies():
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in _readme_section().splitlines() if line.startswith("  | linear") or line.startswith("  | softmax")]
+    assert len(rows) == 8
+    for text, L, margin, ratio, bos in rows:
+        attention, _, rest = text.partition(", ")
+        parts = rest.split(" ")
+        kw = dict(attention=attention, variant=parts[0], norm="rmsnorm" if "rmsnorm" in parts else "layernorm",
+                  affine=next((p for p in parts if p in ("gain", "gain_bias")), None))
+        cell = _head_cell(kw)
+        row = classification_row(cell, int(L))
+        assert row["certified"]
+        assert row["margin"] == pytest.approx(float(margin), rel=1e-5)
+        assert row["margin_ratio"] == pytest.approx(float(ratio), abs=2e-6)
+        assert classification_row(cell.replace(read="bos"), int(L))["margin"] == pytest.approx(float(bos), rel=1e-5)
