@@ -242,6 +242,36 @@ def last_line_lower(cell: Cell, L: int) -> float:
         return arb_floor(laws.budget(cell, 1 - flint.arb(1) / (L - 1), laws.ARB))
 
 
+def last_pair_lower(cell: Cell, L: int, rtol: float = 1e-12) -> float:
+    """Softmax attention without a norm read at the last position: ``B*``, the root of
+    ``2 B^2 = D_lo(exp(-2 B^2/sqrt(d)))``, ``D_lo(rho) = (rho+2)/(rho+4)``, at ``L = 2`` (0 at
+    ``L = 1``; nothing counts beyond).
+
+    *Proof* (:mod:`constructions.last_read`).  With ``e = h``, ``y(0) = K - D`` and
+    ``y(n) = K + D n/(rho+n)``; counting ``n = 0`` and ``n = 2`` needs ``D (1 + 2/(rho+2)) > 1``,
+    i.e. ``D > D_lo(rho)``, which increases in ``rho``.  At budget ``B``, ``D <= 2 B^2`` and
+    ``rho >= exp(-2 B^2/sqrt(d))`` (:func:`constructions.laws.last_pair_reach`), so a counting set
+    has ``2 B^2 > D_lo(exp(-2 B^2/sqrt(d)))``.  The left side increases in ``B`` and the right
+    decreases, so every ``B`` at which ``2 B^2 - D_lo(exp(-2 B^2/sqrt(d))) < 0`` holds surely
+    (ball arithmetic) is below every counting budget; bisection returns the largest one found.
+    """
+    if L <= 1:
+        return 0.0
+    with flint.ctx.workprec(PREC):
+        sd = flint.arb(cell.d).sqrt()
+
+        def below(b: float) -> bool:
+            cap = laws.last_pair_reach(cell, flint.arb(b))
+            rho = (-cap / sd).exp()
+            return bool(cap - (rho + 2) / (rho + 4) < 0)
+
+        lo, hi = 1e-3, 2.0
+        while hi - lo > rtol * lo:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if below(mid) else (lo, mid)
+        return lo
+
+
 def _last_budget_needed(cell: Cell, D: flint.arb, sigma_low: flint.arb, sigma_high: flint.arb) -> flint.arb:
     """Smallest ``B`` that reaches the Mobius amplitude ``D`` at the last read with a score gap
     in ``[sigma_low, sigma_high]`` (softmax, pre-norm with a gain; :mod:`constructions.tasks`).
@@ -331,7 +361,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     count task, ``(s, a^n)`` for ``n <= L``, are inputs of the select task (``n_b = 0``) with
     the same targets, read at the same position: parameters that solve select to ``L`` count
     to ``L``, so ``B_min(select) >= B_min(count) >= B_lower(count)``.  The count task at the
-    last read: :func:`last_line_lower` (linear attention with pre-norm) and
+    last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``),
+    :func:`last_line_lower` (linear attention with pre-norm) and
     :func:`last_segment_lower` (softmax with pre-norm and a gain; both use only ``|N(e)_i| <= M``
     with a gain, true for every ``eps``); None elsewhere.
 
@@ -345,6 +376,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     if cell.readout == "classification":
         return 0.0
     if cell.read.last:
+        if cell.attention == "softmax" and not cell.normed and not cell.distractor:
+            return last_pair_lower(cell, L)
         if cell.distractor or not cell.pre or (cell.eps > 0 and laws.rigid(cell)):
             return None
         if cell.attention == "linear":

@@ -85,16 +85,32 @@ def l_star(d: int) -> int:
     return lo
 
 
+def l_star_reason(cell: Cell) -> str:
+    """Why the cell's ``L*`` (:func:`cell_l_star`) is finite, in words."""
+    if cell.read.last and not cell.normed:
+        return "softmax without a norm at the last read (e = h ties y(0) to the amplitude)"
+    if cell.post:
+        return f"post-norm at d = {cell.d}"
+    return "bare pre-norm"
+
+
 def cell_l_star(cell: Cell) -> int | None:
     """The exact largest countable ``L`` of a cell where it is finite, else None.
 
     Softmax regression with rigid values (bare pre-norm, either norm kind: ``|h| = sqrt(d)``
     and the score gap reaches ``2 d`` at ``h_a = -h_s``): :func:`l_star`.  Below the smallest
     width of post-norm (:func:`constructions.laws.smallest_d`) with ``eps = 0`` every input
-    maps to one of two points: 1.
+    maps to one of two points: 1.  Softmax regression without a norm read at the last
+    position: 2 (:mod:`constructions.last_read`).
     """
     if cell.post and cell.d < laws.smallest_d(cell) and cell.eps == 0:
         return 1  # eps = 0: scale invariance leaves two points (with eps > 0 it does not)
+    if cell.read.last:
+        if cell.attention == "softmax" and not cell.normed and cell.readout == "regression":
+            from constructions.last_read import PAIR_L_STAR
+
+            return PAIR_L_STAR  # e = h ties y(0) to the Mobius amplitude (constructions.last_read)
+        return None
     if cell.readout == "regression" and laws.family(cell) == "segment" and laws.rigid(cell):
         return l_star(cell.d)
     return None

@@ -49,6 +49,9 @@ def _unavailable(cell: Cell, L: int):
     if cell.post:
         return (f"post-norm ({cell.kind.name}) at d = {cell.d} maps every input to one of two "
                 f"points; no parameters count to L >= 2 (it needs d >= {laws.smallest_d(cell)})")
+    if cell.read.last:
+        return (f"softmax without a norm read at the last position: y(0) = K - D and y(n) = "
+                f"K + D n/(rho+n); beyond L* = {top} no parameter set counts (constructions.last_read)")
     return (f"bare pre-norm bounds the scores; beyond L* = {top} no parameter norm suffices")
 
 

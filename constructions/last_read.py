@@ -24,16 +24,46 @@ segment).  The outputs are read along ``u`` by the 1-D head of
 :func:`constructions.classification.collinear_head`, whose margin is ``1/sum_c 1/gap_c``
 (:mod:`constructions.classification`); the softmax shape ``rho`` maximises it.  The proven
 upper bound over every parameter set is :mod:`bounds.last_margin`.
+
+**Softmax attention without a norm: counting stops at L = 2** (:class:`PairDesign`).  With
+``e = h`` the count ``n = 0`` is read at ``s`` with ``r = 2 e_s``, so ``y(0) = K - D`` and
+``y(n) = K + D phi(n)`` (``n >= 1``), ``K = <w, e_a + e_s> + w0``, ``D = <w, e_a - e_s>``,
+``phi(n) = n/(rho+n)``, ``rho = exp(tau <e_a, e_s - e_a>)``: one amplitude for every count,
+``y(n) = K + D psi(n)`` with ``psi(0) = -1``, ``psi(n) = phi(n)``.  A constant ``K`` counts iff
+the intervals ``(n - D psi(n) - 1/2, n - D psi(n) + 1/2)`` meet, i.e. (Helly, in one dimension)
+iff every pair ``i > j`` has ``(i - j) - 1 < D (psi(i) - psi(j)) < (i - j) + 1``
+(:func:`pair_interval`).  Nothing counts beyond ``L = 2`` (:mod:`constructions.tasks`: the
+pairs ``(1, 0)`` and ``(L, 1)`` need ``(L - 2)(1 + phi(1)) < 2 (phi(L) - phi(1))``, false for
+``L >= 4`` since ``phi(L) - phi(1) < 1 - phi(1)``, and for ``L = 3`` since ``2 rho/((rho+2)
+(rho+3)) < 1/2``).  At ``L = 2``
+
+    D_lo(rho) = (rho + 2)/(rho + 4)   (the pair (2, 0)),
+    D_hi(rho) = min(2 (rho+1)/(rho+2), 3 (rho+2)/(rho+4), 2 (rho+1)(rho+2)/rho) > D_lo(rho)
+
+(``2(rho+1)(rho+4) - (rho+2)^2 = rho^2 + 6 rho + 4 > 0``), and ``L = 1`` needs only
+``0 < D < 2 (rho+1)/(rho+2)``.  At budget ``B``, ``D <= 2 B^2`` and ``rho >= exp(-2 B^2/sqrt(d))``
+(:func:`constructions.laws.last_pair_reach`), and ``D_lo`` increases in ``rho``, so counting
+to 2 needs ``2 B^2 > D_lo(exp(-2 B^2/sqrt(d)))``; the left side increases in ``B`` and the right
+decreases, so ``B_min(2) = B*`` is the root of ``2 B^2 = D_lo(exp(-2 B^2/sqrt(d)))``, not
+attained (:func:`pair_budget`; proven as :func:`bounds.lower.last_pair_lower`).  The
+construction is that extremal geometry: ``e_s = B c_1 = -e_a`` (so ``rho = exp(-2 B^2/sqrt(d))``
+and ``e_a + e_s = 0``), ``w = -(D/(2B)) c_1`` with ``D`` the middle of ``(D_lo, min(D_hi,
+2 B^2))``, ``w0 = K`` the middle constant: it counts at every ``B > B*``.
 """
 
 from __future__ import annotations
 
+import math
+
 import mpmath
 import numpy as np
+import sympy
 
 from constructions import laws, zoom
 from constructions.cell import Cell, Params
 from constructions.classification import ClassificationDesign, check_size, collinear_head
+from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _temperature, _vec
+from constructions.symbols import C1, E_A, E_S, H_A, H_S, W, W0, A, B, C, inner
 from constructions.tasks import SHRINK, last_offsets
 
 #: the scale of ``e_s`` in the line geometry: the offset ``delta = -Delta (1 - LINE_SLACK)``
@@ -142,3 +172,111 @@ class LastReadHead(ClassificationDesign):
                 raise ValueError(f"{self.cell.describe()}: the last-read outputs are not in order at L = {L_value}")
             vec["u"], b = collinear_head(x, u)
             return Params(self.cell, vec, {"b": b})
+
+
+# ---------------------------------------------------------------------- softmax without a norm
+#: the largest count softmax attention without a norm reaches at the last read (module docstring)
+PAIR_L_STAR = 2
+
+
+def _psi(n, rho):
+    """``psi(0) = -1``, ``psi(n) = n/(rho+n)``: ``y(n) = K + D psi(n)`` (plain arithmetic)."""
+    return -1 + 0 * rho if n == 0 else n / (rho + n)
+
+
+def pair_interval(rho, L: int):
+    """``(D_lo, D_hi)``: the amplitudes ``D`` for which some ``K`` counts ``n = 0..L`` with
+    ``y(n) = K + D psi(n)`` (module docstring; every pair ``i > j``, plain arithmetic on any
+    number type with ``max``/``min``).  Empty (``D_lo >= D_hi``) for every ``rho`` once
+    ``L >= 3``."""
+    lo, hi = 0 * rho, None
+    for i in range(1, L + 1):
+        for j in range(i):
+            step = _psi(i, rho) - _psi(j, rho)  # > 0: psi increases
+            lo = max(lo, (i - j - 1) / step)
+            hi = (i - j + 1) / step if hi is None else min(hi, (i - j + 1) / step)
+    return lo, hi
+
+
+def _pair_feasible(cell: Cell, B_value: float) -> bool:
+    """Whether the extremal geometry at budget ``B`` leaves an amplitude for ``L = 2`` (floats)."""
+    cap = laws.last_pair_reach(cell, B_value)
+    lo, hi = pair_interval(math.exp(-cap / math.sqrt(cell.d)), PAIR_L_STAR)
+    return lo < min(hi, cap)
+
+
+def pair_budget(cell: Cell, rtol: float = 1e-12) -> float:
+    """``B*``, the root of ``2 B^2 = D_lo(exp(-2 B^2/sqrt(d)))`` (module docstring), by
+    bisection in floats: a screen (the bound is :func:`bounds.lower.last_pair_lower`)."""
+    lo_B, hi_B = 1e-6, 2.0  # 2 B^2 = 8 > 1 > D_lo at the top; nothing counts at the bottom
+    while hi_B / lo_B > 1 + rtol:
+        mid = math.sqrt(lo_B * hi_B)
+        lo_B, hi_B = (lo_B, mid) if _pair_feasible(cell, mid) else (mid, hi_B)
+    return hi_B
+
+
+class PairDesign(RegressionDesign):
+    """Softmax attention without a norm read at the last position (module docstring): the
+    extremal geometry ``e_s = -e_a = B c_1``, whose shape ``rho = exp(-2 B^2/sqrt(d))`` the budget
+    fixes; counts up to ``L = 2``."""
+
+    def __init__(self, cell: Cell):
+        if not (cell.read.last and cell.attention == "softmax" and not cell.normed
+                and cell.readout == "regression" and not cell.distractor):
+            raise ValueError("PairDesign is for softmax attention without a norm, the count task read last")
+        super().__init__(cell)
+        self.capacity_expr = laws.last_pair_reach(cell, B) + 0 * sympy.Symbol("t")
+        self._cap = lambda t_value, B_value: laws.last_pair_reach(cell, np.asarray(B_value, dtype=float))
+        self.capacity_mp = lambda t_value, B_value: laws.last_pair_reach(cell, mpmath.mpf(B_value))
+
+    def steps(self) -> list[Step]:
+        return [_temperature(self.cell),
+                _vec(E_S, B * C1, "the embedding of s", "e_s"),
+                _vec(E_A, -B * C1, "the embedding of a, opposite: rho = exp(-2 B^2/sqrt(d))", "e_a"),
+                _vec(H_S, E_S, "the value of s (no norm: the embedding)", "_h_s"),
+                _vec(H_A, E_A, "the value of a", "_h_a"),
+                _vec(W, -(A / (2 * B)) * C1, "the read-out, along h_a - h_s: D = <w, h_a - h_s>", "w"),
+                Step(W0, C - inner(W, E_A + E_S), "the read-out bias: y(n) = K + D psi(n)", "w0")]
+
+    def shape(self, B_value):
+        """``rho = exp(-2 B^2/sqrt(d))``, the shape the budget fixes (mpmath or float)."""
+        exp, sqrt = (math.exp, math.sqrt) if isinstance(B_value, float) else (mpmath.exp, mpmath.sqrt)
+        return exp(-laws.last_pair_reach(self.cell, B_value) / sqrt(self.cell.d))
+
+    def domain(self, L_value: int, B_value: float):
+        rho = self.shape(float(B_value))
+        return (rho, rho)
+
+    def interval(self, t_value, L_value: int):
+        return pair_interval(mpmath.mpf(t_value), L_value)
+
+    def interval_float(self, t_value, L_value: int):
+        lo, hi = pair_interval(float(np.asarray(t_value, dtype=float).ravel()[0]), L_value)
+        return np.full(np.shape(t_value), lo), np.full(np.shape(t_value), hi)
+
+    def best_shape(self, L_value: int, B_value: float):
+        rho = self.shape(float(B_value))
+        return rho, float(self.slack(np.array(rho), L_value, B_value))
+
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
+        """``B*`` at ``L = 2``, ``1e-12`` at ``L = 1`` (every budget counts), None beyond."""
+        if L_value > PAIR_L_STAR:
+            return None
+        return pair_budget(self.cell) if L_value == PAIR_L_STAR else 1e-12
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        """The extremal geometry at budget ``B``: the middle amplitude of ``(D_lo, min(D_hi,
+        2 B^2))`` (at most ``2 B^2``, so ``|w| <= B``; below ``B*`` it does not count) and the
+        middle constant."""
+        L_value = _check_count(L_value)
+        with mpmath.workdps(dps):
+            Bv = _check_budget(B_value)
+            rho = self.shape(Bv)
+            cap = laws.last_pair_reach(self.cell, Bv)
+            lo, hi = pair_interval(rho, L_value)
+            Dv = min((lo + min(hi, cap)) / 2, cap)
+            ends = [n - Dv * _psi(n, rho) for n in range(L_value + 1)]
+            Kv = (max(ends) + min(ends)) / 2
+            out = self.evaluate(L_value, Bv, rho, Dv, Kv)
+            vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
+            return Params(self.cell, vectors, {"w0": out["w0"]})

@@ -771,9 +771,14 @@ class FootDesign(RegressionDesign):
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
-    """The construction of a regression cell: :class:`constructions.tasks.TaskDesign` for the
+    """The construction of a regression cell: :class:`constructions.last_read.PairDesign` for
+    softmax without a norm read last, :class:`constructions.tasks.TaskDesign` for the
     other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
     post-RMSNorm), :class:`RegressionDesign` otherwise."""
+    if cell.read.last and cell.attention == "softmax" and not cell.normed and not cell.task.distractor:
+        from constructions.last_read import PairDesign  # it builds on this module
+
+        return PairDesign(cell)
     if cell.task.distractor or cell.read.last:
         from constructions.tasks import TaskDesign  # it builds on this module
 

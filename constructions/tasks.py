@@ -97,11 +97,13 @@ constants that count ``n = 1..L`` and leave ``y(0)`` within reach.  The lower bo
 shifted problem with this capacity; it ignores ``n = 0``, so at the smallest ``L``, where the
 offset binds, ``B_min`` is the construction's only.
 
-Not built at the last read: softmax attention (without a norm ``e = h``, so ``y(0) = K - D`` and ``y(n) = K +
+Softmax attention without a norm at the last read counts to ``L* = 2`` only
+(:class:`constructions.last_read.PairDesign`; ``e = h``, so ``y(0) = K - D`` and ``y(n) = K +
 D phi(n)``, ``phi(n) = n/(rho+n)``, ``D = <w, h_a - h_s>``: counting needs ``D (1 + phi(1)) =
 y(1) - y(0) < 2`` and ``D (phi(L) - phi(1)) = y(L) - y(1) > L - 2``, impossible for ``L >= 4``
 since ``phi(L) - phi(1) < 1 + phi(1)``, and for ``L = 3`` since ``(phi(3) - phi(1))/(1 + phi(1))
-= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``), bare pre-norm with softmax (``<h_a, h_s> <= d = |h_a|^2``,
+= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``).  Not built at the last
+read: bare pre-norm with softmax (``<h_a, h_s> <= d = |h_a|^2``,
 so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of ``L - 1 = 4`` at ``rho' = 2`` has
 ``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``; the offset then needs a read-out component
 off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``) or with ``eps > 0`` (the offset
@@ -177,10 +179,10 @@ def refusal(cell: Cell) -> str | None:
                 "construction is the one-sided arc, constructions.one_sided)")
     if read == "last":
         if cell.attention == "softmax":
+            if not cell.normed:
+                return None  # constructions.last_read.PairDesign: L* = 2
             if not cell.pre or not cell.affine.gain:
-                why = {"none": "without a norm (nothing counts beyond L = 2: e = h ties y(0) to "
-                               "the Mobius amplitude)",
-                       "pre": "with bare pre-norm (scores from h_a are at most |h_a|^2 = d, so "
+                why = {"pre": "with bare pre-norm (scores from h_a are at most |h_a|^2 = d, so "
                               "rho <= 1 and nothing counts beyond L = 4)",
                        "post": "with post-norm (built: pre_learned)"}[cell.placement.name]
                 return f"{what} has no construction yet for softmax attention {why}"

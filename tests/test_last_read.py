@@ -1,5 +1,5 @@
 """The last-position read beyond the regression cells of tests/test_tasks.py: classification
-heads and their margin bound, softmax without a norm (``L* = 2``), bare pre-norm softmax.
+heads and their margin bound, softmax without a norm (``L* = 2``).
 
 * every head is certified by the judge at several ``L`` and ``d``, with every vector of norm at
   most 1 and its margin below the proven bound;
@@ -7,15 +7,18 @@ heads and their margin bound, softmax without a norm (``L* = 2``), bare pre-norm
   are collinear with the gaps the proof states, and the best head for them (linear programming
   over every head, tests/test_margin.py) never beats the bound;
 * the bound closes on the construction as ``L`` grows;
+* softmax without a norm: certified at ``L = 2`` at its proven budget, refused beyond with
+  ``L* = 2``; the proof's steps checked on exact rationals and random parameter sets;
 * the sweep's rows and JSON keys.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import math
+from fractions import Fraction
 
-import mpmath
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,11 +26,14 @@ from hypothesis import strategies as st
 
 from bounds import sweep as sweep_mod
 from bounds.last_margin import last_margin_upper
+from bounds.lower import b_lower, last_pair_lower
+from bounds.lstar import cell_l_star
 from bounds.margin import margin_upper
-from bounds.search import classification_row
-from constructions import Cell, classification, laws
+from bounds.search import classification_row, regression_row
+from constructions import Cell, classification, laws, last_read, regression
+from tests.helpers import random_params
 from tests.test_margin import best_head, outputs_of, random_vectors
-from verify import counts_to
+from verify import counts_to, reduced
 from verify.forward import numbers
 
 #: every classification cell built at the last read (the regression last-read geometries)
@@ -175,3 +181,89 @@ def test_readme_margin_table_is_what_the_sweep_certifies():
         assert row["margin"] == pytest.approx(float(margin), rel=1e-5)
         assert row["margin_ratio"] == pytest.approx(float(ratio), abs=2e-6)
         assert classification_row(cell.replace(read="bos"), int(L))["margin"] == pytest.approx(float(bos), rel=1e-5)
+
+
+# ---------------------------------------------------------------------- softmax without a norm
+
+
+@pytest.mark.parametrize("d", [2, 3, 8, 64])
+def test_softmax_without_a_norm_counts_to_two_at_its_proven_budget(d):
+    cell = Cell("softmax", "none", read="last", d=d)
+    assert cell_l_star(cell) == 2 and isinstance(regression.design(cell), last_read.PairDesign)
+    row = regression_row(cell, 2, rtol=1e-7)
+    assert row["certified"] and row["B_lower"] <= row["B_min"] <= row["B_lower"] * (1 + 2e-7)
+    assert row["B_lower"] == b_lower(cell, 2, None) == last_pair_lower(cell, 2)
+    # the construction's boundary is the bound's root: just below it nothing counts
+    below = regression.design(cell).build(2, row["B_lower"] * (1 - 1e-6))
+    assert not counts_to(below, 2, "arb256").counts
+    # as d grows rho -> 1 and B* -> sqrt(D_lo(1)/2) = sqrt(3/10), from below
+    assert row["B_lower"] < math.sqrt(0.3)
+    for L in (3, 4, 1024):
+        far = regression_row(cell, L)
+        assert far["B_min"] is None and far["B_lower"] is None and "L* = 2" in far["note"]
+
+
+@given(rho=st.fractions(min_value=0, max_value=10**6).filter(lambda r: r > 0))
+def test_the_proof_that_nothing_counts_to_three(rho):
+    """The pairs (1, 0) and (3, 1) need 2 rho/((rho+2)(rho+3)) > 1/2, never true; for L >= 3 the
+    pair interval is empty (exact rationals)."""
+    assert 2 * rho / ((rho + 2) * (rho + 3)) < Fraction(1, 2)
+    for L in (3, 4, 7):
+        lo, hi = last_read.pair_interval(rho, L)
+        assert lo >= hi
+
+
+@settings(max_examples=60, deadline=None)
+@given(rho=st.floats(0.05, 20), D=st.floats(0.01, 4), L=st.sampled_from([1, 2]))
+def test_the_pair_interval_is_where_a_constant_counts(rho, D, L):
+    """``lo < D < hi`` iff the intervals of the constants ``K`` for every count meet (computed
+    directly, not by pairs); away from the ends."""
+    lo, hi = last_read.pair_interval(rho, L)
+    ends = [n - D * last_read._psi(n, rho) for n in range(L + 1)]
+    direct = max(ends) - min(ends) < 1
+    if min(abs(D - lo), abs(D - hi)) > 1e-9:
+        assert direct == (lo < D < hi)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31), scale=st.floats(0.1, 3))
+def test_random_parameters_obey_the_lemmas_of_the_pair_bound(seed, scale):
+    """Any parameters: ``y(0) = K - D``, ``y(n) = K + D n/(rho+n)`` with ``D = <w, e_a - e_s>``,
+    ``rho = exp(tau <e_a, e_s - e_a>)``, and ``D``, ``-sigma`` at most ``2 B^2``."""
+    cell = Cell("softmax", "none", read="last", d=4)
+    params = random_params(cell, np.random.default_rng(seed), scale=scale)
+    v = {k: np.asarray(x, dtype=float) for k, x in params.vectors.items()}
+    y = np.asarray(reduced(params, list(range(6))), dtype=float)
+    D = v["w"] @ (v["e_a"] - v["e_s"])
+    sigma = v["e_a"] @ (v["e_s"] - v["e_a"])
+    rho = math.exp(sigma / 2)
+    K = y[0] + D
+    n = np.arange(1, 6)
+    assert np.allclose(y[1:], K + D * n / (rho + n), rtol=1e-9, atol=1e-9 * (1 + abs(K) + abs(D)))
+    B = float(params.bound())
+    assert D <= laws.last_pair_reach(cell, B) * (1 + 1e-12) and -sigma <= laws.last_pair_reach(cell, B) * (1 + 1e-12)
+
+
+def test_the_sweep_reports_l_star_two(capsys):
+    argv = ["--variant", "none", "--read", "last", "--Lmax", "8", "--jobs", "1", "--quiet", "--json"]
+    assert sweep_mod.main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["L_star"] == 2 and result["fit"]["theory"] is None
+    rows = {r["L"]: r for r in result["rows"]}
+    assert rows[2]["certified"] and rows[2]["B_lower"] <= rows[2]["B_min"]
+    assert all(rows[L]["B_min"] is None and not rows[L]["certified"] for L in (4, 8))
+    assert sweep_mod.main(argv[:-1]) == 0
+    assert "L* = 2" in capsys.readouterr().out
+
+
+def test_readme_pair_numbers():
+    text = " ".join(_readme_section().split())
+    m = re.search(r"certified to `rtol`: ([0-9.]+) at `d = 8` \(([0-9.]+) at `d = 2`, rising to "
+                  r"`sqrt\(3/10\) = ([0-9.]+)` as `d` grows\), against ([0-9.]+) at the BOS read", text)
+    assert m, "the README states B*(d) and the BOS value"
+    at8, at2, limit, bos = map(float, m.groups())
+    assert last_pair_lower(Cell("softmax", "none", read="last", d=8), 2) == pytest.approx(at8, rel=2e-6)
+    assert last_pair_lower(Cell("softmax", "none", read="last", d=2), 2) == pytest.approx(at2, rel=2e-6)
+    assert limit == pytest.approx(math.sqrt(0.3), rel=1e-6)
+    assert last_pair_lower(Cell("softmax", "none", read="last", d=1 << 16), 2) == pytest.approx(limit, rel=1e-3)
+    assert regression.design(Cell("softmax", "none")).estimate(2) == pytest.approx(bos, rel=1e-5)
