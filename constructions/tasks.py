@@ -105,7 +105,8 @@ since ``phi(L) - phi(1) < 1 + phi(1)``, and for ``L = 3`` since ``(phi(3) - phi(
 = 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``).  Not built at the last
 read: bare pre-norm with softmax (``<h_a, h_s> <= d = |h_a|^2``,
 so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of ``L - 1 = 4`` at ``rho' = 2`` has
-``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``; the offset then needs a read-out component
+``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``, and ``L* = 4`` exactly
+(:func:`bounds.lstar.last_l_star`); the offset then needs a read-out component
 off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``) or with ``eps > 0`` (the offset
 uses the exact invariances of the norm), linear attention without a norm (``e = h``:
 the offset needs a cubic) and post-norm, and the select task.
@@ -183,7 +184,8 @@ def refusal(cell: Cell) -> str | None:
                 return None  # constructions.last_read.PairDesign: L* = 2
             if not cell.pre or not cell.affine.gain:
                 why = {"pre": "with bare pre-norm (scores from h_a are at most |h_a|^2 = d, so "
-                              "rho <= 1 and nothing counts beyond L = 4)",
+                              "rho <= 1 and nothing counts beyond L = 4, reached: L* = 4, "
+                              "bounds.lstar.last_l_star; its rows are not built)",
                        "post": "with post-norm (built: pre_learned)"}[cell.placement.name]
                 return f"{what} has no construction yet for softmax attention {why}"
             if cell.kind.image_dim(cell.d) < 2:

@@ -9,6 +9,7 @@ heads and their margin bound, softmax without a norm (``L* = 2``).
 * the bound closes on the construction as ``L`` grows;
 * softmax without a norm: certified at ``L = 2`` at its proven budget, refused beyond with
   ``L* = 2``; the proof's steps checked on exact rationals and random parameter sets;
+* bare pre-norm softmax: ``L* = 4`` at every width (exact rationals, an independent LP);
 * the sweep's rows and JSON keys.
 """
 
@@ -27,11 +28,12 @@ from hypothesis import strategies as st
 from bounds import sweep as sweep_mod
 from bounds.last_margin import last_margin_upper
 from bounds.lower import b_lower, last_pair_lower
-from bounds.lstar import cell_l_star
+from bounds.lstar import cell_l_star, last_l_star
 from bounds.margin import margin_upper
 from bounds.search import classification_row, regression_row
-from constructions import Cell, classification, laws, last_read, regression
+from constructions import Cell, classification, laws, last_read, regression, segment
 from tests.helpers import random_params
+from tests.test_lstar import lp_slack
 from tests.test_margin import best_head, outputs_of, random_vectors
 from verify import counts_to, reduced
 from verify.forward import numbers
@@ -267,3 +269,39 @@ def test_readme_pair_numbers():
     assert limit == pytest.approx(math.sqrt(0.3), rel=1e-6)
     assert last_pair_lower(Cell("softmax", "none", read="last", d=1 << 16), 2) == pytest.approx(limit, rel=1e-3)
     assert regression.design(Cell("softmax", "none")).estimate(2) == pytest.approx(bos, rel=1e-5)
+
+
+# ---------------------------------------------------------------------- bare pre-norm: L* = 4
+
+
+def test_bare_pre_norm_last_read_l_star_is_four():
+    """The proof's steps: at ``rho' = 2`` the shifted segment of ``L' = 3`` has amplitudes and
+    that of ``L' = 4`` has ``D_lo = D_hi = 6`` (exact rationals); an independent LP on the shifted
+    problem just below ``rho' = 2`` (reachable) counts ``L' = 3`` and not ``L' = 4``; so ``L* = 4``
+    at every width, and the cell's ``L*`` is it."""
+    two = Fraction(2)
+    lo3 = max(segment.lo_term(k, two, 3) for k in range(1, 4))
+    hi3 = min(segment.hi_term(k, two, 3) for k in range(1, 4))
+    lo4 = max(segment.lo_term(k, two, 4) for k in range(1, 5))
+    hi4 = min(segment.hi_term(k, two, 4) for k in range(1, 5))
+    assert lo3 < hi3 and lo4 == hi4 == 6
+    assert lp_slack(2 - 1e-6, 3) > 1e-4 and lp_slack(2 - 1e-6, 4) < 0
+    for d in (2, 3, 8, 512):
+        for kind in ("layernorm", "rmsnorm"):
+            cell = Cell("softmax", "pre_bare", read="last", d=d, norm=kind)
+            assert last_l_star(d, cell.kind.centred) == 4 == cell_l_star(cell)
+    # LayerNorm at d = 2 has only h_a = +-h_s: rho' = 1 + exp(-2 sqrt 2) decides, and it counts L' = 3
+    assert lp_slack(1 + math.exp(-2 * math.sqrt(2)), 3) > 1e-4
+    assert lp_slack(1 + math.exp(-2 * math.sqrt(2)), 4) < -1e-4
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31), kind=st.sampled_from(["layernorm", "rmsnorm"]))
+def test_bare_pre_norm_scores_from_a_favour_a(seed, kind):
+    """``rho = exp(tau <h_a, h_s - h_a>) <= 1`` for any parameters (``|h| = sqrt(d)``), so
+    ``rho' = rho + 1 <= 2``."""
+    cell = Cell("softmax", "pre_bare", read="last", d=5, norm=kind)
+    params = random_params(cell, np.random.default_rng(seed))
+    nums = numbers(params, "float64")
+    h_s, h_a = (np.asarray(nums.h[t], dtype=float) for t in "sa")
+    assert h_a @ (h_s - h_a) <= 1e-12
