@@ -272,6 +272,67 @@ def last_pair_lower(cell: Cell, L: int, rtol: float = 1e-12) -> float:
         return lo
 
 
+def last_bare_lower(cell: Cell, L: int, B_upper: float, max_boxes: int = 1500, pieces: int = 48) -> float:
+    """Softmax attention with bare pre-norm read at the last position (``eps = 0``, ``L <= 4``).
+
+    *Proof.*  For ``n >= 1`` ``y(n) = K + D phi(n)``, ``phi(n) = n/(rho+n)``, ``rho = exp(tau <h_a,
+    h_s - h_a>)`` in ``[exp(-2 sqrt(d)), 1)`` (:mod:`bounds.lstar`, the last read), and ``y(0) =
+    K + delta``, ``delta = <w, e_s - e_a>``.  A counting parameter set of bound ``B`` has
+
+    1. ``D rho/rho' > D_lo(rho', L - 1)`` with ``rho' = rho + 1`` (the counts ``1..L``, the
+       shifted segment of :meth:`constructions.tasks.TaskDesign.interval`);
+    2. ``B >= |w| >= D/X``, ``X = |h_a - h_s| = sqrt(-2 sqrt(d) log rho)`` (``|h| = sqrt(d)``);
+    3. ``|K - g(n)| < 1/2`` for ``g(n) = n - D phi(n)`` and ``|K + delta| < 1/2`` with ``|delta|
+       <= |w| |e_s - e_a| <= 2 B^2``, so ``|g(n)| < 1 + 2 B^2``: ``B^2 > (max_n |g(n)| - 1)/2``.
+
+    Branch and bound over boxes ``[a, b]`` of ``rho`` (:func:`_branch_and_bound`): a box is dropped
+    where a pair of gaps fails at ``rho' = b + 1`` (an up-set, :mod:`bounds.lstar`); else ``D >=
+    D_min = D_lo(box) (b+1)/b``, ``X <= X(a)``, ``phi(n)`` in ``[n/(b+n), n/(a+n)]``, and the
+    amplitudes ``[D_min, B_upper X(a)]`` (beyond, 2. exceeds ``B_upper``) are cut into ``pieces``:
+    on ``[D_j, D_{j+1}]`` the budget is at least ``max(D_j/X(a), sqrt((max_n dist(n, [D_j
+    phi_lo, D_{j+1} phi_hi]) - 1)/2))``, and the box's bound is the least over the pieces.  The
+    offset bound ``2 B^2`` exceeds what the construction reaches (``2 mu W``,
+    :mod:`constructions.last_read`), so ``B_lower`` stays below ``B_min``.
+    """
+    if L < 2:
+        return 0.0
+    Lp = L - 1
+    with flint.ctx.workprec(PREC):
+        sd = flint.arb(cell.d).sqrt()
+        zero = flint.arb(0)
+
+        def infeasible(b: float) -> bool:
+            rho = flint.arb(b) + 1
+            ks, kks = _gaps(math.sqrt(b + 1 + Lp), Lp), _gaps(math.sqrt(b + 1), Lp)
+            return any(segment.hi_term(kk, rho, Lp) <= segment.lo_term(k, rho, Lp)
+                       for k in ks for kk in kks)
+
+        def bound(a: float, b: float):
+            if infeasible(b):
+                return None
+            ks = _gaps(math.sqrt(a + 1 + Lp), Lp) | _gaps(math.sqrt(b + 1 + Lp), Lp)
+            D_min = max(max(arb_floor(_lo_term_min(a + 1, b + 1, Lp, k)) for k in ks), 0.0)
+            D_min *= arb_floor((flint.arb(b) + 1) / b)
+            X_hi = flint.arb((-2 * sd * flint.arb(a).log()).sqrt().upper())
+            D_max = float((flint.arb(B_upper) * X_hi).upper().mid())
+            if D_min >= D_max:
+                return B_upper
+            lo_phi = [flint.arb(n) / (flint.arb(b) + n) for n in range(1, L + 1)]
+            hi_phi = [flint.arb(n) / (flint.arb(a) + n) for n in range(1, L + 1)]
+            edges = [D_min + (D_max - D_min) * j / pieces for j in range(pieces + 1)]
+            best = math.inf
+            for D0, D1 in zip(edges[:-1], edges[1:]):
+                far = zero
+                for n, pl, ph in zip(range(1, L + 1), lo_phi, hi_phi):
+                    far = far.max(n - D1 * ph).max(D0 * pl - n)
+                offset = ((far - 1).max(zero) / 2).sqrt()
+                best = min(best, arb_floor((flint.arb(D0) / X_hi).max(offset)))
+            return max(best, 0.0)
+
+        low = math.exp(-2 * math.sqrt(cell.d)) * (1 - 1e-12)
+        return _branch_and_bound(bound, low, 1.0, B_upper, 1e-6, max_boxes)
+
+
 def _last_budget_needed(cell: Cell, D: flint.arb, sigma_low: flint.arb, sigma_high: flint.arb) -> flint.arb:
     """Smallest ``B`` that reaches the Mobius amplitude ``D`` at the last read with a score gap
     in ``[sigma_low, sigma_high]`` (softmax, pre-norm with a gain; :mod:`constructions.tasks`).
@@ -362,6 +423,7 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     the same targets, read at the same position: parameters that solve select to ``L`` count
     to ``L``, so ``B_min(select) >= B_min(count) >= B_lower(count)``.  The count task at the
     last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``),
+    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``),
     :func:`last_line_lower` (linear attention with pre-norm) and
     :func:`last_segment_lower` (softmax with pre-norm and a gain; both use only ``|N(e)_i| <= M``
     with a gain, true for every ``eps``); None elsewhere.
@@ -378,6 +440,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     if cell.read.last:
         if cell.attention == "softmax" and not cell.normed and not cell.distractor:
             return last_pair_lower(cell, L)
+        if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:
+            return None if cell.eps > 0 or B_upper is None else last_bare_lower(cell, L, B_upper)
         if cell.distractor or not cell.pre or (cell.eps > 0 and laws.rigid(cell)):
             return None
         if cell.attention == "linear":

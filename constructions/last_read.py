@@ -49,6 +49,21 @@ attained (:func:`pair_budget`; proven as :func:`bounds.lower.last_pair_lower`). 
 construction is that extremal geometry: ``e_s = B c_1 = -e_a`` (so ``rho = exp(-2 B^2/sqrt(d))``
 and ``e_a + e_s = 0``), ``w = -(D/(2B)) c_1`` with ``D`` the middle of ``(D_lo, min(D_hi,
 2 B^2))``, ``w0 = K`` the middle constant: it counts at every ``B > B*``.
+
+**Bare pre-LayerNorm softmax: the rows up to L* = 4** (:class:`BareDesign`; ``L*`` is
+:func:`bounds.lstar.last_l_star`).  For ``n >= 1`` ``y(n) = K + D phi(n)`` with ``rho =
+exp(tau <h_a, h_s - h_a>) <= 1`` and ``X = |h_a - h_s| = sqrt(-2 sigma)`` (``|h| = sqrt(d)``),
+and ``y(0) = K + delta``, ``delta = <w, e_s - e_a>``.  *Geometry* (``d >= 3``): ``h_s = sqrt(d)
+top``, ``h_a = sqrt(d)(cos g top + sin g across)`` with ``cos g = 1 + sigma/d``; ``e_s = nu top +
+mu one``, ``e_a = nu (cos g top + sin g across) - mu one`` (``nu = 2^-10 B``, ``mu = sqrt(B^2 -
+nu^2)``: LayerNorm removes ``one``); ``w = (D/X^2)(h_a - h_s) + om one``, of norm at most ``B`` for
+``|om| <= W = sqrt(B^2 - D^2/X^2)``.  Then ``<w, e_s - e_a> = -D nu/sqrt(d) + 2 om mu``: the
+offsets fill ``delta_c +- r`` with ``delta_c = -D nu/sqrt(d)``, ``r = 2 mu W``.  At budget ``B``
+the shape ``rho`` and the amplitude ``D`` (within ``D_lo, D_hi`` of the shifted segment and
+``D < B X``) are those of the widest interval of constants ``K`` counting ``1..L`` with
+``y(0)`` within reach (a search over a grid of ``(rho, D)``, refined: a screen; the judge
+certifies), ``K`` its middle.  RMSNorm (offset only through the embeddings' scales) and
+LayerNorm at ``d = 2`` are not built.
 """
 
 from __future__ import annotations
@@ -62,9 +77,11 @@ import sympy
 from constructions import laws, zoom
 from constructions.cell import Cell, Params
 from constructions.classification import ClassificationDesign, check_size, collinear_head
-from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _temperature, _vec
-from constructions.symbols import C1, E_A, E_S, H_A, H_S, W, W0, A, B, C, inner
-from constructions.tasks import SHRINK, last_offsets
+from constructions import segment
+from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _temperature,
+                                      _vec, axes)
+from constructions.symbols import C1, E_A, E_S, H_A, H_S, ONE, W, W0, A, B, C, X, gamma, inner, nu, t
+from constructions.tasks import SHRINK, delta, delta_c, last_offsets, r_off
 
 #: the scale of ``e_s`` in the line geometry: the offset ``delta = -Delta (1 - LINE_SLACK)``
 #: just inside its reach ``(-Delta, Delta)`` (``e_s`` must stay non-zero under pre-norm)
@@ -280,3 +297,156 @@ class PairDesign(RegressionDesign):
             out = self.evaluate(L_value, Bv, rho, Dv, Kv)
             vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
             return Params(self.cell, vectors, {"w0": out["w0"]})
+
+
+# ---------------------------------------------------------------------- bare pre-LayerNorm softmax
+_om, _W, _mu = sympy.symbols("omega_1 W_perp mu_e", real=True)
+#: the score gap seen from a, <h_a, h_s - h_a> <= 0 (not the positive BOS symbol)
+_sig = sympy.Symbol("sigma_a", nonpositive=True)
+_cos, _sin = sympy.cos(gamma), sympy.sin(gamma)
+#: the scale of the embeddings' directions, relative to the budget (module docstring)
+BARE_NU = sympy.Rational(1, 2**10)
+
+
+class BareDesign(RegressionDesign):
+    """Softmax attention with bare pre-LayerNorm read at the last position, ``L <= 4``
+    (module docstring)."""
+
+    def __init__(self, cell: Cell):
+        if not (cell.read.last and cell.attention == "softmax" and laws.rigid(cell)
+                and cell.kind.centred and cell.d >= 3 and cell.readout == "regression"
+                and not cell.distractor):
+            raise ValueError("BareDesign is for softmax with bare pre-LayerNorm (d >= 3), the count task read last")
+        super().__init__(cell)
+        from bounds.lstar import last_l_star  # the exact L*, proven there
+
+        self.l_star = last_l_star(cell.d, True)
+        self._best_cache = {}
+
+    def steps(self) -> list[Step]:
+        d = self.cell.d
+        sd = sympy.sqrt(d)
+        top, across = axes(self.cell)
+        half = sympy.Rational(1, 2)
+        return [
+            Step(_sig, sd * sympy.log(t), "the score gap seen from a, <h_a, h_s - h_a> = sqrt(d) log rho <= 0"),
+            Step(nu, BARE_NU * B, "the scale of the embeddings' directions, which LayerNorm removes"),
+            Step(_cos, 1 + _sig / d, "the cosine between h_s and h_a"),
+            Step(_sin, sympy.sqrt(sympy.Max(0, 1 - _cos**2)), "its sine"),
+            Step(X, sympy.sqrt(-2 * _sig), "|h_a - h_s|, fixed by the score gap"),
+            _vec(H_S, sd * top, "the value of s, its layernorm", "_h_s"),
+            _vec(H_A, sd * (_cos * top + _sin * across), "the value of a, its layernorm", "_h_a"),
+            Step(_W, sympy.sqrt(sympy.Max(0, B**2 - A**2 / X**2)), "the read-out's reach along one"),
+            Step(_mu, sympy.sqrt(B**2 - nu**2), "the part of the embeddings along one"),
+            Step(delta_c, -A * nu / sd, "the middle of the reachable offsets y(0) - K"),
+            Step(r_off, 2 * _mu * _W, "their half-width"),
+            Step(delta, sympy.Min(sympy.Max((sympy.Max(-half - C, delta_c - r_off)
+                                             + sympy.Min(half - C, delta_c + r_off)) / 2,
+                                            delta_c - SHRINK * r_off), delta_c + SHRINK * r_off),
+                 "the offset y(0) - K: y(0) within 1/2 of 0 (kept inside the reach)"),
+            Step(_om, (delta - delta_c) / (2 * _mu), "the read-out along one: it sets the offset"),
+            _vec(E_S, nu * top + _mu * ONE, "the embedding of s", "e_s"),
+            _vec(E_A, nu * (_cos * top + _sin * across) - _mu * ONE, "the embedding of a", "e_a"),
+            _vec(W, (A / X**2) * (H_A - H_S) + _om * ONE, "the read-out: D along h_a - h_s, the offset along one", "w"),
+            Step(W0, C - inner(W, E_A) - inner(W, H_S), "the read-out bias: y(n) = K + D n/(rho+n) for n >= 1", "w0"),
+        ]
+
+    # the float screen: the widest interval of constants K over a grid of (rho, D)
+    def _slack(self, L_value: int, B_value: float, rho, frac):
+        """``(D, K_lo, K_hi)`` on the grid ``rho x frac`` (``frac`` in ``(0, 1)`` places ``D``
+        in ``(D_lo, min(D_hi, B X))``), float64."""
+        d = self.cell.d
+        rho = np.asarray(rho, dtype=float)[:, None]
+        X = np.sqrt(-2 * math.sqrt(d) * np.log(rho))
+        rp = rho + 1
+        lo, hi = segment.interval_float(rp[:, 0], L_value - 1)
+        lo, hi = (lo * (rp[:, 0] / rho[:, 0]))[:, None], (hi * (rp[:, 0] / rho[:, 0]))[:, None]
+        top = np.minimum(hi, B_value * X)
+        D = lo + (top - lo) * np.asarray(frac, dtype=float)[None, :]
+        n = np.arange(1, L_value + 1, dtype=float)
+        g = n[None, None, :] - D[:, :, None] * (n / (rho[:, :, None] + n))
+        nu_v = float(BARE_NU) * B_value
+        W_v = np.sqrt(np.maximum(0.0, B_value**2 - (D / X) ** 2))
+        dc, r = -D * nu_v / math.sqrt(d), 2 * math.sqrt(B_value**2 - nu_v**2) * W_v * float(SHRINK)
+        K_lo = np.maximum(g.max(axis=2) - 0.5, -0.5 - dc - r)
+        K_hi = np.minimum(g.min(axis=2) + 0.5, 0.5 - dc + r)
+        bad = ~(top > lo) | ~np.isfinite(K_hi - K_lo)
+        return D, np.where(bad, np.inf, K_lo), np.where(bad, -np.inf, K_hi)
+
+    def _best(self, L_value: int, B_value: float):
+        """``(rho, D, slack)``: the grid point (refined three times) of the widest ``K`` interval."""
+        key = (L_value, float(B_value))
+        if key not in self._best_cache:
+            lr = (-2 * math.sqrt(self.cell.d), -1e-9)  # log rho: sigma >= -2d, rho < 1
+            lf = (1e-6, 1 - 1e-6)
+            best = (0.5, 0.5, -np.inf)
+            for _ in range(4):
+                rho = np.exp(np.linspace(*lr, 97))
+                frac = np.linspace(*lf, 65)
+                D, K_lo, K_hi = self._slack(L_value, B_value, rho, frac)
+                width = K_hi - K_lo
+                i, j = np.unravel_index(int(np.argmax(width)), width.shape)
+                if width[i, j] > best[2]:
+                    best = (float(rho[i]), float(frac[j]), float(width[i, j]))
+                sl, sf = (lr[1] - lr[0]) / 96, (lf[1] - lf[0]) / 64
+                c = math.log(best[0])
+                lr = (max(-2 * math.sqrt(self.cell.d), c - 2 * sl), min(-1e-12, c + 2 * sl))
+                lf = (max(1e-9, best[1] - 2 * sf), min(1 - 1e-9, best[1] + 2 * sf))
+            D, _, _ = self._slack(L_value, B_value, [best[0]], [best[1]])
+            self._best_cache[key] = (best[0], float(D[0, 0]), best[2])
+        return self._best_cache[key]
+
+    def domain(self, L_value: int, B_value: float):
+        return (math.exp(-2 * math.sqrt(self.cell.d)), 1.0)
+
+    def best_shape(self, L_value: int, B_value: float):
+        rho, _, width = self._best(L_value, B_value)
+        return rho, width
+
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
+        """The smallest budget with a positive ``K`` interval on the search (None beyond
+        ``L*``; ``1e-12`` at ``L = 1``)."""
+        if L_value > self.l_star:
+            return None
+        if L_value == 1:
+            return 1e-12
+        feasible = lambda b: self._best(L_value, b)[2] > 0
+        lo_B, up_B = 1e-6, 1.0
+        while not feasible(up_B):
+            lo_B, up_B = up_B, up_B * 2
+            if up_B > hi_B:
+                return None
+        while up_B / lo_B > 1 + max(rtol, 1e-9):
+            mid = math.sqrt(lo_B * up_B)
+            lo_B, up_B = (lo_B, mid) if feasible(mid) else (mid, up_B)
+        return up_B
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        """The geometry at budget ``B`` with the searched ``(rho, D)`` and the middle ``K``."""
+        L_value = _check_count(L_value)
+        with mpmath.workdps(dps):
+            Bv = _check_budget(B_value)
+            if L_value == 1:  # any amplitude in (0, B X) counts 0, 1: half of it at rho = 1/2
+                rho = mpmath.mpf(1) / 2
+                Dv = Bv * mpmath.sqrt(-2 * mpmath.sqrt(self.cell.d) * mpmath.log(rho)) / 2
+            else:
+                r, D_f, _ = self._best(L_value, float(Bv))
+                rho = mpmath.mpf(r)
+                # within the budget even where nothing counts (|w| >= D/X)
+                cap = Bv * mpmath.sqrt(-2 * mpmath.sqrt(self.cell.d) * mpmath.log(rho))
+                Dv = min(mpmath.mpf(D_f), cap * (1 - mpmath.mpf(2) ** -30))
+            Kv = self._middle_constant(L_value, Bv, rho, Dv)
+            out = self.evaluate(L_value, Bv, rho, Dv, Kv)
+            vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
+            return Params(self.cell, vectors, {"w0": out["w0"]})
+
+    def _middle_constant(self, L_value: int, Bv, rho, Dv):
+        """The middle of the constants ``K`` counting ``1..L`` with ``y(0)`` within reach (mpmath)."""
+        d = self.cell.d
+        half = mpmath.mpf(1) / 2
+        g = [n - Dv * n / (rho + n) for n in range(1, L_value + 1)]
+        X = mpmath.sqrt(-2 * mpmath.sqrt(d) * mpmath.log(rho))
+        nu_v = mpmath.mpf(BARE_NU) * Bv
+        W_v = mpmath.sqrt(max(0, Bv**2 - (Dv / X) ** 2))
+        dc, r = -Dv * nu_v / mpmath.sqrt(d), 2 * mpmath.sqrt(Bv**2 - nu_v**2) * W_v * mpmath.mpf(SHRINK)
+        return (max(max(g) - half, -half - dc - r) + min(min(g) + half, half - dc + r)) / 2

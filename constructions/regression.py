@@ -779,6 +779,11 @@ def design(cell: Cell) -> RegressionDesign:
         from constructions.last_read import PairDesign  # it builds on this module
 
         return PairDesign(cell)
+    if (cell.read.last and cell.attention == "softmax" and laws.rigid(cell) and cell.kind.centred
+            and cell.d >= 3 and not cell.task.distractor):
+        from constructions.last_read import BareDesign
+
+        return BareDesign(cell)
     if cell.task.distractor or cell.read.last:
         from constructions.tasks import TaskDesign  # it builds on this module
 

@@ -168,6 +168,10 @@ def refusal(cell: Cell) -> str | None:
     if cell.readout == "classification":
         if read == "last" and task == "count":
             # the head of constructions.last_read on the last-read regression geometry
+            if cell.attention == "softmax" and not cell.affine.gain:
+                return (f"{what} has no construction yet for classification with softmax attention "
+                        "without a learned pre-norm (built: linear attention with pre-norm, softmax "
+                        "with pre_learned)")
             return refusal(cell.replace(readout="regression")) or (
                 None if cell.pre else f"{what} has no construction yet for classification without pre-norm")
         # the head of constructions.classification on the regression geometry, whose e_b
@@ -182,10 +186,14 @@ def refusal(cell: Cell) -> str | None:
         if cell.attention == "softmax":
             if not cell.normed:
                 return None  # constructions.last_read.PairDesign: L* = 2
+            if cell.pre and not cell.affine.gain and cell.eps == 0:
+                if cell.kind.centred and cell.d >= 3:
+                    return None  # constructions.last_read.BareDesign, up to L* = 4
+                return (f"{what} has no construction yet for softmax attention with bare pre-norm "
+                        f"{'at d = 2' if cell.kind.centred else 'RMSNorm'} (nothing counts beyond "
+                        "L = 4, bounds.lstar.last_l_star; built: pre-LayerNorm at d >= 3)")
             if not cell.pre or not cell.affine.gain:
-                why = {"pre": "with bare pre-norm (scores from h_a are at most |h_a|^2 = d, so "
-                              "rho <= 1 and nothing counts beyond L = 4, reached: L* = 4, "
-                              "bounds.lstar.last_l_star; its rows are not built)",
+                why = {"pre": "with bare pre-norm and eps > 0 (its L* = 4 and rows use eps = 0)",
                        "post": "with post-norm (built: pre_learned)"}[cell.placement.name]
                 return f"{what} has no construction yet for softmax attention {why}"
             if cell.kind.image_dim(cell.d) < 2:

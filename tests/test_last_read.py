@@ -9,7 +9,9 @@ heads and their margin bound, softmax without a norm (``L* = 2``).
 * the bound closes on the construction as ``L`` grows;
 * softmax without a norm: certified at ``L = 2`` at its proven budget, refused beyond with
   ``L* = 2``; the proof's steps checked on exact rationals and random parameter sets;
-* bare pre-norm softmax: ``L* = 4`` at every width (exact rationals, an independent LP);
+* bare pre-norm softmax: ``L* = 4`` at every width (exact rationals, an independent LP); the
+  rows up to it certified (pre-LayerNorm, ``d >= 3``) above the proven bound, whose lemmas hold
+  for random parameter sets;
 * the sweep's rows and JSON keys.
 """
 
@@ -305,3 +307,61 @@ def test_bare_pre_norm_scores_from_a_favour_a(seed, kind):
     nums = numbers(params, "float64")
     h_s, h_a = (np.asarray(nums.h[t], dtype=float) for t in "sa")
     assert h_a @ (h_s - h_a) <= 1e-12
+
+
+
+@pytest.mark.parametrize("d", [3, 8])
+def test_bare_pre_norm_rows_up_to_l_star(d):
+    cell = Cell("softmax", "pre_bare", read="last", d=d)
+    assert isinstance(regression.design(cell), last_read.BareDesign)
+    for L in (2, 3, 4):
+        row = regression_row(cell, L)
+        assert row["certified"] and 0 < row["B_lower"] <= row["B_min"], (L, row)
+        if L > 2:  # where the amplitude, not the offset, binds the bound nearly meets the construction
+            assert row["B_lower"] > 0.98 * row["B_min"]
+        # no parameter set below B_lower counts, so neither does the construction there
+        below = regression.design(cell).build(L, row["B_lower"] * (1 - 1e-6))
+        assert below.bound() <= row["B_lower"] and not counts_to(below, L, "arb256").counts
+    far = regression_row(cell, 5)
+    assert far["B_min"] is None and "L* = 4" in far["note"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31), scale=st.floats(0.2, 3))
+def test_random_parameters_obey_the_lemmas_of_the_bare_bound(seed, scale):
+    """For any bare pre-LayerNorm parameters read last: ``y(n) = K + D n/(rho+n)`` (``n >= 1``)
+    with ``D = <w, h_a - h_s> <= |w| X``, ``X^2 = -2 sigma``, and ``|y(0) - K| <= 2 B^2``."""
+    cell = Cell("softmax", "pre_bare", read="last", d=4)
+    params = random_params(cell, np.random.default_rng(seed), scale=scale)
+    nums = numbers(params, "float64")
+    h_s, h_a = (np.asarray(nums.h[t], dtype=float) for t in "sa")
+    v = {k: np.asarray(x, dtype=float) for k, x in params.vectors.items()}
+    y = np.asarray(reduced(params, list(range(5))), dtype=float)
+    sigma = h_a @ (h_s - h_a)
+    X = np.linalg.norm(h_a - h_s)
+    assert X**2 == pytest.approx(-2 * sigma, rel=1e-9, abs=1e-12)
+    D = v["w"] @ (h_a - h_s)
+    rho = math.exp(sigma / 2)
+    K = y[1] - D / (rho + 1)
+    n = np.arange(1, 5)
+    assert np.allclose(y[1:], K + D * n / (rho + n), rtol=1e-9, atol=1e-9 * (1 + abs(K) + abs(D)))
+    B = float(params.bound())
+    assert D <= np.linalg.norm(v["w"]) * X * (1 + 1e-12)
+    assert abs(y[0] - K) <= 2 * B**2 * (1 + 1e-12)
+
+
+def test_readme_bare_table_is_what_the_sweep_certifies():
+    section = _readme_section()
+    part = section.split("| `L` | `B_min`, last read | `B_lower` | `B_min`, BOS read |", 1)[1]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in part.splitlines()[2:5]]
+    cell = Cell("softmax", "pre_bare", read="last")
+    for L, bmin, blow, bos in rows:
+        row = regression_row(cell, int(L))
+        assert row["B_min"] == pytest.approx(float(bmin), rel=1e-5)
+        assert row["B_lower"] == pytest.approx(float(blow), rel=1e-5)
+        assert regression.design(cell.replace(read="bos")).estimate(int(L)) == pytest.approx(float(bos), rel=1e-5)
+    text = " ".join(section.split())
+    gaps = {int(L): 1 - float(blow) / float(bmin) for L, bmin, blow, _ in rows}
+    assert "within 1.1% of `B_min` where the amplitude binds (`L = 3, 4`), 6% at `L = 2`" in text
+    assert gaps[3] < 0.011 and gaps[4] < 0.011 and round(100 * gaps[2]) == 6

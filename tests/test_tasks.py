@@ -166,7 +166,7 @@ def test_what_nothing_counts_beyond():
     assert lo >= hi
     lo, hi = segment.interval(2, 3)
     assert lo < hi
-    assert "L = 4" in tasks.refusal(Cell("softmax", "pre_bare", read="last"))
+    assert "L = 4" in tasks.refusal(Cell("softmax", "pre_bare", read="last", norm="rmsnorm"))
     from bounds.lstar import cell_l_star
 
     assert cell_l_star(Cell("softmax", "none", read="last")) == 2  # built to L* = 2
