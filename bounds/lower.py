@@ -242,6 +242,38 @@ def last_line_lower(cell: Cell, L: int) -> float:
         return arb_floor(laws.budget(cell, 1 - flint.arb(1) / (L - 1), laws.ARB))
 
 
+def last_free_line_lower(cell: Cell, L: int, rtol: float = 1e-12) -> float:
+    """Linear attention without a norm read at the last position: the smallest ``B`` with
+    ``tau B^4 > max(1 - 1/(L-1), 1 - (1 + R)/L)``, ``R = 2 B^2 (1 + tau B^2)`` (0 at ``L = 1``).
+
+    *Proof.*  For ``n >= 1`` ``y(n) = K + k n`` with ``k = tau |e_a|^2 <w, e_a> <= tau B^4``, so
+    ``k > 1 - 1/(L-1)`` as in :func:`last_line_lower`.  The count 0 is read at ``s``:
+    ``y(0) = K + delta``, ``delta = <w, e_s>(1 + tau |e_s|^2) - <w, e_a> - tau <e_a, e_s> <w, e_s>``,
+    so ``|delta| <= B^2 (1 + tau B^2) + B^2 + tau B^4 = R`` and ``|K| < 1/2 + R``.  Counting
+    ``n = L`` needs ``K > L (1 - k) - 1/2``, hence ``k > 1 - (1 + R)/L`` (for ``k <= 1``; a larger
+    ``k`` exceeds both floors).  The left side increases in ``B`` and the right side decreases:
+    every ``B`` at which the inequality surely fails (ball arithmetic) is below every counting
+    budget, and bisection returns the largest one found.
+    """
+    if L <= 1:
+        return 0.0
+    with flint.ctx.workprec(PREC):
+        tau = 1 / flint.arb(cell.d).sqrt()
+        floor = 1 - flint.arb(1) / (L - 1)
+
+        def fails(b: float) -> bool:
+            B = flint.arb(b)
+            R = 2 * B * B * (1 + tau * B * B)
+            need = floor.max(1 - (1 + R) / L)
+            return bool(tau * B**4 <= need)
+
+        lo, hi = 1e-6, 1e3
+        while hi - lo > rtol * lo:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fails(mid) else (lo, mid)
+        return lo
+
+
 def last_pair_lower(cell: Cell, L: int, rtol: float = 1e-12) -> float:
     """Softmax attention without a norm read at the last position: ``B*``, the root of
     ``2 B^2 = D_lo(exp(-2 B^2/sqrt(d)))``, ``D_lo(rho) = (rho+2)/(rho+4)``, at ``L = 2`` (0 at
@@ -423,7 +455,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     the same targets, read at the same position: parameters that solve select to ``L`` count
     to ``L``, so ``B_min(select) >= B_min(count) >= B_lower(count)``.  The count task at the
     last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``),
-    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``),
+    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``), :func:`last_free_line_lower`
+    (linear attention without a norm),
     :func:`last_line_lower` (linear attention with pre-norm) and
     :func:`last_segment_lower` (softmax with pre-norm and a gain; both use only ``|N(e)_i| <= M``
     with a gain, true for every ``eps``); None elsewhere.
@@ -440,6 +473,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     if cell.read.last:
         if cell.attention == "softmax" and not cell.normed and not cell.distractor:
             return last_pair_lower(cell, L)
+        if cell.attention == "linear" and not cell.normed and not cell.distractor:
+            return last_free_line_lower(cell, L)
         if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:
             return None if cell.eps > 0 or B_upper is None else last_bare_lower(cell, L, B_upper)
         if cell.distractor or not cell.pre or (cell.eps > 0 and laws.rigid(cell)):

@@ -64,6 +64,17 @@ the shape ``rho`` and the amplitude ``D`` (within ``D_lo, D_hi`` of the shifted 
 ``y(0)`` within reach (a search over a grid of ``(rho, D)``, refined: a screen; the judge
 certifies), ``K`` its middle.  RMSNorm (offset only through the embeddings' scales) and
 LayerNorm at ``d = 2`` are not built.
+
+**Linear attention without a norm** (:class:`LineDesign`).  With ``e = h`` and the query ``e_a``,
+``y(n) = K + k n`` for ``n >= 1`` with ``k = tau |e_a|^2 <w, e_a> <= tau B^4`` (the line capacity
+of :func:`constructions.laws.capacity`), and ``y(0) = K + delta`` with ``delta = <w, e_s>(1 + tau
+|e_s|^2) - <w, e_a> - tau <e_a, e_s> <w, e_s>`` (the query of ``n = 0`` is ``e_s``): a cubic in
+``e_s``, ``|delta| <= 2 B^2 (1 + tau B^2)``.  Construction: ``w = B c_1``, ``e_a = lam c_1`` with
+``tau B lam^3 = k``, ``e_s = s c_1`` with ``s`` in ``[0, B]``, so ``delta(s) = B s + tau B s^3 - B lam -
+tau B lam s^2`` runs from ``-B lam`` to ``delta(B)`` and takes every value between (a root found
+by bisection); the slope ``k`` (a grid over its counting interval, :func:`constructions.tasks.
+last_line_interval`, below the capacity) and the constant ``K`` are those of the widest interval
+of constants with ``y(0)`` within reach.  The lower bound is :func:`bounds.lower.last_free_line_lower`.
 """
 
 from __future__ import annotations
@@ -80,8 +91,8 @@ from constructions.classification import ClassificationDesign, check_size, colli
 from constructions import segment
 from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _temperature,
                                       _vec, axes)
-from constructions.symbols import C1, E_A, E_S, H_A, H_S, ONE, W, W0, A, B, C, X, gamma, inner, nu, t
-from constructions.tasks import SHRINK, delta, delta_c, last_offsets, r_off
+from constructions.symbols import C1, E_A, E_S, H_A, H_S, ONE, W, W0, A, B, C, X, gamma, inner, nu, t, tau
+from constructions.tasks import SHRINK, delta, delta_c, last_line_interval, last_offsets, lam_a, r_off
 
 #: the scale of ``e_s`` in the line geometry: the offset ``delta = -Delta (1 - LINE_SLACK)``
 #: just inside its reach ``(-Delta, Delta)`` (``e_s`` must stay non-zero under pre-norm)
@@ -450,3 +461,87 @@ class BareDesign(RegressionDesign):
         W_v = mpmath.sqrt(max(0, Bv**2 - (Dv / X) ** 2))
         dc, r = -Dv * nu_v / mpmath.sqrt(d), 2 * mpmath.sqrt(Bv**2 - nu_v**2) * W_v * mpmath.mpf(SHRINK)
         return (max(max(g) - half, -half - dc - r) + min(min(g) + half, half - dc + r)) / 2
+
+
+# ---------------------------------------------------------------------- linear attention, no norm
+def free_line_offset(cell: Cell, B_value, k, s_value):
+    """``delta(s) = B s + tau B s^3 - B lam - tau B lam s^2`` with ``lam = (k/(tau B))^{1/3}``
+    (module docstring; plain arithmetic on floats or mpf, ``cbrt`` by a power)."""
+    tau_v = 1 / cell.d ** 0.5 if isinstance(B_value, float) else 1 / mpmath.sqrt(cell.d)
+    lam = (k / (tau_v * B_value)) ** (1 / 3 if isinstance(B_value, float) else mpmath.mpf(1) / 3)
+    return B_value * s_value + tau_v * B_value * s_value**3 - B_value * lam - tau_v * B_value * lam * s_value**2
+
+
+class LineDesign(RegressionDesign):
+    """Linear attention without a norm read at the last position (module docstring)."""
+
+    def __init__(self, cell: Cell):
+        if not (cell.read.last and cell.attention == "linear" and not cell.normed
+                and cell.readout == "regression" and not cell.distractor):
+            raise ValueError("LineDesign is for linear attention without a norm, the count task read last")
+        super().__init__(cell)
+
+    def steps(self) -> list[Step]:
+        return [_temperature(self.cell),
+                Step(lam_a, (A / (tau * B)) ** sympy.Rational(1, 3), "the norm of e_a: the slope tau B lam^3"),
+                _vec(W, B * C1, "the read-out, the whole budget", "w"),
+                _vec(E_A, lam_a * C1, "the embedding of a", "e_a"),
+                _vec(E_S, t * C1, "the embedding of s: its scale sets the offset y(0) - K", "e_s"),
+                _vec(H_S, E_S, "the value of s (no norm: the embedding)", "_h_s"),
+                _vec(H_A, E_A, "the value of a", "_h_a"),
+                Step(W0, C - inner(W, E_A) - tau * inner(E_A, E_S) * inner(W, E_S),
+                     "the read-out bias, so that y(n) = K + k n for n >= 1", "w0")]
+
+    def _plan(self, L_value: int, B_value: float):
+        """``(k, K_lo, K_hi)``: the slope of the widest interval of constants (float64 grid)."""
+        lo, hi = last_line_interval(L_value)
+        cap = float(self.capacity(1.0, B_value))
+        top = min(hi, cap, 2.0)  # no count needs a slope beyond 2 (L = 1: any k in (0, 2) counts n = 1)
+        if not top > lo:
+            return cap * (1 - 2.0**-30), math.inf, -math.inf
+        ks = lo + (top - lo) * np.linspace(1e-6, 1 - 1e-6, 513)
+        ends = np.stack([1 - ks, L_value * (1 - ks)])
+        d0 = free_line_offset(self.cell, float(B_value), ks, 0.0)
+        d1 = free_line_offset(self.cell, float(B_value), ks, float(B_value))
+        K_lo = np.maximum(ends.max(axis=0) - 0.5, -0.5 - np.maximum(d0, d1))
+        K_hi = np.minimum(ends.min(axis=0) + 0.5, 0.5 - np.minimum(d0, d1))
+        j = int(np.argmax(K_hi - K_lo))
+        return float(ks[j]), float(K_lo[j]), float(K_hi[j])
+
+    def best_shape(self, L_value: int, B_value: float):
+        _, K_lo, K_hi = self._plan(L_value, B_value)
+        return None, K_hi - K_lo
+
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
+        feasible = lambda b: self.best_shape(L_value, b)[1] > 0
+        if not feasible(hi_B):
+            return None
+        lo_B, up_B = 1e-9, hi_B
+        while up_B / lo_B > 1 + rtol:
+            mid = math.sqrt(lo_B * up_B)
+            lo_B, up_B = (lo_B, mid) if feasible(mid) else (mid, up_B)
+        return up_B
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        """The slope and constant of :meth:`_plan` and ``s`` in ``[0, B]`` solving ``delta(s) =``
+        the middle of the offsets that put ``y(0)`` within 1/2 of 0 (the nearer end of the reach
+        where none does)."""
+        L_value = _check_count(L_value)
+        with mpmath.workdps(dps):
+            Bv = _check_budget(B_value)
+            k_f, K_lo, K_hi = self._plan(L_value, float(Bv))
+            kv = mpmath.mpf(k_f)
+            Kv = mpmath.mpf((K_lo + K_hi) / 2) if K_hi > K_lo else mpmath.mpf(0)
+            ends = [free_line_offset(self.cell, Bv, kv, x) for x in (mpmath.mpf(0), Bv)]
+            target = min(max(-Kv, min(ends)), max(ends))
+            a, b = mpmath.mpf(0), Bv
+            ga = ends[0] - target
+            if ga == 0 or ends[1] == target:
+                a = b = a if ga == 0 else b
+            for _ in range(dps * 4 if a != b else 0):  # bisection on the sign change
+                m = (a + b) / 2
+                gm = free_line_offset(self.cell, Bv, kv, m) - target
+                a, b, ga = (m, b, gm) if (gm > 0) == (ga > 0) else (a, m, ga)
+            out = self.evaluate(L_value, Bv, (a + b) / 2, kv, Kv)
+            vectors = {n: v for n, v in out.items() if n != "w0" and not n.startswith("_")}
+            return Params(self.cell, vectors, {"w0": out["w0"]})

@@ -784,6 +784,10 @@ def design(cell: Cell) -> RegressionDesign:
         from constructions.last_read import BareDesign
 
         return BareDesign(cell)
+    if cell.read.last and cell.attention == "linear" and not cell.normed and not cell.task.distractor:
+        from constructions.last_read import LineDesign
+
+        return LineDesign(cell)
     if cell.task.distractor or cell.read.last:
         from constructions.tasks import TaskDesign  # it builds on this module
 

@@ -205,9 +205,10 @@ def refusal(cell: Cell) -> str | None:
                 return (f"{what} has no construction yet for pre-RMSNorm with a gain and a bias "
                         "(built: gain, and LayerNorm with either affine)")
             return None
-        if not cell.pre:
-            return f"{what} has no construction yet without pre-norm (built: linear attention with pre-norm)"
-        return None
+        if cell.post:
+            return (f"{what} has no construction yet for linear attention with post-norm (built: "
+                    "without a norm and with pre-norm)")
+        return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
     if cell.attention == "softmax" and not cell.post:
         return (f"{what} has no construction yet for softmax attention without post-norm "
@@ -524,8 +525,9 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
         return None
     if not cell.read.last:
         return count_closed_form(screen_cell(cell), L_value)
-    if L_value < 2 or laws.family(cell) != "line":
-        return None  # the softmax last read: the optimum over the shape, no closed form derived
+    if L_value < 2 or laws.family(cell) != "line" or not cell.pre:
+        return None  # the softmax last read (the optimum over the shape) and linear attention
+        # without a norm (its offset is a cubic): no closed form derived
     at = {L: sympy.Integer(L_value)}
     with mpmath.workdps(40):
         values = [mpmath.mpf(sympy.N(e.xreplace(at), 40)) for e in last_closed_form(cell)]

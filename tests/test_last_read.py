@@ -12,6 +12,8 @@ heads and their margin bound, softmax without a norm (``L* = 2``).
 * bare pre-norm softmax: ``L* = 4`` at every width (exact rationals, an independent LP); the
   rows up to it certified (pre-LayerNorm, ``d >= 3``) above the proven bound, whose lemmas hold
   for random parameter sets;
+* linear attention without a norm: rows certified, meeting the proven bound from ``L = 3``;
+  the lemmas of the bound on random parameter sets;
 * the sweep's rows and JSON keys.
 """
 
@@ -365,3 +367,53 @@ def test_readme_bare_table_is_what_the_sweep_certifies():
     gaps = {int(L): 1 - float(blow) / float(bmin) for L, bmin, blow, _ in rows}
     assert "within 1.1% of `B_min` where the amplitude binds (`L = 3, 4`), 6% at `L = 2`" in text
     assert gaps[3] < 0.011 and gaps[4] < 0.011 and round(100 * gaps[2]) == 6
+
+
+
+# ---------------------------------------------------------------------- linear attention, no norm
+@pytest.mark.parametrize("d", [2, 8])
+def test_linear_without_a_norm_rows_meet_the_bound(d):
+    cell = Cell("linear", "none", read="last", d=d)
+    assert isinstance(regression.design(cell), last_read.LineDesign)
+    for L in (1, 2, 3, 9, 64):
+        row = regression_row(cell, L)
+        assert row["certified"] and row["B_lower"] <= row["B_min"], (L, row)
+        if L >= 3:  # the offset is within reach: the slope bound is met
+            assert row["B_min"] <= row["B_lower"] * (1 + 2e-6)
+            below = regression.design(cell).build(L, row["B_lower"] * (1 - 1e-5))
+            assert below.bound() <= row["B_lower"] and not counts_to(below, L, "arb256").counts
+    # the last read is cheaper than the BOS read, whose B_min is cap^-1(1 - 1/L)
+    assert regression_row(cell, 9)["B_min"] < laws.budget(cell, 1 - 1 / 9, laws.FLOAT)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31), scale=st.floats(0.2, 3))
+def test_random_parameters_obey_the_lemmas_of_the_free_line_bound(seed, scale):
+    """Any parameters: ``y(n) = K + k n`` (``n >= 1``) with ``k = tau |e_a|^2 <w, e_a> <= tau B^4``
+    and ``|y(0) - K| <= 2 B^2 (1 + tau B^2)``."""
+    cell = Cell("linear", "none", read="last", d=4)
+    params = random_params(cell, np.random.default_rng(seed), scale=scale)
+    v = {k: np.asarray(x, dtype=float) for k, x in params.vectors.items()}
+    y = np.asarray(reduced(params, list(range(5))), dtype=float)
+    tau = 1 / 2
+    k = tau * (v["e_a"] @ v["e_a"]) * (v["w"] @ v["e_a"])
+    K = y[1] - k
+    assert np.allclose(y[1:], K + k * np.arange(1, 5), rtol=1e-9, atol=1e-9 * (1 + abs(K) + abs(k)))
+    B = float(params.bound())
+    assert k <= tau * B**4 * (1 + 1e-12)
+    assert abs(y[0] - K) <= 2 * B**2 * (1 + tau * B**2) * (1 + 1e-12)
+
+
+def test_readme_free_line_numbers():
+    text = " ".join(_readme_section().split())
+    m = re.search(r"At `d = 8`: ([0-9.]+) at `L = 2` \(`B_lower` ([0-9.]+); BOS ([0-9.]+)\), ([0-9.]+) "
+                  r"at `L = 8` \(the bound; BOS ([0-9.]+)\), ([0-9.]+) at `L = 1024`", text)
+    assert m
+    b2, low2, bos2, b8, bos8, b1024 = map(float, m.groups())
+    cell = Cell("linear", "none", read="last")
+    row2 = regression_row(cell, 2)
+    assert row2["B_min"] == pytest.approx(b2, rel=1e-5) and row2["B_lower"] == pytest.approx(low2, rel=1e-5)
+    assert b_lower(cell, 8, None) == pytest.approx(b8, rel=1e-5)
+    assert b_lower(cell, 1024, None) == pytest.approx(b1024, rel=1e-5)
+    for L, bos in ((2, bos2), (8, bos8)):
+        assert laws.budget(cell, 1 - 1 / L, laws.FLOAT) == pytest.approx(bos, rel=1e-5)
