@@ -95,7 +95,7 @@ def feasible(d: int, L: int, shape=_bos_shape) -> bool:
 
 
 def _largest(test) -> int:
-    """The largest ``L >= 0`` with ``test(L)`` (an down-set of ``L``, ``test(0)`` true), by
+    """The largest ``L >= 0`` with ``test(L)`` (a down-set of ``L``, ``test(0)`` true), by
     doubling and bisection."""
     lo = 0
     hi = 1

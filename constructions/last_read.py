@@ -253,7 +253,7 @@ class PairDesign(RegressionDesign):
                 and cell.readout == "regression" and not cell.distractor):
             raise ValueError("PairDesign is for softmax attention without a norm, the count task read last")
         super().__init__(cell)
-        self.capacity_expr = laws.last_pair_reach(cell, B) + 0 * sympy.Symbol("t")
+        self.capacity_expr = laws.last_pair_reach(cell, B)
         self._cap = lambda t_value, B_value: laws.last_pair_reach(cell, np.asarray(B_value, dtype=float))
         self.capacity_mp = lambda t_value, B_value: laws.last_pair_reach(cell, mpmath.mpf(B_value))
 
