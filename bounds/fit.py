@@ -57,7 +57,8 @@ def theory_note(cell: Cell):
     """
     if cell.readout != "classification" or laws.family(cell) != "segment":
         return None
-    sigma_max = float(laws.score_gap_max(cell, 1.0, laws.FLOAT))
+    gap = laws.last_score_gap_max if cell.read.last else laws.score_gap_max
+    sigma_max = float(gap(cell, 1.0, laws.FLOAT))
     rho_max = math.exp(sigma_max / math.sqrt(cell.d))
     return (f"asymptotic exponent, reached for L >> rho_max = {rho_max:.4g} (the largest attention "
             "ratio at unit norm); below it the margin decays like L^-2; theory_local is the "

@@ -242,6 +242,129 @@ def last_line_lower(cell: Cell, L: int) -> float:
         return arb_floor(laws.budget(cell, 1 - flint.arb(1) / (L - 1), laws.ARB))
 
 
+def last_free_line_lower(cell: Cell, L: int, rtol: float = 1e-12) -> float:
+    """Linear attention without a norm read at the last position: the smallest ``B`` with
+    ``tau B^4 > max(1 - 1/(L-1), 1 - (1 + R)/L)``, ``R = 2 B^2 (1 + tau B^2)`` (0 at ``L = 1``).
+
+    *Proof.*  For ``n >= 1`` ``y(n) = K + k n`` with ``k = tau |e_a|^2 <w, e_a> <= tau B^4``, so
+    ``k > 1 - 1/(L-1)`` as in :func:`last_line_lower`.  The count 0 is read at ``s``:
+    ``y(0) = K + delta``, ``delta = <w, e_s>(1 + tau |e_s|^2) - <w, e_a> - tau <e_a, e_s> <w, e_s>``,
+    so ``|delta| <= B^2 (1 + tau B^2) + B^2 + tau B^4 = R`` and ``|K| < 1/2 + R``.  Counting
+    ``n = L`` needs ``K > L (1 - k) - 1/2``, hence ``k > 1 - (1 + R)/L`` (for ``k <= 1``; a larger
+    ``k`` exceeds both floors).  The left side increases in ``B`` and the right side decreases:
+    every ``B`` at which the inequality surely fails (ball arithmetic) is below every counting
+    budget, and bisection returns the largest one found.
+    """
+    if L <= 1:
+        return 0.0
+    with flint.ctx.workprec(PREC):
+        tau = 1 / flint.arb(cell.d).sqrt()
+        floor = 1 - flint.arb(1) / (L - 1)
+
+        def fails(b: float) -> bool:
+            B = flint.arb(b)
+            R = 2 * B * B * (1 + tau * B * B)
+            need = floor.max(1 - (1 + R) / L)
+            return bool(tau * B**4 <= need)
+
+        lo, hi = 1e-6, 1e3
+        while hi - lo > rtol * lo:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if fails(mid) else (lo, mid)
+        return lo
+
+
+def last_pair_lower(cell: Cell, L: int, rtol: float = 1e-12) -> float:
+    """Softmax attention without a norm read at the last position: ``B*``, the root of
+    ``2 B^2 = D_lo(exp(-2 B^2/sqrt(d)))``, ``D_lo(rho) = (rho+2)/(rho+4)``, at ``L = 2`` (0 at
+    ``L = 1``; nothing counts beyond).
+
+    *Proof* (:mod:`constructions.last_read`).  With ``e = h``, ``y(0) = K - D`` and
+    ``y(n) = K + D n/(rho+n)``; counting ``n = 0`` and ``n = 2`` needs ``D (1 + 2/(rho+2)) > 1``,
+    i.e. ``D > D_lo(rho)``, which increases in ``rho``.  At budget ``B``, ``D <= 2 B^2`` and
+    ``rho >= exp(-2 B^2/sqrt(d))`` (:func:`constructions.laws.last_pair_reach`), so a counting set
+    has ``2 B^2 > D_lo(exp(-2 B^2/sqrt(d)))``.  The left side increases in ``B`` and the right
+    decreases, so every ``B`` at which ``2 B^2 - D_lo(exp(-2 B^2/sqrt(d))) < 0`` holds surely
+    (ball arithmetic) is below every counting budget; bisection returns the largest one found.
+    """
+    if L <= 1:
+        return 0.0
+    with flint.ctx.workprec(PREC):
+        sd = flint.arb(cell.d).sqrt()
+
+        def below(b: float) -> bool:
+            cap = laws.last_pair_reach(cell, flint.arb(b))
+            rho = (-cap / sd).exp()
+            return bool(cap - (rho + 2) / (rho + 4) < 0)
+
+        lo, hi = 1e-3, 2.0
+        while hi - lo > rtol * lo:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if below(mid) else (lo, mid)
+        return lo
+
+
+def last_bare_lower(cell: Cell, L: int, B_upper: float, max_boxes: int = 1500, pieces: int = 48) -> float:
+    """Softmax attention with bare pre-norm read at the last position (``eps = 0``, ``L <= 4``).
+
+    *Proof.*  For ``n >= 1`` ``y(n) = K + D phi(n)``, ``phi(n) = n/(rho+n)``, ``rho = exp(tau <h_a,
+    h_s - h_a>)`` in ``[exp(-2 sqrt(d)), 1)`` (:mod:`bounds.lstar`, the last read), and ``y(0) =
+    K + delta``, ``delta = <w, e_s - e_a>``.  A counting parameter set of bound ``B`` has
+
+    1. ``D rho/rho' > D_lo(rho', L - 1)`` with ``rho' = rho + 1`` (the counts ``1..L``, the
+       shifted segment of :meth:`constructions.tasks.TaskDesign.interval`);
+    2. ``B >= |w| >= D/X``, ``X = |h_a - h_s| = sqrt(-2 sqrt(d) log rho)`` (``|h| = sqrt(d)``);
+    3. ``|K - g(n)| < 1/2`` for ``g(n) = n - D phi(n)`` and ``|K + delta| < 1/2`` with ``|delta|
+       <= |w| |e_s - e_a| <= 2 B^2``, so ``|g(n)| < 1 + 2 B^2``: ``B^2 > (max_n |g(n)| - 1)/2``.
+
+    Branch and bound over boxes ``[a, b]`` of ``rho`` (:func:`_branch_and_bound`): a box is dropped
+    where a pair of gaps fails at ``rho' = b + 1`` (an up-set, :mod:`bounds.lstar`); else ``D >=
+    D_min = D_lo(box) (b+1)/b``, ``X <= X(a)``, ``phi(n)`` in ``[n/(b+n), n/(a+n)]``, and the
+    amplitudes ``[D_min, B_upper X(a)]`` (beyond, 2. exceeds ``B_upper``) are cut into ``pieces``:
+    on ``[D_j, D_{j+1}]`` the budget is at least ``max(D_j/X(a), sqrt((max_n dist(n, [D_j
+    phi_lo, D_{j+1} phi_hi]) - 1)/2))``, and the box's bound is the least over the pieces.  The
+    offset bound ``2 B^2`` exceeds what the construction reaches (``2 mu W``,
+    :mod:`constructions.last_read`), so ``B_lower`` stays below ``B_min``.
+    """
+    if L < 2:
+        return 0.0
+    Lp = L - 1
+    with flint.ctx.workprec(PREC):
+        sd = flint.arb(cell.d).sqrt()
+        zero = flint.arb(0)
+
+        def infeasible(b: float) -> bool:
+            rho = flint.arb(b) + 1
+            ks, kks = _gaps(math.sqrt(b + 1 + Lp), Lp), _gaps(math.sqrt(b + 1), Lp)
+            return any(segment.hi_term(kk, rho, Lp) <= segment.lo_term(k, rho, Lp)
+                       for k in ks for kk in kks)
+
+        def bound(a: float, b: float):
+            if infeasible(b):
+                return None
+            ks = _gaps(math.sqrt(a + 1 + Lp), Lp) | _gaps(math.sqrt(b + 1 + Lp), Lp)
+            D_min = max(max(arb_floor(_lo_term_min(a + 1, b + 1, Lp, k)) for k in ks), 0.0)
+            D_min *= arb_floor((flint.arb(b) + 1) / b)
+            X_hi = flint.arb((-2 * sd * flint.arb(a).log()).sqrt().upper())
+            D_max = float((flint.arb(B_upper) * X_hi).upper().mid())
+            if D_min >= D_max:
+                return B_upper
+            lo_phi = [flint.arb(n) / (flint.arb(b) + n) for n in range(1, L + 1)]
+            hi_phi = [flint.arb(n) / (flint.arb(a) + n) for n in range(1, L + 1)]
+            edges = [D_min + (D_max - D_min) * j / pieces for j in range(pieces + 1)]
+            best = math.inf
+            for D0, D1 in zip(edges[:-1], edges[1:]):
+                far = zero
+                for n, pl, ph in zip(range(1, L + 1), lo_phi, hi_phi):
+                    far = far.max(n - D1 * ph).max(D0 * pl - n)
+                offset = ((far - 1).max(zero) / 2).sqrt()
+                best = min(best, arb_floor((flint.arb(D0) / X_hi).max(offset)))
+            return max(best, 0.0)
+
+        low = math.exp(-2 * math.sqrt(cell.d)) * (1 - 1e-12)
+        return _branch_and_bound(bound, low, 1.0, B_upper, 1e-6, max_boxes)
+
+
 def _last_budget_needed(cell: Cell, D: flint.arb, sigma_low: flint.arb, sigma_high: flint.arb) -> flint.arb:
     """Smallest ``B`` that reaches the Mobius amplitude ``D`` at the last read with a score gap
     in ``[sigma_low, sigma_high]`` (softmax, pre-norm with a gain; :mod:`constructions.tasks`).
@@ -334,7 +457,10 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     costs (:mod:`constructions.select`) the count task's branch and bound is run towards the
     count task's optimum (:func:`segment_lower` is valid whatever its ``B_upper``: shapes it does
     not cover need more than ``B_upper``, and it returns at most ``B_upper``).  The count task at the
-    last read: :func:`last_line_lower` (linear attention with pre-norm) and
+    last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``),
+    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``), :func:`last_free_line_lower`
+    (linear attention without a norm),
+    :func:`last_line_lower` (linear attention with pre-norm) and
     :func:`last_segment_lower` (softmax with pre-norm and a gain; both use only ``|N(e)_i| <= M``
     with a gain, true for every ``eps``); None elsewhere.
 
@@ -348,6 +474,12 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     if cell.readout == "classification":
         return 0.0
     if cell.read.last:
+        if cell.attention == "softmax" and not cell.normed and not cell.distractor:
+            return last_pair_lower(cell, L)
+        if cell.attention == "linear" and not cell.normed and not cell.distractor:
+            return last_free_line_lower(cell, L)
+        if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:
+            return None if cell.eps > 0 or B_upper is None else last_bare_lower(cell, L, B_upper)
         if cell.distractor or not cell.pre or (cell.eps > 0 and laws.rigid(cell)):
             return None
         if cell.attention == "linear":

@@ -16,10 +16,28 @@ each pairwise condition holds on an up-set of ``rho``, and so does their conjunc
 
     L*(d) = max { L : D_lo(rho_max, L) < D_hi(rho_max, L) },
 
-found by doubling and bisection on ``L``, each test decided in ball arithmetic (the extremal
+found by doubling and bisection on ``L`` (:func:`l_star`), each test decided in ball arithmetic (the extremal
 gaps are taken over a window of integers around ``sqrt(rho + L)`` and ``sqrt(rho)`` that
 contains the argmax/argmin whatever the rounding); the precision is raised until every
 comparison is decided.
+
+*The last read* (:func:`last_l_star`).  Read at the last position, the query of ``n >= 1`` is
+``h_a``: ``y(n) = K + D phi(n)``, ``phi(n) = n/(rho+n)``, ``D = <w, h_a - h_s>``,
+``rho = exp(tau <h_a, h_s - h_a>)`` and ``y(0) = K + delta``, ``delta = <w, e_s - e_a>``.  Now
+``<h_a, h_s> <= |h_a|^2 = d`` gives ``rho <= 1``, with ``rho = 1`` only at ``h_a = h_s`` where
+``D = 0`` (nothing counts beyond ``L = 1``).  With ``m = n - 1`` and ``rho' = rho + 1``, ``D
+phi(n) = D/rho' + (D rho/rho') m/(rho'+m)``: the counts ``1..L`` are the segment of ``L' =
+L - 1`` at ``rho'``, any amplitude being reachable (``w`` is unbounded).  The offset ``delta``
+is free too: LayerNorm ignores the ``one`` part of the embeddings and ``D`` the ``one`` part of
+``w``, so ``delta`` takes any value; RMSNorm ignores the embeddings' scales ``lam_s, lam_a > 0``
+and ``delta = lam_s <w, v_s> - lam_a <w, v_a>`` (``v`` the unit directions, independent for
+``rho < 1``, ``h_a != -h_s``) with ``<w, v_s>, <w, v_a>`` free but for their difference
+``D/sqrt(d)``: both positive, ``delta`` takes any value.  So the cell counts to ``L`` iff some
+reachable ``rho' < 2`` has ``D_lo(rho', L') < D_hi(rho', L')``; that set of ``rho'`` is an open
+up-set (above), and ``rho'`` reaches every value of ``(1 + exp(-2 sqrt(d)), 2)`` (``h_a`` turning
+away from ``h_s``), so this holds iff it holds at ``rho' = 2``.  LayerNorm at ``d = 2`` has only
+``h_a = +-h_s``: ``rho' = 1 + exp(-2 sqrt 2)`` decides.  Hence ``L* = 1 + max {L' : D_lo(2, L')
+< D_hi(2, L')}``, independent of ``d``: 4 (at ``rho' = 2``, ``L' = 4`` has ``D_lo = D_hi = 6``).
 """
 
 from __future__ import annotations
@@ -33,10 +51,17 @@ from constructions import laws, segment
 from constructions.cell import Cell
 
 
-def _feasible(d: int, L: int, prec: int) -> bool | None:
-    """Is ``D_lo < D_hi`` at ``rho_max`` for counting to L?  None if undecided at ``prec``."""
+def _bos_shape(d: int) -> flint.arb:
+    """``rho_max = exp(2 sqrt(d))``, the largest attention ratio of bare pre-norm read at ``s``
+    (a ball at the current precision)."""
+    return (2 * flint.arb(d).sqrt()).exp()
+
+
+def _feasible(d: int, L: int, prec: int, shape=_bos_shape) -> bool | None:
+    """Is ``D_lo < D_hi`` at ``shape(d)`` (default ``rho_max``) for counting to L?  None if
+    undecided at ``prec``."""
     with flint.ctx.workprec(prec):
-        rho = (2 * flint.arb(d).sqrt()).exp()
+        rho = shape(d)
 
         def window(x: flint.arb):
             # exact integer floor of sqrt(mid x): floats would lose integers beyond 2^53
@@ -53,14 +78,15 @@ def _feasible(d: int, L: int, prec: int) -> bool | None:
         return None
 
 
-def feasible(d: int, L: int) -> bool:
-    """Whether softmax attention with bare pre-norm at width ``d`` can count to ``L`` (exact)."""
+def feasible(d: int, L: int, shape=_bos_shape) -> bool:
+    """Whether the Mobius segment at ``shape(d)`` (default ``rho_max``: softmax attention with
+    bare pre-norm at width ``d``) has counting amplitudes for ``0..L`` (exact)."""
     if L <= 0:
         return True
     # enough bits that the ball around rho + L ~ L^2 is far narrower than 1 (exact windows)
     prec = max(128, 2 * int(L).bit_length() + 64)
     while True:
-        res = _feasible(d, L, prec)
+        res = _feasible(d, L, prec, shape)
         if res is not None:
             return res
         prec *= 2
@@ -68,21 +94,55 @@ def feasible(d: int, L: int) -> bool:
             raise ArithmeticError(f"cannot decide feasibility of L={L} at d={d}")
 
 
+def _largest(test) -> int:
+    """The largest ``L >= 0`` with ``test(L)`` (a down-set of ``L``, ``test(0)`` true), by
+    doubling and bisection."""
+    lo = 0
+    hi = 1
+    while test(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if test(mid) else (lo, mid)
+    return lo
+
+
 @functools.lru_cache(maxsize=None)
 def l_star(d: int) -> int:
     """``L*(d)``, exact (see the module docstring)."""
     if d < 2:
         raise ValueError(f"d must be at least 2, got {d}")
-    lo = 1
-    if not feasible(d, lo):
-        return 0
-    hi = 2
-    while feasible(d, hi):
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if feasible(d, mid) else (lo, mid)
-    return lo
+    return _largest(lambda L: feasible(d, L))
+
+
+def _last_shape(centred_d2: bool):
+    """The shape ``rho' = rho + 1`` that decides the last read (module docstring): 2, or
+    ``1 + exp(-2 sqrt(2))`` for LayerNorm at ``d = 2`` (values ``+-h_s`` only)."""
+    if centred_d2:
+        return lambda d: 1 + (-2 * flint.arb(2).sqrt()).exp()
+    return lambda d: flint.arb(2)
+
+
+@functools.lru_cache(maxsize=None)
+def last_l_star(d: int, centred: bool = True) -> int:
+    """``L*`` of softmax attention with bare pre-norm read at the last position (module
+    docstring, *the last read*), exact: ``1 + max {L' : D_lo(rho', L') < D_hi(rho', L')}`` at
+    ``rho' = 2`` (``1 + exp(-2 sqrt 2)`` for LayerNorm at ``d = 2``; ``centred`` names the kind)."""
+    if d < 2:
+        raise ValueError(f"d must be at least 2, got {d}")
+    shape = _last_shape(centred and d == 2)
+    return 1 + _largest(lambda L: feasible(d, L, shape))
+
+
+def l_star_reason(cell: Cell) -> str:
+    """Why the cell's ``L*`` (:func:`cell_l_star`) is finite, in words."""
+    if cell.read.last and not cell.normed:
+        return "softmax without a norm at the last read (e = h ties y(0) to the amplitude)"
+    if cell.read.last:
+        return "bare pre-norm at the last read (scores from h_a favour a: rho <= 1)"
+    if cell.post:
+        return f"post-norm at d = {cell.d}"
+    return "bare pre-norm"
 
 
 def cell_l_star(cell: Cell) -> int | None:
@@ -97,10 +157,19 @@ def cell_l_star(cell: Cell) -> int | None:
     (``y_b = y_s``, ``beta <= 1``, a read-out turned by ``phi < pi/2``) reaches every amplitude
     at a finite budget, and solves select iff it counts.  Below the smallest
     width of post-norm (:func:`constructions.laws.smallest_d`) with ``eps = 0`` every input
-    maps to one of two points: 1.
+    maps to one of two points: 1.  Softmax regression read at the last position: 2 without a
+    norm (:mod:`constructions.last_read`), :func:`last_l_star` with bare pre-norm.
     """
     if cell.post and cell.d < laws.smallest_d(cell) and cell.eps == 0:
         return 1  # eps = 0: scale invariance leaves two points (with eps > 0 it does not)
+    if cell.read.last:
+        if cell.readout != "regression" or cell.distractor or laws.family(cell) != "segment":
+            return None
+        if not cell.normed:
+            from constructions.last_read import PAIR_L_STAR
+
+            return PAIR_L_STAR  # e = h ties y(0) to the Mobius amplitude (constructions.last_read)
+        return last_l_star(cell.d, cell.kind.centred) if laws.rigid(cell) else None
     if cell.readout == "regression" and laws.family(cell) == "segment" and laws.rigid(cell):
         return l_star(cell.d)
     return None

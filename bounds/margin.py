@@ -233,9 +233,14 @@ def _dual(problem: Cell, L: int) -> float:
 def margin_upper(cell: Cell, L: int) -> float | None:
     """A float ``U >= m`` for every parameter set of ``cell`` with every vector of norm <= 1
     (module docstring); None where no proof applies (``eps > 0`` with a norm, the select task
-    or the last read position, whose outputs are not the count's line or arc)."""
+    or a last read without pre-norm, whose outputs are not the count's line or arc; the last read
+    with pre-norm: :func:`bounds.last_margin.last_margin_upper`)."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
+    if cell.read.last and not cell.distractor:
+        from bounds.last_margin import last_margin_upper  # it builds on this module
+
+        return last_margin_upper(cell, L)
     if (cell.eps > 0 and cell.normed) or cell.distractor or cell.read.last:
         return None
     with flint.ctx.workprec(PREC):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 
 from bounds.lower import ARC_BOXES, b_lower
-from bounds.lstar import cell_l_star
+from bounds.lstar import cell_l_star, l_star_reason
 from bounds.margin import margin_upper
 from constructions import laws, regression
 from constructions.cell import Cell, Params
@@ -49,6 +49,8 @@ def _unavailable(cell: Cell, L: int):
     if cell.post:
         return (f"post-norm ({cell.kind.name}) at d = {cell.d} maps every input to one of two "
                 f"points; no parameters count to L >= 2 (it needs d >= {laws.smallest_d(cell)})")
+    if cell.read.last:
+        return f"{l_star_reason(cell)}: beyond L* = {top} no parameter set counts"
     return (f"bare pre-norm bounds the scores; beyond L* = {top} no parameter norm suffices")
 
 

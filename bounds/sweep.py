@@ -27,7 +27,7 @@ import sys
 from bounds import fit as fitting
 from bounds import pool
 from bounds.lower import ARC_BOXES
-from bounds.lstar import cell_l_star
+from bounds.lstar import cell_l_star, l_star_reason
 from bounds.search import row as sweep_row
 from constructions import __version__, cli, progress, regression, tasks
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS, Cell
@@ -266,7 +266,7 @@ def table(result: dict) -> str:
         out.append("B_min is an infimum: with free biases the argmax is scale-free, so heads of "
                    "any norm > 0 count; margin is the certified smallest logit gap at unit norm")
     if result["L_star"] is not None:
-        why = "bare pre-norm" if result["variant"] == "pre_bare" else f"post-norm at d = {result['d']}"
+        why = l_star_reason(Cell(**{k: result[k] for k in CSV_METADATA if k != "version"}))
         out.append(f"L* = {result['L_star']}: the largest count {why} reaches at d={result['d']}")
     if result.get("note"):
         out.append(result["note"])

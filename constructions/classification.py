@@ -202,6 +202,29 @@ def head_margin(y: np.ndarray, v: np.ndarray) -> float:
     return float(np.min(own - logit.max(axis=1)))
 
 
+def collinear_head(x, direction, offset=0):
+    """``(u, b)``: the max-min head of unit norm on collinear outputs with ``<direction, z_n> =
+    offset + x_n`` (``x`` increasing mpf, ``direction`` a unit d-vector of mpf): slopes
+    ``k_c`` rising from -1 to 1 in steps ``2m/(x_{c+1} - x_c)``, ``m = 1/sum 1/(x_{c+1} - x_c)``,
+    and breakpoints at the midpoints (module docstring), as the rows ``u_c = k_c direction``
+    and the biases.  Slopes and biases are shrunk by ``2^-50`` so that the rounded direction
+    cannot lift any ``|u_c|`` above 1."""
+    one = mpmath.mpf(1)
+    inv = [1 / gp for gp in np.diff(np.array(x, dtype=object))]
+    m = 1 / mpmath.fsum(inv)
+    k = [-one]
+    for iv in inv:
+        k.append(k[-1] + 2 * m * iv)
+    k[-1] = min(k[-1], one)  # rounding must not push |u_L| above 1
+    beta = [mpmath.mpf(0)]
+    for c in range(len(x) - 1):
+        beta.append(beta[-1] + (k[c] - k[c + 1]) * (x[c] + x[c + 1]) / 2)
+    k = [kc * (1 - mpmath.mpf(2) ** -50) for kc in k]
+    beta = [bc * (1 - mpmath.mpf(2) ** -50) for bc in beta]
+    rows = np.array([[kc * di for di in direction] for kc in k], dtype=object)
+    return rows, [bc - kc * offset for bc, kc in zip(beta, k)]
+
+
 class ClassificationDesign:
     """The unit-norm classification construction of one cell (module docstring)."""
 
@@ -306,20 +329,7 @@ class ClassificationDesign:
             vec = {k: v for k, v in geo.items() if k not in ("w", "w0") and not k.startswith("_")}
             direction, offset, spread = self._line_of_outputs(geo, vec)
             x = positions(self.cell, tv, L_value, ctx=mpmath) * spread
-            inv = [1 / gp for gp in np.diff(x)]
-            m = 1 / mpmath.fsum(inv)
-            k = [-one]
-            for iv in inv:
-                k.append(k[-1] + 2 * m * iv)
-            k[-1] = min(k[-1], one)  # rounding must not push |u_L| above 1
-            beta = [mpmath.mpf(0)]
-            for c in range(L_value):
-                beta.append(beta[-1] + (k[c] - k[c + 1]) * (x[c] + x[c + 1]) / 2)
-            # shrink by 2^-50 so that the rounded direction cannot lift any |u_c| above 1
-            k = [kc * (1 - mpmath.mpf(2) ** -50) for kc in k]
-            beta = [bc * (1 - mpmath.mpf(2) ** -50) for bc in beta]
-            vec["u"] = np.array([[kc * di for di in direction] for kc in k], dtype=object)
-            b = [bc - kc * offset for bc, kc in zip(beta, k)]
+            vec["u"], b = collinear_head(list(x), direction, offset)
             return Params(self.cell, vec, {"b": b})
 
     def _build_arc(self, L_value: int, dps: int) -> Params:
@@ -455,5 +465,10 @@ def _mp_vector(axis, width: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> ClassificationDesign:
-    """The head of a classification cell."""
+    """The head of a classification cell (:class:`constructions.last_read.LastReadHead` at the
+    last read)."""
+    if cell.read.last:
+        from constructions.last_read import LastReadHead  # it builds on this module
+
+        return LastReadHead(cell)
     return ClassificationDesign(cell)

@@ -258,8 +258,8 @@ def theory_exponent(cell: Cell):
         return 0.0
     if fam == "arc":
         return 0.75 if cell.affine.gain else 1.5
-    if rigid(cell):
-        return None
+    if rigid(cell) or (cell.read.last and not cell.pre):
+        return None  # a finite L* (bare pre-norm; softmax without a norm at the last read)
     return 2.0 if on_a_line(cell) else 1.0
 
 
@@ -569,6 +569,23 @@ def last_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
     it).  ``X <= 2 V B`` never binds for ``sigma >= 0`` (``H <= 2 V``)."""
     H, _ = value_reach(cell, ops)
     return (H * B + ops.sqrt(H**2 * B**2 - 4 * sigma)) / 2
+
+
+def last_score_gap_max(cell: Cell, B, ops: Ops = SYMPY):
+    """The largest score gap ``sigma = <h_a, h_s - h_a>`` seen from ``a`` at budget ``B`` (softmax,
+    pre-norm with a gain, the last read): ``H^2 B^2/4``, where :func:`last_value_gap` has a real
+    root (at the BOS read :func:`score_gap_max`, ``2 H V B^2``, is far larger)."""
+    H, _ = value_reach(cell, ops)
+    return (H * B) ** 2 / 4
+
+
+def last_pair_reach(cell: Cell, B):
+    """Softmax attention without a norm read at the last position (``e = h``): at budget ``B``
+    the amplitude ``D = <w, e_a - e_s>`` and minus the score gap ``sigma = <e_a, e_s - e_a>``
+    seen from ``a`` are both at most ``2 B^2`` (``D <= |w| |e_a - e_s| <= B 2B``, ``sigma >=
+    -|e_a| |e_s - e_a| >= -2 B^2``), both attained by ``e_s = -e_a = B v``, ``w = -B v``
+    (plain arithmetic)."""
+    return 2 * B**2
 
 
 def last_capacity(cell: Cell, t, B, ops: Ops = SYMPY):

@@ -771,10 +771,24 @@ class FootDesign(RegressionDesign):
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
-    """The construction of a regression cell: :class:`constructions.select.SelectDesign` for the
-    select task with softmax attention and no norm, :class:`constructions.tasks.TaskDesign` for
+    """The construction of a regression cell: :mod:`constructions.last_read`'s designs for the
+    last read without a norm or with bare pre-LayerNorm (softmax), :class:`constructions.select.SelectDesign`
+    for the select task with softmax attention and no post-norm, :class:`constructions.tasks.TaskDesign` for
     the other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
     post-RMSNorm), :class:`RegressionDesign` otherwise."""
+    if cell.read.last and cell.attention == "softmax" and not cell.normed and not cell.task.distractor:
+        from constructions.last_read import PairDesign  # it builds on this module
+
+        return PairDesign(cell)
+    if (cell.read.last and cell.attention == "softmax" and laws.rigid(cell) and cell.kind.centred
+            and cell.d >= 3 and not cell.task.distractor):
+        from constructions.last_read import BareDesign
+
+        return BareDesign(cell)
+    if cell.read.last and cell.attention == "linear" and not cell.normed and not cell.task.distractor:
+        from constructions.last_read import LineDesign
+
+        return LineDesign(cell)
     if cell.task.distractor or cell.read.last:
         from constructions.select import SelectDesign, suppresses  # they build on this module
         from constructions.tasks import TaskDesign

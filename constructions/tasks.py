@@ -97,13 +97,16 @@ constants that count ``n = 1..L`` and leave ``y(0)`` within reach.  The lower bo
 shifted problem with this capacity; it ignores ``n = 0``, so at the smallest ``L``, where the
 offset binds, ``B_min`` is the construction's only.
 
-Not built at the last read: softmax attention (without a norm ``e = h``, so ``y(0) = K - D`` and ``y(n) = K +
+Softmax attention without a norm at the last read counts to ``L* = 2`` only
+(:class:`constructions.last_read.PairDesign`; ``e = h``, so ``y(0) = K - D`` and ``y(n) = K +
 D phi(n)``, ``phi(n) = n/(rho+n)``, ``D = <w, h_a - h_s>``: counting needs ``D (1 + phi(1)) =
 y(1) - y(0) < 2`` and ``D (phi(L) - phi(1)) = y(L) - y(1) > L - 2``, impossible for ``L >= 4``
 since ``phi(L) - phi(1) < 1 + phi(1)``, and for ``L = 3`` since ``(phi(3) - phi(1))/(1 + phi(1))
-= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``), bare pre-norm with softmax (``<h_a, h_s> <= d = |h_a|^2``,
+= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``).  Not built at the last
+read: bare pre-norm with softmax (``<h_a, h_s> <= d = |h_a|^2``,
 so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of ``L - 1 = 4`` at ``rho' = 2`` has
-``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``; the offset then needs a read-out component
+``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``, and ``L* = 4`` exactly
+(:func:`bounds.lstar.last_l_star`); the offset then needs a read-out component
 off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``) or with ``eps > 0`` (the offset
 uses the exact invariances of the norm), linear attention without a norm (``e = h``:
 the offset needs a cubic) and post-norm, and the select task.
@@ -163,8 +166,14 @@ def refusal(cell: Cell) -> str | None:
         return None
     what = f"the {task} task at the {read} read"
     if cell.readout == "classification":
-        if read == "last":
-            return f"{what} has no construction yet for classification (regression is built)"
+        if read == "last" and task == "count":
+            # the head of constructions.last_read on the last-read regression geometry
+            if cell.attention == "softmax" and not cell.affine.gain:
+                return (f"{what} has no construction yet for classification with softmax attention "
+                        "without a learned pre-norm (built: linear attention with pre-norm, softmax "
+                        "with pre_learned)")
+            return refusal(cell.replace(readout="regression")) or (
+                None if cell.pre else f"{what} has no construction yet for classification without pre-norm")
         if cell.attention == "softmax" and not cell.post:
             return (f"{what} has no construction yet for classification with softmax attention "
                     "without post-norm (the distractor moves z off the segment; regression is built)")
@@ -178,11 +187,16 @@ def refusal(cell: Cell) -> str | None:
                 "construction is the one-sided arc, constructions.one_sided)")
     if read == "last":
         if cell.attention == "softmax":
+            if not cell.normed:
+                return None  # constructions.last_read.PairDesign: L* = 2
+            if cell.pre and not cell.affine.gain and cell.eps == 0:
+                if cell.kind.centred and cell.d >= 3:
+                    return None  # constructions.last_read.BareDesign, up to L* = 4
+                return (f"{what} has no construction yet for softmax attention with bare pre-norm "
+                        f"{'at d = 2' if cell.kind.centred else 'RMSNorm'} (nothing counts beyond "
+                        "L = 4, bounds.lstar.last_l_star; built: pre-LayerNorm at d >= 3)")
             if not cell.pre or not cell.affine.gain:
-                why = {"none": "without a norm (nothing counts beyond L = 2: e = h ties y(0) to "
-                               "the Mobius amplitude)",
-                       "pre": "with bare pre-norm (scores from h_a are at most |h_a|^2 = d, so "
-                              "rho <= 1 and nothing counts beyond L = 4)",
+                why = {"pre": "with bare pre-norm and eps > 0 (its L* = 4 and rows use eps = 0)",
                        "post": "with post-norm (built: pre_learned)"}[cell.placement.name]
                 return f"{what} has no construction yet for softmax attention {why}"
             if cell.kind.image_dim(cell.d) < 2:
@@ -194,9 +208,10 @@ def refusal(cell: Cell) -> str | None:
                 return (f"{what} has no construction yet for pre-RMSNorm with a gain and a bias "
                         "(built: gain, and LayerNorm with either affine)")
             return None
-        if not cell.pre:
-            return f"{what} has no construction yet without pre-norm (built: linear attention with pre-norm)"
-        return None
+        if cell.post:
+            return (f"{what} has no construction yet for linear attention with post-norm (built: "
+                    "without a norm and with pre-norm)")
+        return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
     if cell.attention == "softmax" and cell.pre and cell.affine.gain:
         return (f"{what} has no construction yet for softmax attention with a learned pre-norm "
@@ -373,11 +388,11 @@ class TaskDesign(RegressionDesign):
     # ------------------------------------------------- the last read, softmax: the shifted segment
     def domain(self, L_value: int, B_value: float):
         """The last read, softmax: ``rho >= 1`` with ``sigma = sqrt(d) log rho <= H^2 B^2/4``
-        (:func:`constructions.laws.last_value_gap`), and not beyond ``1e4 (L+2)^2``."""
+        (:func:`constructions.laws.last_score_gap_max`), and not beyond ``1e4 (L+2)^2``."""
         if not (self.last and self.family == "segment"):
             return super().domain(L_value, B_value)
-        H, _ = laws.value_reach(self.cell, laws.FLOAT)
-        log_hi = min((H * B_value) ** 2 / (4 * math.sqrt(self.cell.d)), math.log(1e4 * (L_value + 2) ** 2))
+        sigma_max = laws.last_score_gap_max(self.cell, B_value, laws.FLOAT)
+        log_hi = min(sigma_max / math.sqrt(self.cell.d), math.log(1e4 * (L_value + 2) ** 2))
         return (1.0, math.exp(log_hi))
 
     def interval(self, t_value, L_value: int):
@@ -524,8 +539,9 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
         return select.closed_form(cell, L_value)
     if not cell.read.last:
         return count_closed_form(screen_cell(cell), L_value)
-    if L_value < 2 or laws.family(cell) != "line":
-        return None  # the softmax last read: the optimum over the shape, no closed form derived
+    if L_value < 2 or laws.family(cell) != "line" or not cell.pre:
+        return None  # the softmax last read (the optimum over the shape) and linear attention
+        # without a norm (its offset is a cubic): no closed form derived
     at = {L: sympy.Integer(L_value)}
     with mpmath.workdps(40):
         values = [mpmath.mpf(sympy.N(e.xreplace(at), 40)) for e in last_closed_form(cell)]

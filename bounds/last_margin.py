@@ -1,0 +1,94 @@
+"""A proven upper bound on the max-min margin of classification read at the last position.
+
+The question is :mod:`bounds.margin`'s (every trainable vector of norm at most 1, free biases),
+for the count task read at the last position with pre-norm (:mod:`constructions.last_read`).
+For ``n >= 1`` the query is ``h_a`` whatever the parameters, so the outputs ``z_1..z_L`` are
+collinear; ``z_0`` (read at ``s``) may lie anywhere.  The bound uses only ``z_1..z_L``: the
+pair inequality of neighbours ``c, c+1`` in ``1..L`` summed as in (C) of :mod:`bounds.margin`
+(``k_c = <u_c, v>`` in ``[-1, 1]`` along the unit direction ``v`` of the line) gives
+
+    m <= 1 / sum_{c=1}^{L-1} 1/(x_{c+1} - x_c).                                     (C')
+
+*Line (linear attention).*  ``z_n = e_a + tau <h_a, h_s> h_s + n tau |h_a|^2 h_a``: every gap is
+``kappa = tau |h_a|^3 <= cap(1, 1)`` (the line capacity of :func:`constructions.laws.capacity`
+at unit budget: ``|h| <= H``, or ``|h| = sqrt(d)`` bare), so ``m <= cap(1, 1)/(L - 1)``.
+
+*Segment (softmax, pre-norm with a gain).*  ``z_n = e_a + h_s + phi(n)(h_a - h_s)``,
+``phi(n) = n/(rho+n)``, ``rho = exp(tau <h_a, h_s - h_a>)``: the gaps are
+``X rho/((rho+c)(rho+c+1))`` with ``X = |h_a - h_s|``, and with ``L' = L - 1``, ``rho' = rho + 1``
+
+    sum_{c=1}^{L-1} (rho+c)(rho+c+1) = S(rho) = L' rho'^2 + L'^2 rho' + (L'^3 - L')/3,
+
+so ``m <= X rho/S(rho)``.  ``X <= Xmax(sigma) = min(2V, (H + sqrt(H^2 - 4 sigma))/2)`` at score
+gap ``sigma = sqrt(d) log rho`` (:func:`constructions.laws.last_value_gap`, valid for either sign
+of ``sigma``, and ``|h_a - h_s| <= 2V`` from ``|v_x| <= V``), which decreases in ``rho``; real
+roots need ``sigma <= H^2/4`` and ``sigma = X <h_a, u> >= -H X >= -2 H V``, so ``rho`` lies in
+``[exp(-2HV/sqrt d), exp(H^2/(4 sqrt d))]``.  The factor ``rho/S(rho)`` increases up to
+``rho* = sqrt(1 + L' + (L'^2 - 1)/3)`` and decreases beyond (``S - rho S' = L' + L'^2 + (L'^3 -
+L')/3 - L' rho^2``).  The supremum over that interval is bounded by branch and bound
+(:func:`bounds.margin._branch_and_bound`): on ``[a, b]`` by ``Xmax(sigma(a))`` times the factor at
+the point of ``[a, b]`` nearest ``rho*``.  Shapes ``rho < 1``, which the construction does not
+use (there ``X`` may exceed its value at ``rho = 1``), are covered too.
+
+*L = 1.*  Only the pair ``0, 1``: ``2m <= <u_1 - u_0, z_1 - z_0> <= 2 |z_1 - z_0|`` and
+``|z_1 - z_0| <= |e_a| + |e_s| + |A(1) - A(0)|``, at most ``2 + 3 cap(1, 1)`` (line:
+``|A(0)| <= cap``, ``|A(1)| <= 2 cap``) or ``2 + 2V`` (segment: ``|A(1) - A(0)| = phi(1) X``).
+
+Evaluated in ball arithmetic and rounded up: ``O(1)`` in ``L`` and ``d``.
+"""
+
+from __future__ import annotations
+
+import flint
+
+from bounds.margin import PREC, _branch_and_bound, _geometric
+from constructions import laws
+from constructions.cell import Cell
+from verify.backends import arb_ceil
+
+
+def _segment(cell: Cell, L: int) -> flint.arb:
+    """``sup X rho/S(rho)`` over the reachable shapes (module docstring)."""
+    H, V = (flint.arb(v) for v in laws.value_reach(cell, laws.ARB))
+    sd = flint.arb(cell.d).sqrt()
+    Lp = flint.arb(L - 1)
+    c = (Lp**3 - Lp) / 3
+    peak = (1 + Lp + c / Lp).sqrt()
+
+    def X(rho):
+        sigma = sd * rho.log()
+        return (2 * V).min(_arb(laws.last_value_gap(cell, 1, sigma, laws.ARB)))
+
+    def shape(rho):
+        rp = rho + 1
+        return rho / (Lp * rp * rp + Lp * Lp * rp + c)
+
+    def box(a, b):
+        p = peak.min(b).max(a)
+        return X(a) * shape(p)
+
+    low = (-2 * H * V / sd).exp()
+    high = (_arb(laws.last_score_gap_max(cell, 1, laws.ARB)) / sd).exp()
+    return _branch_and_bound(box, lambda r: X(r) * shape(r), low, high, _geometric)
+
+
+def _arb(x) -> flint.arb:
+    return x if isinstance(x, flint.arb) else flint.arb(x)
+
+
+def last_margin_upper(cell: Cell, L: int) -> float | None:
+    """A float ``U >= m`` for every parameter set of ``cell`` (classification, the count task at
+    the last read) with every vector of norm <= 1 (module docstring); None where no proof
+    applies: no pre-norm).  Only upper bounds on ``|h|`` and ``|h_a - h_s|`` are used, which hold
+    for every ``eps`` (``|N(v)| <= sqrt(d)``, ``|N(v)_i| <= M``)."""
+    if not cell.pre:
+        return None
+    with flint.ctx.workprec(PREC):
+        if laws.family(cell) == "line":
+            cap = _arb(laws.capacity(cell, 1, 1, laws.ARB))
+            value = 2 + 3 * cap if L == 1 else cap / (L - 1)
+        elif L == 1:
+            value = 2 + 2 * _arb(laws.value_reach(cell, laws.ARB)[1])
+        else:
+            value = _segment(cell, L)
+        return arb_ceil(value)

@@ -1,0 +1,547 @@
+"""Classification at the last read: the unit-norm head on the last-read regression geometry.
+
+The count task read at the last position (:mod:`constructions.tasks`) gives, for ``n >= 1``,
+outputs on a line (the query is ``h_a`` for every ``n >= 1``) and for ``n = 0`` the output of
+``s`` read at ``s``, placed by the offset of the embeddings:
+
+* linear attention with pre-norm: ``z_n = e_a + tau <h_a, h_s> h_s + n tau |h_a|^2 h_a``
+  (``n >= 1``) and ``z_0 = e_s + tau |h_s|^2 h_s``; the construction has ``h_s = h_a = h`` and
+  the embeddings along ``top`` with scales ``lam_s, lam_a``, so along ``u = h/|h|`` the outputs
+  sit at ``x_n = lam_a <u, top> + (n + 1) kappa`` and ``x_0 = lam_s <u, top> + kappa``,
+  ``kappa = tau |h|^3``: every gap is ``kappa`` except the first, ``kappa + (lam_a - lam_s)
+  <u, top>``;
+* softmax attention with pre-norm and a gain: ``z_n = e_a + h_s + phi(n) (h_a - h_s)``
+  (``phi(n) = n/(rho+n)``, ``n >= 1``) and ``z_0 = e_s + h_s``; along ``u = (h_a - h_s)/X`` the
+  gaps are ``X rho/((rho+c)(rho+c+1))`` (``c = 1..L-1``) and the first is ``O + X/(rho+1)``
+  with ``O = <u, e_a - e_s>``, the offset of the regression construction in units of ``X/D``
+  (:func:`constructions.tasks.last_offsets`: ``delta = <w, e_s - e_a> = -(D/X) O``).
+
+The geometry is the regression construction of :class:`constructions.tasks.TaskDesign` at
+budget 1 with the values at their largest (linear: the slope at the capacity, so the gain has
+norm 1; softmax: ``X`` the law's at the shape) and the offset at the end of its reach that
+widens the first gap (``lam_s = 2^-20`` for the line; ``delta = delta_c - SHRINK r`` for the
+segment).  The outputs are read along ``u`` by the 1-D head of
+:func:`constructions.classification.collinear_head`, whose margin is ``1/sum_c 1/gap_c``
+(:mod:`constructions.classification`); the softmax shape ``rho`` maximises it.  The proven
+upper bound over every parameter set is :mod:`bounds.last_margin`.
+
+**Softmax attention without a norm: counting stops at L = 2** (:class:`PairDesign`).  With
+``e = h`` the count ``n = 0`` is read at ``s`` with ``r = 2 e_s``, so ``y(0) = K - D`` and
+``y(n) = K + D phi(n)`` (``n >= 1``), ``K = <w, e_a + e_s> + w0``, ``D = <w, e_a - e_s>``,
+``phi(n) = n/(rho+n)``, ``rho = exp(tau <e_a, e_s - e_a>)``: one amplitude for every count,
+``y(n) = K + D psi(n)`` with ``psi(0) = -1``, ``psi(n) = phi(n)``.  A constant ``K`` counts iff
+the intervals ``(n - D psi(n) - 1/2, n - D psi(n) + 1/2)`` meet, i.e. (Helly, in one dimension)
+iff every pair ``i > j`` has ``(i - j) - 1 < D (psi(i) - psi(j)) < (i - j) + 1``
+(:func:`pair_interval`).  Nothing counts beyond ``L = 2`` (:mod:`constructions.tasks`: the
+pairs ``(1, 0)`` and ``(L, 1)`` need ``(L - 2)(1 + phi(1)) < 2 (phi(L) - phi(1))``, false for
+``L >= 4`` since ``phi(L) - phi(1) < 1 - phi(1)``, and for ``L = 3`` since ``2 rho/((rho+2)
+(rho+3)) < 1/2``).  At ``L = 2``
+
+    D_lo(rho) = (rho + 2)/(rho + 4)   (the pair (2, 0)),
+    D_hi(rho) = min(2 (rho+1)/(rho+2), 3 (rho+2)/(rho+4), 2 (rho+1)(rho+2)/rho) > D_lo(rho)
+
+(``2(rho+1)(rho+4) - (rho+2)^2 = rho^2 + 6 rho + 4 > 0``), and ``L = 1`` needs only
+``0 < D < 2 (rho+1)/(rho+2)``.  At budget ``B``, ``D <= 2 B^2`` and ``rho >= exp(-2 B^2/sqrt(d))``
+(:func:`constructions.laws.last_pair_reach`), and ``D_lo`` increases in ``rho``, so counting
+to 2 needs ``2 B^2 > D_lo(exp(-2 B^2/sqrt(d)))``; the left side increases in ``B`` and the right
+decreases, so ``B_min(2) = B*`` is the root of ``2 B^2 = D_lo(exp(-2 B^2/sqrt(d)))``, not
+attained (:func:`pair_budget`; proven as :func:`bounds.lower.last_pair_lower`).  The
+construction is that extremal geometry: ``e_s = B c_1 = -e_a`` (so ``rho = exp(-2 B^2/sqrt(d))``
+and ``e_a + e_s = 0``), ``w = -(D/(2B)) c_1`` with ``D`` the middle of ``(D_lo, min(D_hi,
+2 B^2))``, ``w0 = K`` the middle constant: it counts at every ``B > B*``.
+
+**Bare pre-LayerNorm softmax: the rows up to L* = 4** (:class:`BareDesign`; ``L*`` is
+:func:`bounds.lstar.last_l_star`).  For ``n >= 1`` ``y(n) = K + D phi(n)`` with ``rho =
+exp(tau <h_a, h_s - h_a>) <= 1`` and ``X = |h_a - h_s| = sqrt(-2 sigma)`` (``|h| = sqrt(d)``),
+and ``y(0) = K + delta``, ``delta = <w, e_s - e_a>``.  *Geometry* (``d >= 3``): ``h_s = sqrt(d)
+top``, ``h_a = sqrt(d)(cos g top + sin g across)`` with ``cos g = 1 + sigma/d``; ``e_s = nu top +
+mu one``, ``e_a = nu (cos g top + sin g across) - mu one`` (``nu = 2^-10 B``, ``mu = sqrt(B^2 -
+nu^2)``: LayerNorm removes ``one``); ``w = (D/X^2)(h_a - h_s) + om one``, of norm at most ``B`` for
+``|om| <= W = sqrt(B^2 - D^2/X^2)``.  Then ``<w, e_s - e_a> = -D nu/sqrt(d) + 2 om mu``: the
+offsets fill ``delta_c +- r`` with ``delta_c = -D nu/sqrt(d)``, ``r = 2 mu W``.  At budget ``B``
+the shape ``rho`` and the amplitude ``D`` (within ``D_lo, D_hi`` of the shifted segment and
+``D < B X``) are those of the widest interval of constants ``K`` counting ``1..L`` with
+``y(0)`` within reach (a search over a grid of ``(rho, D)``, refined: a screen; the judge
+certifies), ``K`` its middle.  RMSNorm (offset only through the embeddings' scales) and
+LayerNorm at ``d = 2`` are not built.
+
+**Linear attention without a norm** (:class:`LineDesign`).  With ``e = h`` and the query ``e_a``,
+``y(n) = K + k n`` for ``n >= 1`` with ``k = tau |e_a|^2 <w, e_a> <= tau B^4`` (the line capacity
+of :func:`constructions.laws.capacity`), and ``y(0) = K + delta`` with ``delta = <w, e_s>(1 + tau
+|e_s|^2) - <w, e_a> - tau <e_a, e_s> <w, e_s>`` (the query of ``n = 0`` is ``e_s``): a cubic in
+``e_s``, ``|delta| <= 2 B^2 (1 + tau B^2)``.  Construction: ``w = B c_1``, ``e_a = lam c_1`` with
+``tau B lam^3 = k``, ``e_s = s c_1`` with ``s`` in ``[0, B]``, so ``delta(s) = B s + tau B s^3 - B lam -
+tau B lam s^2`` runs from ``-B lam`` to ``delta(B)`` and takes every value between (a root found
+by bisection); the slope ``k`` (a grid over its counting interval, :func:`constructions.tasks.
+last_line_interval`, below the capacity) and the constant ``K`` are those of the widest interval
+of constants with ``y(0)`` within reach.  The lower bound is :func:`bounds.lower.last_free_line_lower`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import sympy
+
+from constructions import laws, zoom
+from constructions.cell import Cell, Params
+from constructions.classification import ClassificationDesign, check_size, collinear_head
+from constructions import segment
+from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _temperature,
+                                      _vec, axes)
+from constructions.symbols import C1, E_A, E_S, H_A, H_S, ONE, W, W0, A, B, C, X, gamma, inner, nu, t, tau
+from constructions.tasks import SHRINK, delta, delta_c, last_line_interval, last_offsets, lam_a, r_off
+
+#: the scale of ``e_s`` in the line geometry: the offset ``delta = -Delta (1 - LINE_SLACK)``
+#: just inside its reach ``(-Delta, Delta)`` (``e_s`` must stay non-zero under pre-norm)
+LINE_SLACK = mpmath.mpf(2) ** -20
+#: the read-out constant passed to the segment geometry: beyond every reachable offset, so that
+#: the construction clips ``delta`` to the low end ``delta_c - SHRINK r`` of its reach
+FAR = mpmath.mpf(10) ** 9
+
+
+class LastReadHead(ClassificationDesign):
+    """The unit-norm head of a classification cell read at the last position (module
+    docstring); the interface of :class:`~constructions.classification.ClassificationDesign`."""
+
+    def __init__(self, cell: Cell):
+        if not cell.read.last or cell.distractor:
+            raise ValueError("LastReadHead is for the count task read at the last position")
+        super().__init__(cell)
+        if self.family not in ("line", "segment"):
+            raise ValueError(f"{cell.describe()}: no last-read head without pre-norm")
+
+    # ------------------------------------------------------------------ the float screen
+    def _segment_parts(self, rho):
+        """``(X, O)`` of the segment geometry at unit budget and shape(s) ``rho`` (float64)."""
+        cell = self.cell
+        rho = np.asarray(rho, dtype=np.float64)
+        X = laws.last_value_gap(cell, 1.0, np.sqrt(cell.d) * np.log(rho), laws.NUMPY)
+        alpha = 1 - X / cell.kind.max_coordinate(cell.d, np.sqrt)
+        dc, r = last_offsets(cell, 1.0, X, X, alpha, laws.NUMPY)  # D/X = 1: O per unit
+        return X, float(SHRINK) * r - dc
+
+    def margin(self, t_value, L_value: int):
+        """Float64 margin ``1/sum_c 1/gap_c`` of the last-read outputs at shape(s) ``t``
+        (module docstring; -inf where degenerate)."""
+        tv = np.atleast_1d(np.asarray(t_value, dtype=np.float64))
+        Lp = L_value - 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if self.family == "line":
+                kappa = float(self.geometry.capacity(1.0, 1.0))
+                first = kappa + float(self._line_reach()) * (1 - float(LINE_SLACK))
+                inv = Lp / kappa + 1 / first
+                m = np.full(tv.shape, 1 / inv)
+            else:
+                X, O = self._segment_parts(tv)
+                rp = tv + 1
+                S = Lp * rp**2 + Lp**2 * rp + (Lp**3 - Lp) / 3
+                m = 1 / (S / (X * tv) + 1 / (O + X / rp))
+        m[~np.isfinite(m) | (m <= 0)] = -np.inf
+        return m if np.ndim(t_value) else float(m[0])
+
+    def _line_reach(self):
+        """``<u, top>`` per unit scale of the embeddings: the first gap's extra length at
+        ``lam_a - lam_s = 1`` (the axis reach with a gain, 1 bare)."""
+        return 1 if laws.rigid(self.cell) else self.cell.kind.axis_reach(self.cell.d, mpmath.sqrt)
+
+    def best_shape(self, L_value: int):
+        """``rho`` maximising :meth:`margin` over the last-read domain at unit budget (segment);
+        None (line)."""
+        if self.family == "line":
+            return None
+        dom = self.geometry.domain(L_value, 1.0)
+        return zoom.maximize(lambda tt: self.margin(tt, L_value), dom[0], dom[1], points=33)[0]
+
+    # ------------------------------------------------------------------ the head
+    def geometry_at(self, L_value: int, t_value) -> dict:
+        """The regression geometry at budget 1 (module docstring), evaluated in mpmath at the
+        current precision."""
+        one = mpmath.mpf(1)
+        if self.family == "line":
+            A = self.geometry.capacity_mp(one, one) * (1 - mpmath.mpf(2) ** -40)
+            reach = laws.last_offset_reach(self.cell, one, A, laws.MPMATH)
+            C = mpmath.mpf(1) / 2 + reach * (1 - 2 * LINE_SLACK)
+            return self.geometry.evaluate(L_value, one, one, A, C)
+        return self.geometry.evaluate(L_value, one, mpmath.mpf(t_value), one, FAR)
+
+    def outputs(self, geo: dict, L_value: int, t_value):
+        """``(u, x)``: the read direction and the positions ``x_n = <u, z_n>`` of the exact
+        outputs (module docstring), mpf."""
+        d = self.cell.d
+        tau = 1 / mpmath.sqrt(d)
+        e_s, e_a, h_s, h_a = geo["e_s"], geo["e_a"], geo["_h_s"], geo["_h_a"]
+        dot = lambda p, q: mpmath.fsum(p * q)
+        if self.family == "line":
+            u = h_a / mpmath.sqrt(dot(h_a, h_a))
+            base = dot(u, e_a) + tau * dot(h_a, h_s) * dot(u, h_s)
+            step = tau * dot(h_a, h_a) * dot(u, h_a)
+            x0 = dot(u, e_s) + tau * dot(h_s, h_s) * dot(u, h_s)
+            return u, [x0] + [base + n * step for n in range(1, L_value + 1)]
+        diff = h_a - h_s
+        X = mpmath.sqrt(dot(diff, diff))
+        u = diff / X
+        rho = mpmath.mpf(t_value)
+        base = dot(u, e_a) + dot(u, h_s)
+        return u, [dot(u, e_s) + dot(u, h_s)] + [base + X * n / (rho + n) for n in range(1, L_value + 1)]
+
+    def build(self, L_value: int, dps: int = 50) -> Params:
+        """The unit-norm head: the geometry at budget 1 and the 1-D head on the positions
+        (refused beyond the limits of :func:`constructions.classification.check_size`)."""
+        check_size(self.cell, L_value)
+        t_value = self.best_shape(L_value)
+        with mpmath.workdps(dps):
+            geo = self.geometry_at(L_value, t_value)
+            vec = {k: v for k, v in geo.items() if k not in ("w", "w0") and not k.startswith("_")}
+            u, x = self.outputs(geo, L_value, t_value)
+            if not all(b > a for a, b in zip(x, x[1:])):
+                raise ValueError(f"{self.cell.describe()}: the last-read outputs are not in order at L = {L_value}")
+            vec["u"], b = collinear_head(x, u)
+            return Params(self.cell, vec, {"b": b})
+
+
+# ---------------------------------------------------------------------- softmax without a norm
+#: the largest count softmax attention without a norm reaches at the last read (module docstring)
+PAIR_L_STAR = 2
+
+
+def _psi(n, rho):
+    """``psi(0) = -1``, ``psi(n) = n/(rho+n)``: ``y(n) = K + D psi(n)`` (plain arithmetic)."""
+    return -1 + 0 * rho if n == 0 else n / (rho + n)
+
+
+def pair_interval(rho, L: int):
+    """``(D_lo, D_hi)``: the amplitudes ``D`` for which some ``K`` counts ``n = 0..L`` with
+    ``y(n) = K + D psi(n)`` (module docstring; every pair ``i > j``, plain arithmetic on any
+    number type with ``max``/``min``).  Empty (``D_lo >= D_hi``) for every ``rho`` once
+    ``L >= 3``."""
+    lo, hi = 0 * rho, None
+    for i in range(1, L + 1):
+        for j in range(i):
+            step = _psi(i, rho) - _psi(j, rho)  # > 0: psi increases
+            lo = max(lo, (i - j - 1) / step)
+            hi = (i - j + 1) / step if hi is None else min(hi, (i - j + 1) / step)
+    return lo, hi
+
+
+def _pair_feasible(cell: Cell, B_value: float) -> bool:
+    """Whether the extremal geometry at budget ``B`` leaves an amplitude for ``L = 2`` (floats)."""
+    cap = laws.last_pair_reach(cell, B_value)
+    lo, hi = pair_interval(math.exp(-cap / math.sqrt(cell.d)), PAIR_L_STAR)
+    return lo < min(hi, cap)
+
+
+def pair_budget(cell: Cell, rtol: float = 1e-12) -> float:
+    """``B*``, the root of ``2 B^2 = D_lo(exp(-2 B^2/sqrt(d)))`` (module docstring), by
+    bisection in floats: a screen (the bound is :func:`bounds.lower.last_pair_lower`)."""
+    lo_B, hi_B = 1e-6, 2.0  # 2 B^2 = 8 > 1 > D_lo at the top; nothing counts at the bottom
+    while hi_B / lo_B > 1 + rtol:
+        mid = math.sqrt(lo_B * hi_B)
+        lo_B, hi_B = (lo_B, mid) if _pair_feasible(cell, mid) else (mid, hi_B)
+    return hi_B
+
+
+class PairDesign(RegressionDesign):
+    """Softmax attention without a norm read at the last position (module docstring): the
+    extremal geometry ``e_s = -e_a = B c_1``, whose shape ``rho = exp(-2 B^2/sqrt(d))`` the budget
+    fixes; counts up to ``L = 2``."""
+
+    def __init__(self, cell: Cell):
+        if not (cell.read.last and cell.attention == "softmax" and not cell.normed
+                and cell.readout == "regression" and not cell.distractor):
+            raise ValueError("PairDesign is for softmax attention without a norm, the count task read last")
+        super().__init__(cell)
+        self.capacity_expr = laws.last_pair_reach(cell, B)
+        self._cap = lambda t_value, B_value: laws.last_pair_reach(cell, np.asarray(B_value, dtype=float))
+        self.capacity_mp = lambda t_value, B_value: laws.last_pair_reach(cell, mpmath.mpf(B_value))
+
+    def steps(self) -> list[Step]:
+        return [_temperature(self.cell),
+                _vec(E_S, B * C1, "the embedding of s", "e_s"),
+                _vec(E_A, -B * C1, "the embedding of a, opposite: rho = exp(-2 B^2/sqrt(d))", "e_a"),
+                _vec(H_S, E_S, "the value of s (no norm: the embedding)", "_h_s"),
+                _vec(H_A, E_A, "the value of a", "_h_a"),
+                _vec(W, -(A / (2 * B)) * C1, "the read-out, along h_a - h_s: D = <w, h_a - h_s>", "w"),
+                Step(W0, C - inner(W, E_A + E_S), "the read-out bias: y(n) = K + D psi(n)", "w0")]
+
+    def shape(self, B_value):
+        """``rho = exp(-2 B^2/sqrt(d))``, the shape the budget fixes (mpmath or float)."""
+        exp, sqrt = (math.exp, math.sqrt) if isinstance(B_value, float) else (mpmath.exp, mpmath.sqrt)
+        return exp(-laws.last_pair_reach(self.cell, B_value) / sqrt(self.cell.d))
+
+    def domain(self, L_value: int, B_value: float):
+        rho = self.shape(float(B_value))
+        return (rho, rho)
+
+    def interval(self, t_value, L_value: int):
+        return pair_interval(mpmath.mpf(t_value), L_value)
+
+    def interval_float(self, t_value, L_value: int):
+        lo, hi = pair_interval(float(np.asarray(t_value, dtype=float).ravel()[0]), L_value)
+        return np.full(np.shape(t_value), lo), np.full(np.shape(t_value), hi)
+
+    def best_shape(self, L_value: int, B_value: float):
+        rho = self.shape(float(B_value))
+        return rho, float(self.slack(np.array(rho), L_value, B_value))
+
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
+        """``B*`` at ``L = 2``, ``1e-12`` at ``L = 1`` (every budget counts), None beyond."""
+        if L_value > PAIR_L_STAR:
+            return None
+        return pair_budget(self.cell) if L_value == PAIR_L_STAR else 1e-12
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        """The extremal geometry at budget ``B``: the middle amplitude of ``(D_lo, min(D_hi,
+        2 B^2))`` (at most ``2 B^2``, so ``|w| <= B``; below ``B*`` it does not count) and the
+        middle constant."""
+        L_value = _check_count(L_value)
+        with mpmath.workdps(dps):
+            Bv = _check_budget(B_value)
+            rho = self.shape(Bv)
+            cap = laws.last_pair_reach(self.cell, Bv)
+            lo, hi = pair_interval(rho, L_value)
+            Dv = min((lo + min(hi, cap)) / 2, cap)
+            ends = [n - Dv * _psi(n, rho) for n in range(L_value + 1)]
+            Kv = (max(ends) + min(ends)) / 2
+            out = self.evaluate(L_value, Bv, rho, Dv, Kv)
+            vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
+            return Params(self.cell, vectors, {"w0": out["w0"]})
+
+
+# ---------------------------------------------------------------------- bare pre-LayerNorm softmax
+_om, _W, _mu = sympy.symbols("omega_1 W_perp mu_e", real=True)
+#: the score gap seen from a, <h_a, h_s - h_a> <= 0 (not the positive BOS symbol)
+_sig = sympy.Symbol("sigma_a", nonpositive=True)
+_cos, _sin = sympy.cos(gamma), sympy.sin(gamma)
+#: the scale of the embeddings' directions, relative to the budget (module docstring)
+BARE_NU = sympy.Rational(1, 2**10)
+
+
+class BareDesign(RegressionDesign):
+    """Softmax attention with bare pre-LayerNorm read at the last position, ``L <= 4``
+    (module docstring)."""
+
+    def __init__(self, cell: Cell):
+        if not (cell.read.last and cell.attention == "softmax" and laws.rigid(cell)
+                and cell.kind.centred and cell.d >= 3 and cell.readout == "regression"
+                and not cell.distractor):
+            raise ValueError("BareDesign is for softmax with bare pre-LayerNorm (d >= 3), the count task read last")
+        super().__init__(cell)
+        from bounds.lstar import last_l_star  # the exact L*, proven there
+
+        self.l_star = last_l_star(cell.d, True)
+        self._best_cache = {}
+
+    def steps(self) -> list[Step]:
+        d = self.cell.d
+        sd = sympy.sqrt(d)
+        top, across = axes(self.cell)
+        half = sympy.Rational(1, 2)
+        return [
+            Step(_sig, sd * sympy.log(t), "the score gap seen from a, <h_a, h_s - h_a> = sqrt(d) log rho <= 0"),
+            Step(nu, BARE_NU * B, "the scale of the embeddings' directions, which LayerNorm removes"),
+            Step(_cos, 1 + _sig / d, "the cosine between h_s and h_a"),
+            Step(_sin, sympy.sqrt(sympy.Max(0, 1 - _cos**2)), "its sine"),
+            Step(X, sympy.sqrt(-2 * _sig), "|h_a - h_s|, fixed by the score gap"),
+            _vec(H_S, sd * top, "the value of s, its layernorm", "_h_s"),
+            _vec(H_A, sd * (_cos * top + _sin * across), "the value of a, its layernorm", "_h_a"),
+            Step(_W, sympy.sqrt(sympy.Max(0, B**2 - A**2 / X**2)), "the read-out's reach along one"),
+            Step(_mu, sympy.sqrt(B**2 - nu**2), "the part of the embeddings along one"),
+            Step(delta_c, -A * nu / sd, "the middle of the reachable offsets y(0) - K"),
+            Step(r_off, 2 * _mu * _W, "their half-width"),
+            Step(delta, sympy.Min(sympy.Max((sympy.Max(-half - C, delta_c - r_off)
+                                             + sympy.Min(half - C, delta_c + r_off)) / 2,
+                                            delta_c - SHRINK * r_off), delta_c + SHRINK * r_off),
+                 "the offset y(0) - K: y(0) within 1/2 of 0 (kept inside the reach)"),
+            Step(_om, (delta - delta_c) / (2 * _mu), "the read-out along one: it sets the offset"),
+            _vec(E_S, nu * top + _mu * ONE, "the embedding of s", "e_s"),
+            _vec(E_A, nu * (_cos * top + _sin * across) - _mu * ONE, "the embedding of a", "e_a"),
+            _vec(W, (A / X**2) * (H_A - H_S) + _om * ONE, "the read-out: D along h_a - h_s, the offset along one", "w"),
+            Step(W0, C - inner(W, E_A) - inner(W, H_S), "the read-out bias: y(n) = K + D n/(rho+n) for n >= 1", "w0"),
+        ]
+
+    # the float screen: the widest interval of constants K over a grid of (rho, D)
+    def _slack(self, L_value: int, B_value: float, rho, frac):
+        """``(D, K_lo, K_hi)`` on the grid ``rho x frac`` (``frac`` in ``(0, 1)`` places ``D``
+        in ``(D_lo, min(D_hi, B X))``), float64."""
+        d = self.cell.d
+        rho = np.asarray(rho, dtype=float)[:, None]
+        X = np.sqrt(-2 * math.sqrt(d) * np.log(rho))
+        rp = rho + 1
+        lo, hi = segment.interval_float(rp[:, 0], L_value - 1)
+        lo, hi = (lo * (rp[:, 0] / rho[:, 0]))[:, None], (hi * (rp[:, 0] / rho[:, 0]))[:, None]
+        top = np.minimum(hi, B_value * X)
+        D = lo + (top - lo) * np.asarray(frac, dtype=float)[None, :]
+        n = np.arange(1, L_value + 1, dtype=float)
+        g = n[None, None, :] - D[:, :, None] * (n / (rho[:, :, None] + n))
+        nu_v = float(BARE_NU) * B_value
+        W_v = np.sqrt(np.maximum(0.0, B_value**2 - (D / X) ** 2))
+        dc, r = -D * nu_v / math.sqrt(d), 2 * math.sqrt(B_value**2 - nu_v**2) * W_v * float(SHRINK)
+        K_lo = np.maximum(g.max(axis=2) - 0.5, -0.5 - dc - r)
+        K_hi = np.minimum(g.min(axis=2) + 0.5, 0.5 - dc + r)
+        bad = ~(top > lo) | ~np.isfinite(K_hi - K_lo)
+        return D, np.where(bad, np.inf, K_lo), np.where(bad, -np.inf, K_hi)
+
+    def _best(self, L_value: int, B_value: float):
+        """``(rho, D, slack)``: the grid point (refined three times) of the widest ``K`` interval."""
+        key = (L_value, float(B_value))
+        if key not in self._best_cache:
+            lr = (-2 * math.sqrt(self.cell.d), -1e-9)  # log rho: sigma >= -2d, rho < 1
+            lf = (1e-6, 1 - 1e-6)
+            best = (0.5, 0.5, -np.inf)
+            for _ in range(4):
+                rho = np.exp(np.linspace(*lr, 97))
+                frac = np.linspace(*lf, 65)
+                D, K_lo, K_hi = self._slack(L_value, B_value, rho, frac)
+                width = K_hi - K_lo
+                i, j = np.unravel_index(int(np.argmax(width)), width.shape)
+                if width[i, j] > best[2]:
+                    best = (float(rho[i]), float(frac[j]), float(width[i, j]))
+                sl, sf = (lr[1] - lr[0]) / 96, (lf[1] - lf[0]) / 64
+                c = math.log(best[0])
+                lr = (max(-2 * math.sqrt(self.cell.d), c - 2 * sl), min(-1e-12, c + 2 * sl))
+                lf = (max(1e-9, best[1] - 2 * sf), min(1 - 1e-9, best[1] + 2 * sf))
+            D, _, _ = self._slack(L_value, B_value, [best[0]], [best[1]])
+            self._best_cache[key] = (best[0], float(D[0, 0]), best[2])
+        return self._best_cache[key]
+
+    def domain(self, L_value: int, B_value: float):
+        return (math.exp(-2 * math.sqrt(self.cell.d)), 1.0)
+
+    def best_shape(self, L_value: int, B_value: float):
+        rho, _, width = self._best(L_value, B_value)
+        return rho, width
+
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
+        """The smallest budget with a positive ``K`` interval on the search (None beyond
+        ``L*``; ``1e-12`` at ``L = 1``)."""
+        if L_value > self.l_star:
+            return None
+        if L_value == 1:
+            return 1e-12
+        feasible = lambda b: self._best(L_value, b)[2] > 0
+        lo_B, up_B = 1e-6, 1.0
+        while not feasible(up_B):
+            lo_B, up_B = up_B, up_B * 2
+            if up_B > hi_B:
+                return None
+        while up_B / lo_B > 1 + max(rtol, 1e-9):
+            mid = math.sqrt(lo_B * up_B)
+            lo_B, up_B = (lo_B, mid) if feasible(mid) else (mid, up_B)
+        return up_B
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        """The geometry at budget ``B`` with the searched ``(rho, D)`` and the middle ``K``."""
+        L_value = _check_count(L_value)
+        with mpmath.workdps(dps):
+            Bv = _check_budget(B_value)
+            if L_value == 1:  # any amplitude in (0, B X) counts 0, 1: half of it at rho = 1/2
+                rho = mpmath.mpf(1) / 2
+                Dv = Bv * mpmath.sqrt(-2 * mpmath.sqrt(self.cell.d) * mpmath.log(rho)) / 2
+            else:
+                r, D_f, _ = self._best(L_value, float(Bv))
+                rho = mpmath.mpf(r)
+                # within the budget even where nothing counts (|w| >= D/X)
+                cap = Bv * mpmath.sqrt(-2 * mpmath.sqrt(self.cell.d) * mpmath.log(rho))
+                Dv = min(mpmath.mpf(D_f), cap * (1 - mpmath.mpf(2) ** -30))
+            Kv = self._middle_constant(L_value, Bv, rho, Dv)
+            out = self.evaluate(L_value, Bv, rho, Dv, Kv)
+            vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
+            return Params(self.cell, vectors, {"w0": out["w0"]})
+
+    def _middle_constant(self, L_value: int, Bv, rho, Dv):
+        """The middle of the constants ``K`` counting ``1..L`` with ``y(0)`` within reach (mpmath)."""
+        d = self.cell.d
+        half = mpmath.mpf(1) / 2
+        g = [n - Dv * n / (rho + n) for n in range(1, L_value + 1)]
+        X = mpmath.sqrt(-2 * mpmath.sqrt(d) * mpmath.log(rho))
+        nu_v = mpmath.mpf(BARE_NU) * Bv
+        W_v = mpmath.sqrt(max(0, Bv**2 - (Dv / X) ** 2))
+        dc, r = -Dv * nu_v / mpmath.sqrt(d), 2 * mpmath.sqrt(Bv**2 - nu_v**2) * W_v * mpmath.mpf(SHRINK)
+        return (max(max(g) - half, -half - dc - r) + min(min(g) + half, half - dc + r)) / 2
+
+
+# ---------------------------------------------------------------------- linear attention, no norm
+def free_line_offset(cell: Cell, B_value, k, s_value):
+    """``delta(s) = B s + tau B s^3 - B lam - tau B lam s^2`` with ``lam = (k/(tau B))^{1/3}``
+    (module docstring; plain arithmetic on floats or mpf, ``cbrt`` by a power)."""
+    tau_v = 1 / cell.d ** 0.5 if isinstance(B_value, float) else 1 / mpmath.sqrt(cell.d)
+    lam = (k / (tau_v * B_value)) ** (1 / 3 if isinstance(B_value, float) else mpmath.mpf(1) / 3)
+    return B_value * s_value + tau_v * B_value * s_value**3 - B_value * lam - tau_v * B_value * lam * s_value**2
+
+
+class LineDesign(RegressionDesign):
+    """Linear attention without a norm read at the last position (module docstring)."""
+
+    def __init__(self, cell: Cell):
+        if not (cell.read.last and cell.attention == "linear" and not cell.normed
+                and cell.readout == "regression" and not cell.distractor):
+            raise ValueError("LineDesign is for linear attention without a norm, the count task read last")
+        super().__init__(cell)
+
+    def steps(self) -> list[Step]:
+        return [_temperature(self.cell),
+                Step(lam_a, (A / (tau * B)) ** sympy.Rational(1, 3), "the norm of e_a: the slope tau B lam^3"),
+                _vec(W, B * C1, "the read-out, the whole budget", "w"),
+                _vec(E_A, lam_a * C1, "the embedding of a", "e_a"),
+                _vec(E_S, t * C1, "the embedding of s: its scale sets the offset y(0) - K", "e_s"),
+                _vec(H_S, E_S, "the value of s (no norm: the embedding)", "_h_s"),
+                _vec(H_A, E_A, "the value of a", "_h_a"),
+                Step(W0, C - inner(W, E_A) - tau * inner(E_A, E_S) * inner(W, E_S),
+                     "the read-out bias, so that y(n) = K + k n for n >= 1", "w0")]
+
+    def _plan(self, L_value: int, B_value: float):
+        """``(k, K_lo, K_hi)``: the slope of the widest interval of constants (float64 grid)."""
+        lo, hi = last_line_interval(L_value)
+        cap = float(self.capacity(1.0, B_value))
+        top = min(hi, cap, 2.0)  # no count needs a slope beyond 2 (L = 1: any k in (0, 2) counts n = 1)
+        if not top > lo:
+            return cap * (1 - 2.0**-30), math.inf, -math.inf
+        ks = lo + (top - lo) * np.linspace(1e-6, 1 - 1e-6, 513)
+        ends = np.stack([1 - ks, L_value * (1 - ks)])
+        d0 = free_line_offset(self.cell, float(B_value), ks, 0.0)
+        d1 = free_line_offset(self.cell, float(B_value), ks, float(B_value))
+        K_lo = np.maximum(ends.max(axis=0) - 0.5, -0.5 - np.maximum(d0, d1))
+        K_hi = np.minimum(ends.min(axis=0) + 0.5, 0.5 - np.minimum(d0, d1))
+        j = int(np.argmax(K_hi - K_lo))
+        return float(ks[j]), float(K_lo[j]), float(K_hi[j])
+
+    def best_shape(self, L_value: int, B_value: float):
+        _, K_lo, K_hi = self._plan(L_value, B_value)
+        return None, K_hi - K_lo
+
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
+        feasible = lambda b: self.best_shape(L_value, b)[1] > 0
+        if not feasible(hi_B):
+            return None
+        lo_B, up_B = 1e-9, hi_B
+        while up_B / lo_B > 1 + rtol:
+            mid = math.sqrt(lo_B * up_B)
+            lo_B, up_B = (lo_B, mid) if feasible(mid) else (mid, up_B)
+        return up_B
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        """The slope and constant of :meth:`_plan` and ``s`` in ``[0, B]`` solving ``delta(s) =``
+        the middle of the offsets that put ``y(0)`` within 1/2 of 0 (the nearer end of the reach
+        where none does)."""
+        L_value = _check_count(L_value)
+        with mpmath.workdps(dps):
+            Bv = _check_budget(B_value)
+            k_f, K_lo, K_hi = self._plan(L_value, float(Bv))
+            kv = mpmath.mpf(k_f)
+            Kv = mpmath.mpf((K_lo + K_hi) / 2) if K_hi > K_lo else mpmath.mpf(0)
+            ends = [free_line_offset(self.cell, Bv, kv, x) for x in (mpmath.mpf(0), Bv)]
+            target = min(max(-Kv, min(ends)), max(ends))
+            a, b = mpmath.mpf(0), Bv
+            ga = ends[0] - target
+            if ga == 0 or ends[1] == target:
+                a = b = a if ga == 0 else b
+            for _ in range(dps * 4 if a != b else 0):  # bisection on the sign change
+                m = (a + b) / 2
+                gm = free_line_offset(self.cell, Bv, kv, m) - target
+                a, b, ga = (m, b, gm) if (gm > 0) == (ga > 0) else (a, m, ga)
+            out = self.evaluate(L_value, Bv, (a + b) / 2, kv, Kv)
+            vectors = {n: v for n, v in out.items() if n != "w0" and not n.startswith("_")}
+            return Params(self.cell, vectors, {"w0": out["w0"]})
