@@ -41,7 +41,7 @@ from sympy.printing.str import StrPrinter
 from constructions import arc, cli, closed_forms, laws, line, one_sided, segment
 from constructions.basis import E1_ON_FRAME, PATTERN
 from constructions.cell import ATTENTIONS, KINDS, MAX_D, NORMS, READOUTS, Cell
-from constructions.regression import SHAPE_FUNCTION, axes, design, family
+from constructions.regression import FAMILIES, axes, design, family
 from constructions.symbols import (BETA, C1, E1, E_A, E_S, F, G, H_A, H_S, LN, ONE, P, Q, U, U_c, W, A, B, B_min, C,
                                    D, D_hi, D_lo, D_star, K, K_min, L, L_star, argmax, b, b_c, b_hi,
                                    b_lo, b_star, budget, c, cap, coord, d, delta, i, infimum, inner,
@@ -210,7 +210,7 @@ def _model(cell: Cell) -> Section:
     fam = family(cell)
     rows = [Row(tau, "=", cell.tau, "the score temperature 1/sqrt(d)")] + _values(cell)
     named, rule = _named(cell)
-    readout = SHAPE_FUNCTION[fam].xreplace(rule)
+    readout = FAMILIES[fam].SHAPE.xreplace(rule)
     intro = "The values of the tokens s (the read position) and a (counted n times) are h_s and h_a"
     if cell.readout == "classification":
         if fam == "segment":
@@ -401,7 +401,7 @@ def _closed(cell: Cell) -> Section:
 def _head(cell: Cell) -> Section:
     named, rule = _named(cell)
     fam = family(cell)
-    position = SHAPE_FUNCTION[fam].xreplace(rule)
+    position = FAMILIES[fam].SHAPE.xreplace(rule)
     rows = []
     if fam == "arc":
         return _circle_head(cell)

@@ -1,7 +1,7 @@
 """Regression constructions for the regression cells, at a given budget ``B``.
 
 Every regression cell reduces to a one-parameter family of read-outs of the count
-(``y(n) = C + A * f_t(n)``, :data:`SHAPE_FUNCTION`) with an *amplitude* ``A`` and, except for
+(``y(n) = C + A * f_t(n)``, ``f_t`` the family module's ``SHAPE``) with an *amplitude* ``A`` and, except for
 linear attention without post-norm, a *shape* ``t``:
 
 =================  ==========================  ===========  ================================
@@ -104,8 +104,6 @@ SYMBOLIC_MAX_D = 4096
 #: the module of each read-out family: one interface (``SHAPE``, ``interval``,
 #: ``interval_float``, ``centre``)
 FAMILIES = {"segment": segment, "arc": arc, "line": line}
-#: ``f_t(n)`` of each family: ``y(n) = C + A f_t(n)`` (the arc has ``C = L/2``)
-SHAPE_FUNCTION = {name: module.SHAPE for name, module in FAMILIES.items()}
 
 
 #: the family of a cell (segment, arc or line)
