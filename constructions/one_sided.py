@@ -71,6 +71,15 @@ def _system(L: int, foot: float, lam: float):
     return M, np.arange(L + 1, dtype=np.float64), mid
 
 
+@functools.lru_cache(maxsize=None)
+def _pairs(k: int):
+    """The ordered pairs ``(i, j)``, ``i != j``, of ``k`` counts, and the unordered pairs
+    ``(p, q)``, ``p < q``, of those pairs (the lines whose crossings are the vertices)."""
+    i, j = np.array([(a, b) for a in range(k) for b in range(k) if a != b]).T
+    p, q = np.triu_indices(len(i), 1)
+    return i, j, p, q
+
+
 def _small(M: np.ndarray, ns: np.ndarray):
     """``argmin |u|`` over ``x = (C', u)`` with ``|M x - ns| <= 1/2`` on a few counts, exactly
     (None: no read-out).  ``C'`` is free, so the condition is that the errors ``g_i = n_i - <u,
@@ -80,13 +89,12 @@ def _small(M: np.ndarray, ns: np.ndarray):
     lines meeting), so it is the least-norm feasible one of these candidates; ``C'`` is then the
     middle of the errors."""
     W = M[:, 1:]
-    i, j = np.array([(a, b) for a in range(len(ns)) for b in range(len(ns)) if a != b]).T
+    i, j, p, q = _pairs(len(ns))
     A, b = W[i] - W[j], ns[i] - ns[j] - 1.0
     if (b <= 0).all():
         u = np.zeros(2)
     else:
         lines = (b[:, None] * A / np.einsum("ij,ij->i", A, A)[:, None])[b > 0]
-        p, q = np.triu_indices(len(b), 1)
         det = A[p, 0] * A[q, 1] - A[p, 1] * A[q, 0]
         p, q, det = p[det != 0], q[det != 0], det[det != 0]
         vertices = np.stack([(b[p] * A[q, 1] - b[q] * A[p, 1]) / det,
@@ -124,12 +132,24 @@ def min_norm(L: int, foot: float, lam: float):
     return np.inf, None
 
 
+#: the last reference of :func:`_chebyshev` per ``L``: nearby shapes have nearby references
+_REFERENCE: dict = {}
+
+
 @functools.lru_cache(maxsize=4096)
 def centre_point(L: int, foot: float, lam: float):
-    """``(delta, x_c)``: the read-out with the largest margin ``delta`` in every count (LP)."""
+    """``(delta, x_c)``: the read-out with the largest margin ``delta`` in every count.
+
+    ``delta = 1/2 - E`` with ``E = min_x max_n |C + <u, v_n> - n|`` and ``x_c`` its minimiser, the
+    best uniform fit of the counts (:func:`_chebyshev`) where ``L >= 3``; at ``L <= 2`` (at most
+    three counts for the three unknowns, a fit with ``E = 0`` that need not be unique) the linear
+    programme ``max delta`` subject to ``|M x - n| <= 1/2 - delta``, ``delta <= 1/2``."""
+    M, ns, mid = _system(L, foot, lam)
+    if L >= 3:
+        E, x = _chebyshev(L, M, ns)
+        return 0.5 - E, _plain(x, mid)
     from scipy.optimize import linprog
 
-    M, ns, mid = _system(L, foot, lam)
     ones = np.ones((L + 1, 1))
     A_ub = np.vstack([np.hstack([M, ones]), np.hstack([-M, ones])])
     b_ub = np.concatenate([ns + 0.5, 0.5 - ns])
@@ -140,21 +160,77 @@ def centre_point(L: int, foot: float, lam: float):
     return float(res.x[3]), _plain(res.x[:3], mid)
 
 
+def _chebyshev(L: int, M: np.ndarray, ns: np.ndarray):
+    """``(E, x)``: the best uniform fit ``x = (C', u)`` of the counts ``n = 0..L`` (``L >= 3``) by
+    the rows of ``M`` and its error ``E``, by the Remez exchange.
+
+    With ``theta_n`` the angle of ``v_n = (cos theta_n, sin theta_n)`` (increasing in ``n``, within
+    ``(-pi/2, pi/2)``), a row is ``(1, cos theta, sin theta)`` up to the constant shift by ``v_m``:
+    a trigonometric polynomial of degree one, which has at most two zeros on an interval shorter
+    than ``2 pi`` unless it vanishes -- a Haar system of three functions.  So the best fit on the
+    ``L + 1 >= 4`` counts is unique and is characterised by four counts ``r_0 < .. < r_3`` at which
+    the error ``n - M x`` equals ``+-E`` with alternating signs and nowhere exceeds ``E`` in size
+    (Chebyshev's alternation theorem).  On a reference ``r`` the levelled fit solves ``M_r x + s h
+    = n_r`` (``s = (1, -1, 1, -1)``); if some count errs by more than ``|h|`` it enters the reference
+    in place of the neighbour whose error has its sign (or, outside ``r``, the far end is dropped),
+    keeping the signs alternating: ``|h|`` then grows strictly (de la Vallee Poussin), so no
+    reference repeats and the exchange ends, at the best fit, when no error off the reference
+    exceeds ``|h|`` (to the rounding of the errors, ``64 eps (L + |x|_1)``: then ``|h| <= E <= |h|``
+    plus that).  The reference starts from the last one at ``L``."""
+    ref = list(_REFERENCE.get(L, (0, L // 3, (2 * L) // 3, L)))
+    signs = np.array([1.0, -1.0, 1.0, -1.0])
+    for _ in range(4 * (L + 1)):
+        sol = np.linalg.solve(np.hstack([M[ref], signs[:, None]]), ns[ref])
+        x, h = sol[:3], sol[3]
+        err = ns - M @ x
+        size = np.abs(err)
+        size[ref] = 0.0  # at ``|h|`` by construction, to rounding
+        k = int(np.argmax(size))
+        if size[k] <= abs(h) + 64 * np.finfo(float).eps * (L + np.abs(x).sum()):
+            _REFERENCE[L] = tuple(ref)
+            return float(abs(h)), x
+        up = err[k] > 0
+        same = [(s * h > 0) == up for s in signs]  # the error at r_i has the sign of err[k]
+        pos = int(np.searchsorted(ref, k))
+        if pos == 0:
+            ref = [k] + (ref[1:] if same[0] else ref[:3])
+        elif pos == 4:
+            ref = (ref[:3] if same[3] else ref[1:]) + [k]
+        else:
+            ref[pos - 1 if same[pos - 1] else pos] = k
+    raise ArithmeticError(f"the Remez exchange did not end at L = {L}")
+
+
 def slack(L: int, foot: float, lam: float, cap: float) -> float:
     """``(cap - R*)/R*`` where the shape has an interior (``delta > 0``), else ``-inf``."""
+    if centre_point(L, foot, lam)[0] <= 0:  # the cheaper test first
+        return -np.inf
     R, _ = min_norm(L, foot, lam)
-    if not np.isfinite(R) or R >= cap or centre_point(L, foot, lam)[0] <= 0:
+    if not np.isfinite(R) or R >= cap:
         return -np.inf
     return (cap - R) / R if R > 0 else np.inf  # L = 1: u = 0 counts
 
 
 def least_amplitude(L: int, foot: float):
-    """``(lam, min over lam of R*)`` at the foot: a log-spaced scan, then a bounded Brent search."""
+    """``(lam, min over lam of R*)`` at the foot: a log-spaced scan, then a bounded Brent search;
+    where an earlier search at ``L`` or ``L - 1`` gives a guess (:func:`_warm`), first a Brent
+    search in the bracket ``e^{+-1/4}`` around it, kept if its least is inside and below both ends."""
     return _least(L, float(foot))
 
 
-#: the last best ``lam`` per ``L``: feet of nearby budgets have nearby best shapes
+#: the last best ``lam`` per ``L``: feet of nearby budgets have nearby best shapes, and so do
+#: nearby ``L`` (the best ``lam`` grows like ``(L + 2)^{3/2}``, the scan's upper end)
 _LAST: dict = {}
+
+
+def _warm(L: int):
+    """The log of a guess of the best ``lam`` at ``L``: the last one at ``L``, else the last one at
+    ``L - 1`` moved by the growth ``(L + 2)^{3/2}`` (None: neither is known)."""
+    if L in _LAST:
+        return np.log(_LAST[L])
+    if L - 1 in _LAST:
+        return np.log(_LAST[L - 1]) + 1.5 * np.log((L + 2) / (L + 1))
+    return None
 
 
 @functools.lru_cache(maxsize=256)
@@ -162,8 +238,8 @@ def _least(L: int, foot: float):
     from scipy.optimize import minimize_scalar
 
     value = lambda ll: min_norm(L, foot, float(np.exp(ll)))[0]
-    if L in _LAST:  # a Brent search in a bracket around the last best shape, if it holds it
-        mid = np.log(_LAST[L])
+    mid = _warm(L)
+    if mid is not None:  # a Brent search in a bracket around the guess, if it holds the least
         with np.errstate(invalid="ignore"):  # an infinite norm (no read-out) is a value
             res = minimize_scalar(value, bounds=(mid - 0.25, mid + 0.25), method="bounded",
                                   options={"xatol": 1e-12})

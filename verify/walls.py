@@ -143,17 +143,6 @@ class Wall:
 
 
 # ---------------------------------------------------------------------------- B_min(L)
-def construction_grid(cell: Cell, Lmax: int) -> list[int] | None:
-    """The ``L`` at which the construction wall runs the construction: None for every
-    ``L <= Lmax``; for the one-sided arc (linear attention with post-RMSNorm: no closed form,
-    each ``B_min(L)`` and each construction a float search of about a second) the targets of
-    the best-budget search (:func:`_targets`: every ``L <= 32``, then ratio ``2^(1/8)``, and
-    ``Lmax``; None where that is every ``L``), whose members at ``B_min`` are these
-    constructions (module docstring)."""
-    grid = None if laws.foot_distance(cell, 1, laws.FLOAT) is None else _targets(Lmax)
-    return None if grid == list(range(1, Lmax + 1)) else grid
-
-
 class Budgets:
     """``B_min(L)`` of a regression cell: the closed form where it holds, else the float64
     estimate (None where nothing counts)."""
@@ -368,13 +357,11 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
     """
     budgets = Budgets(cell)
     walls = {name: Wall(ar.store) for name, ar in ariths.items()}
-    grid = construction_grid(cell, Lmax)
-    scan = range(1, Lmax + 1) if grid is None else grid
-    bar = progress(len(scan)) if progress else None
-    # (a) the construction at B_min, at every L of the grid, until every format has failed
+    bar = progress(Lmax) if progress else None
+    # (a) the construction at B_min, at every L, until every format has failed
     alive = set(walls)
     previous = 0
-    for L in scan:
+    for L in range(1, Lmax + 1):
         B = budgets.construction_budget(L)
         if B is None:
             for name in alive:
@@ -405,8 +392,7 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
     for name in alive:
         walls[name].construction = Lmax
         walls[name].construction_reason = "none"
-        walls[name].construction_detail = (f"the construction counts at every L <= {Lmax}" if grid is None else
-                                           f"the construction counts at every L <= {Lmax} of the grid")
+        walls[name].construction_detail = f"the construction counts at every L <= {Lmax}"
     if bar:
         bar.close()
     # (b) the best budget of the family
