@@ -211,6 +211,15 @@ def slack(L: int, foot: float, lam: float, cap: float) -> float:
     return (cap - R) / R if R > 0 else np.inf  # L = 1: u = 0 counts
 
 
+def _amplitude(L: int, foot: float, lam: float) -> float:
+    """``R*`` at the shape: infinite where the best uniform fit errs by more than 1/2
+    (:func:`centre_point`, ``delta < 0``: the closure of ``K`` is empty; the cheaper test), else
+    :func:`min_norm`'s."""
+    if centre_point(L, foot, lam)[0] < 0:
+        return np.inf
+    return min_norm(L, foot, lam)[0]
+
+
 def least_amplitude(L: int, foot: float):
     """``(lam, min over lam of R*)`` at the foot: a log-spaced scan, then a bounded Brent search;
     where an earlier search at ``L`` or ``L - 1`` gives a guess (:func:`_warm`), first a Brent
@@ -233,12 +242,65 @@ def _warm(L: int):
     return None
 
 
+def _edge(L: int, foot: float, mid: float):
+    """``(lam, R*)`` at the edge of the admissible shapes next to the guess ``e^mid``, if the least
+    of ``R*`` over the bracket ``e^{mid +- 1/4}`` is there (else None).
+
+    For ``L >= 16`` the least ``R*`` is where ``K`` shrinks to a point (module docstring): the
+    shape ``lam_c`` at which the best uniform fit errs by exactly 1/2, ``delta(lam_c) = 0``
+    (:func:`centre_point`), with ``delta < 0`` (no read-out) below it and ``delta > 0`` above.
+    ``delta`` is smooth there, so its root is found by regula falsi (Illinois) on ``log lam``,
+    keeping a bracket ``[a, b]`` with ``delta(a) < 0 <= delta(b)`` down to ``1e-13``; the answer
+    is ``R*`` at ``b`` (:func:`min_norm`), admissible.  It is kept only where ``R*`` grows away from
+    the edge (at ``b + 1e-6``) and stays above it at the far end of the bracket -- else the least
+    is inside (small ``L``: a single pair of counts binds) and the Brent search decides."""
+    delta = lambda ll: centre_point(L, foot, float(np.exp(ll)))[0]
+    a = b = mid
+    fa = fb = delta(mid)
+    step = 1e-6
+    while (fa < 0) == (fb < 0):  # widen towards the other side until delta changes sign
+        if step > 0.25:
+            return None
+        if fb >= 0:
+            a = mid - step
+            fa = delta(a)
+        else:
+            b = mid + step
+            fb = delta(b)
+        step *= 8
+    side = 0
+    for _ in range(100):
+        if b - a <= 1e-13:
+            break
+        c = (a * fb - b * fa) / (fb - fa)
+        if not a < c < b:
+            c = (a + b) / 2
+        fc = delta(c)
+        if fc < 0:
+            a, fa = c, fc
+            fb = fb / 2 if side < 0 else fb
+            side = -1
+        else:
+            b, fb = c, fc
+            fa = fa / 2 if side > 0 else fa
+            side = 1
+    R = min_norm(L, foot, float(np.exp(b)))[0]
+    if not np.isfinite(R) or R >= _amplitude(L, foot, float(np.exp(b + 1e-6))) \
+            or R >= _amplitude(L, foot, float(np.exp(mid + 0.25))):
+        return None
+    return float(np.exp(b)), float(R)
+
+
 @functools.lru_cache(maxsize=256)
 def _least(L: int, foot: float):
     from scipy.optimize import minimize_scalar
 
-    value = lambda ll: min_norm(L, foot, float(np.exp(ll)))[0]
+    value = lambda ll: _amplitude(L, foot, float(np.exp(ll)))
     mid = _warm(L)
+    edge = None if mid is None else _edge(L, foot, mid)
+    if edge is not None:
+        _LAST[L] = edge[0]
+        return edge
     if mid is not None:  # a Brent search in a bracket around the guess, if it holds the least
         with np.errstate(invalid="ignore"):  # an infinite norm (no read-out) is a value
             res = minimize_scalar(value, bounds=(mid - 0.25, mid + 0.25), method="bounded",
@@ -265,32 +327,49 @@ STEPS = 10.0 ** np.arange(-9.0, 0.0, 0.5)
 
 
 def best_shape(L: int, foot: float, cap: float):
-    """``(lam, slack)``: the shape with the largest slack at the capacity ``cap`` among the least
-    shape ``lam0`` and ``lam0 (1 + e)^{+-1}`` for half-decade steps ``e`` (where ``K`` shrinks to
-    a point at ``lam0`` the slack is largest next to it, on the side where ``K`` has an interior;
-    a step of a half decade loses at most a fixed part of the slack)."""
+    """``(lam, slack)``: among the least shape ``lam0`` and ``lam0 (1 + e)^{+-1}`` for half-decade
+    steps ``e``, the counting shape (positive slack) whose read-out (:func:`readout`) has the
+    largest margin, with its slack; where none counts, ``lam0`` and its slack.
+
+    Where ``K`` shrinks to a point at ``lam0`` (``L >= 16``) the slack is largest next to it, on
+    the side where ``K`` has an interior, but the margin ``delta`` of the interior vanishes there:
+    at ``lam0 (1 + e)`` the slack falls like ``s0 - k e`` and ``delta`` grows like ``e``, so the
+    read-out's margin ``th delta`` (:func:`_mixture`) is largest at an ``e`` of the order of the
+    slack ``s0``, which a half-decade step finds within a fixed factor."""
     lam0, R0 = least_amplitude(L, foot)
     if lam0 is None or R0 >= cap:
         return lam0, -np.inf if lam0 is None else (cap - R0) / R0
-    best = (lam0, slack(L, foot, lam0, cap))
-    for lam in np.concatenate([lam0 * (1 + STEPS), lam0 / (1 + STEPS)]):
-        v = slack(L, foot, float(lam), cap)
-        if v > best[1]:
-            best = (float(lam), v)
-    return best
+    best, margin = lam0, 0.0
+    for lam in [lam0, *(lam0 * (1 + STEPS)), *(lam0 / (1 + STEPS))]:
+        got = _mixture(L, foot, float(lam), cap)
+        if got is not None and got[1] > margin:
+            best, margin = float(lam), got[1]
+    return best, slack(L, foot, best, cap)
 
 
-def readout(L: int, foot: float, lam: float, cap: float):
-    """``(C, A, psi)``: a counting read-out with ``|u|`` halfway between ``R*`` and ``cap``
-    (module docstring); None where the shape has no interior or ``R* >= cap``."""
-    R, xs = min_norm(L, foot, lam)
+def _mixture(L: int, foot: float, lam: float, cap: float):
+    """``(x, margin)``: the read-out ``x = (1 - th) x* + th x_c`` with ``|u|`` halfway between
+    ``R*`` and ``cap`` (module docstring) and its margin ``th delta`` (every error is at most
+    ``(1 - th)/2 + th (1/2 - delta)``); None where the shape has no interior or ``R* >= cap``."""
     delta, xc = centre_point(L, foot, lam)
-    if xs is None or xc is None or delta <= 0 or R >= cap:
+    if xc is None or delta <= 0:  # the cheaper test first
+        return None
+    R, xs = min_norm(L, foot, lam)
+    if xs is None or R >= cap:
         return None
     target = (R + cap) / 2
     uc = float(np.hypot(xc[1], xc[2]))
     th = 1.0 if uc <= target else (target - R) / (uc - R)
-    x = (1 - th) * xs + th * xc
+    return (1 - th) * xs + th * xc, th * delta
+
+
+def readout(L: int, foot: float, lam: float, cap: float):
+    """``(C, A, psi)``: the counting read-out of :func:`_mixture`, ``|u|`` halfway between ``R*``
+    and ``cap``; None where the shape has no interior or ``R* >= cap``."""
+    got = _mixture(L, foot, lam, cap)
+    if got is None:
+        return None
+    x = got[0]
     return float(x[0]), float(np.hypot(x[1], x[2])), float(np.arctan2(x[2], x[1]))
 
 
