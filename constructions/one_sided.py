@@ -22,17 +22,19 @@ odd symmetry fixes ``psi = pi/2`` and ``C = L/2``) the angle ``psi`` and ``C`` a
 has a unique point of least ``|u|``, ``R*(F, lam)`` (:func:`min_norm`: the small problem on a
 few counts, solved exactly in the plane of ``u`` (:func:`_small`), adding the most violated
 count until all ``L + 1`` hold; only a handful bind), and
-an inscribed point of largest margin ``delta`` (:func:`centre_point`, a linear programme).  Every
+an inscribed point of largest margin ``delta`` (:func:`centre_point`: the best uniform fit of
+the counts, by the Remez exchange).  Every
 mixture ``(1 - th) x* + th x_c`` with ``0 < th <= 1`` of the two is in ``K`` (margin ``th
 delta > 0``) and has ``|u| <= (1 - th) R* + th |u_c|``; so a budget whose capacity exceeds
 ``R*`` counts at this shape iff ``delta > 0``, and :func:`readout` picks ``th`` so that ``|u|`` is
 halfway between ``R*`` and the capacity.
 
-**The best shape.**  ``R*`` is smallest where ``K`` shrinks to a point (for ``L >= 16``; at
-small ``L`` a single pair of counts binds and ``K`` keeps an interior): :func:`best_shape`
-maximises the relative slack ``(cap - R*)/R*`` over ``lam`` among the shapes with ``delta > 0``
-(a log-spaced scan of ``R*`` and a Brent search, then the least shape and its neighbours at
-half-decade steps).  ``R*``
+**The best shape.**  ``R*`` is smallest where ``K`` shrinks to a point (at large ``L``; at
+small ``L`` a single pair of counts binds and ``K`` keeps an interior): :func:`least_amplitude`
+finds that edge as the root of ``delta`` (:func:`_edge`) next to the shape of an earlier search
+at ``L`` or ``L - 1``, and otherwise minimises ``R*`` (a log-spaced scan and a Brent search);
+:func:`best_shape` then takes, among the least shape and its neighbours at half-decade steps,
+the counting one whose read-out has the largest margin.  ``R*``
 (minimised over ``lam``) increases with ``F``, so the best foot is the nearest the budget allows.
 As ``L`` grows the best ``lam`` is of order ``L^{3/2} >> L``: all counts are within ``O(L)`` of
 the foot, where ``atan`` deviates from a line by the same cubic term as at the centre of the
@@ -73,37 +75,47 @@ def _system(L: int, foot: float, lam: float):
 
 @functools.lru_cache(maxsize=None)
 def _pairs(k: int):
-    """The ordered pairs ``(i, j)``, ``i != j``, of ``k`` counts, and the unordered pairs
-    ``(p, q)``, ``p < q``, of those pairs (the lines whose crossings are the vertices)."""
-    i, j = np.array([(a, b) for a in range(k) for b in range(k) if a != b]).T
-    p, q = np.triu_indices(len(i), 1)
-    return i, j, p, q
+    """The ordered pairs ``(i, j)``, ``i != j``, of ``k`` counts."""
+    return np.array([(a, b) for a in range(k) for b in range(k) if a != b]).T
 
 
 def _small(M: np.ndarray, ns: np.ndarray):
     """``argmin |u|`` over ``x = (C', u)`` with ``|M x - ns| <= 1/2`` on a few counts, exactly
     (None: no read-out).  ``C'`` is free, so the condition is that the errors ``g_i = n_i - <u,
     W_i>`` (``W_i`` the rows of ``M`` without their 1) spread by at most 1: the half-planes
-    ``<W_i - W_j, u> >= n_i - n_j - 1`` for every ordered pair.  Their intersection is a convex
-    polygon; its least-norm point is 0, the projection of 0 on one of the lines, or a vertex (two
-    lines meeting), so it is the least-norm feasible one of these candidates; ``C'`` is then the
+    ``<A_l, u> >= b_l`` with ``A_l = W_i - W_j``, ``b_l = n_i - n_j - 1`` for every ordered pair
+    ``l = (i, j)``.  Their intersection ``P`` is a convex polygon.  If ``0`` is in it (every
+    ``b_l <= 0``) it is the answer; otherwise the least-norm point lies on an edge of ``P``.  On
+    the line of ``l``, ``u = p_l + s t_l`` with ``p_l = b_l A_l/|A_l|^2`` (the foot of 0) and
+    ``t_l`` a unit vector along it, so ``|u|^2 = |p_l|^2 + s^2``; the other half-planes cut it to
+    an interval of ``s`` (``s <A_m, t_l> >= b_m - <A_m, p_l>``), empty unless the line carries an
+    edge, and the least point of the line within ``P`` is at ``s`` = 0 clamped to that interval.
+    The answer is the least of these over the lines (``P`` empty: no line has a point in it);
+    each half-plane is relaxed by ``1e-12 (max |b| + 1)`` against rounding.  ``C'`` is then the
     middle of the errors."""
     W = M[:, 1:]
-    i, j, p, q = _pairs(len(ns))
+    i, j = _pairs(len(ns))
     A, b = W[i] - W[j], ns[i] - ns[j] - 1.0
     if (b <= 0).all():
         u = np.zeros(2)
     else:
-        lines = (b[:, None] * A / np.einsum("ij,ij->i", A, A)[:, None])[b > 0]
-        det = A[p, 0] * A[q, 1] - A[p, 1] * A[q, 0]
-        p, q, det = p[det != 0], q[det != 0], det[det != 0]
-        vertices = np.stack([(b[p] * A[q, 1] - b[q] * A[p, 1]) / det,
-                             (A[p, 0] * b[q] - A[q, 0] * b[p]) / det], axis=1)
-        U = np.concatenate([lines, vertices])
-        U = U[(U @ A.T - b >= -1e-12 * (np.abs(b).max() + 1)).all(axis=1)]
-        if not len(U):
+        tol = 1e-12 * (np.abs(b).max() + 1)
+        sq = A[:, 0] ** 2 + A[:, 1] ** 2
+        foot = b[:, None] * A / sq[:, None]
+        along = np.stack([-A[:, 1], A[:, 0]], axis=1) / np.sqrt(sq)[:, None]
+        rate = A @ along.T  # [m, l] = <A_m, t_l>
+        need = (b - tol)[:, None] - A @ foot.T  # [m, l]: s <A_m, t_l> >= need
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bound = need / rate
+        lo = np.where(rate > 0, bound, -np.inf).max(axis=0)
+        hi = np.where(rate < 0, bound, np.inf).min(axis=0)
+        ok = (lo <= hi) & ~((rate == 0) & (need > 0)).any(axis=0)
+        if not ok.any():
             return None
-        u = U[np.argmin(np.einsum("ij,ij->i", U, U))]
+        s = np.clip(0.0, lo, hi)
+        size = np.where(ok, foot[:, 0] ** 2 + foot[:, 1] ** 2 + s**2, np.inf)
+        best = int(np.argmin(size))
+        u = foot[best] + s[best] * along[best]
     g = ns - W @ u
     return np.array([(g.max() + g.min()) / 2, u[0], u[1]])
 
@@ -221,9 +233,11 @@ def _amplitude(L: int, foot: float, lam: float) -> float:
 
 
 def least_amplitude(L: int, foot: float):
-    """``(lam, min over lam of R*)`` at the foot: a log-spaced scan, then a bounded Brent search;
-    where an earlier search at ``L`` or ``L - 1`` gives a guess (:func:`_warm`), first a Brent
-    search in the bracket ``e^{+-1/4}`` around it, kept if its least is inside and below both ends."""
+    """``(lam, min over lam of R*)`` at the foot.  Where an earlier search at ``L`` or ``L - 1``
+    gives a guess (:func:`_warm`): the edge of the admissible shapes next to it if the least is
+    there (:func:`_edge`), else a Brent search in the bracket ``e^{+-1/4}`` around it, kept if its
+    least is inside and below both ends; failing those, a log-spaced scan, then a bounded Brent
+    search."""
     return _least(L, float(foot))
 
 

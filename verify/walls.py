@@ -25,14 +25,14 @@ arithmetic, so its numbers are the result, not a screen of an exact one).
   room for rounding.
 
   *The one-sided arc* (linear attention with post-RMSNorm) has no closed form: each
-  ``B_min(L)`` is the fixed point of a float search and each construction a search over its
-  shape, together a second of CPU or more per ``L`` (from ``L`` about 50), so every ``L`` to
-  1024 would take twenty minutes or more.  Its construction wall is taken on the targets of the
-  best-budget search below (:func:`construction_grid`: every ``L <= 32``, then geometric with
-  ratio ``2^(1/8)``, and ``Lmax``), as the classification wall is on its grid: the largest
-  grid ``L`` such that the construction counts at every grid ``L' <= L``; the command reports
-  the grid (``construction_grid``).  Those constructions are the search's members at ``B_min``,
-  built once for both.
+  ``B_min(L)`` is the fixed point of a float search
+  (:meth:`constructions.regression.FootDesign.estimate`) and each construction a search over its
+  shape (:func:`constructions.one_sided.best_shape`).  The scan runs them at every ``L`` in
+  increasing order, which is what makes that affordable: the fixed point at ``L`` starts from
+  the one at ``L - 1`` and the shape search from its shape (:func:`constructions.one_sided._warm`),
+  and the least shape is the edge of the admissible ones, a root of the smooth Remez margin
+  (:func:`constructions.one_sided._edge`) -- the same functions the sweep calls, started nearer
+  their answers.
 * ``L_wall_best`` -- the largest ``L`` that some *searched member* of the construction
   family (the construction for a target ``L_t`` at a budget ``B >= B_min(L_t)``) counts to in
   ``F``.  Counting to ``L`` implies counting to every ``L' < L`` (same parameters), so this is
