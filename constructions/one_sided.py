@@ -64,6 +64,7 @@ def points(L: int, foot: float, lam: float) -> np.ndarray:
     return np.stack([lam / r, s / r], axis=1)
 
 
+@functools.lru_cache(maxsize=64)
 def _system(L: int, foot: float, lam: float):
     """The constraints ``|M x - ns| <= 1/2`` in ``x = (C', u)``, ``C' = C + <u, v_m>`` with the
     middle count's point ``v_m`` (well conditioned: ``C`` nearly cancels ``<u, v_m>``)."""
@@ -225,9 +226,9 @@ def slack(L: int, foot: float, lam: float, cap: float) -> float:
 
 def _amplitude(L: int, foot: float, lam: float) -> float:
     """``R*`` at the shape: infinite where the best uniform fit errs by more than 1/2
-    (:func:`centre_point`, ``delta < 0``: the closure of ``K`` is empty; the cheaper test), else
-    :func:`min_norm`'s."""
-    if centre_point(L, foot, lam)[0] < 0:
+    (:func:`centre_point`, ``delta < 0``: the closure of ``K`` is empty; the cheaper test where it
+    is the Remez exchange, ``L >= 3``), else :func:`min_norm`'s."""
+    if L >= 3 and centre_point(L, foot, lam)[0] < 0:
         return np.inf
     return min_norm(L, foot, lam)[0]
 
@@ -349,16 +350,35 @@ def best_shape(L: int, foot: float, cap: float):
     the side where ``K`` has an interior, but the margin ``delta`` of the interior vanishes there:
     at ``lam0 (1 + e)`` the slack falls like ``s0 - k e`` and ``delta`` grows like ``e``, so the
     read-out's margin ``th delta`` (:func:`_mixture`) is largest at an ``e`` of the order of the
-    slack ``s0``, which a half-decade step finds within a fixed factor."""
+    slack ``s0``, which a half-decade step finds within a fixed factor.
+
+    The shapes are tried in decreasing order of a bound on that margin that needs no
+    :func:`min_norm` (:func:`_margin_bound`), until the bound is below the best margin found."""
     lam0, R0 = least_amplitude(L, foot)
     if lam0 is None or R0 >= cap:
         return lam0, -np.inf if lam0 is None else (cap - R0) / R0
+    shapes = [lam0, *(lam0 * (1 + STEPS)), *(lam0 / (1 + STEPS))]
+    bounds = np.array([_margin_bound(L, foot, float(lam), cap, R0) for lam in shapes])
     best, margin = lam0, 0.0
-    for lam in [lam0, *(lam0 * (1 + STEPS)), *(lam0 / (1 + STEPS))]:
-        got = _mixture(L, foot, float(lam), cap)
+    for k in np.argsort(-bounds, kind="stable"):
+        if bounds[k] <= margin:
+            break
+        got = _mixture(L, foot, float(shapes[k]), cap)
         if got is not None and got[1] > margin:
-            best, margin = float(lam), got[1]
+            best, margin = float(shapes[k]), got[1]
     return best, slack(L, foot, best, cap)
+
+
+def _margin_bound(L: int, foot: float, lam: float, cap: float, R0: float) -> float:
+    """An upper bound on the margin ``th delta`` of :func:`_mixture` at the shape, given that its
+    ``R*`` is at least ``R0`` (the least over the shapes): ``th <= 1``, and where ``|u_c| > cap``,
+    ``th = (cap - R*)/(2 (|u_c| - R*))``, which decreases in ``R*`` (its derivative has the sign of
+    ``cap - |u_c|``), so ``th <= (cap - R0)/(2 (|u_c| - R0))``; 0 where ``delta <= 0``."""
+    delta, xc = centre_point(L, foot, lam)
+    if xc is None or delta <= 0:
+        return 0.0
+    uc = float(np.hypot(xc[1], xc[2]))
+    return delta * (1.0 if uc <= cap else min(1.0, (cap - R0) / (2 * (uc - R0))))
 
 
 def _mixture(L: int, foot: float, lam: float, cap: float):
