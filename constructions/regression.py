@@ -257,8 +257,13 @@ def _segment_steps(cell: Cell) -> list[Step]:
 
 
 #: how far beyond the budget's limit the one-sided arc puts its foot: ``F = sqrt(d)/B^2 +
-#: FOOT_SLACK``, so that ``|e_s| = sqrt(FOOT_SLACK) B > 0`` (the limit needs ``e_s = 0``)
-FOOT_SLACK = sympy.Rational(1, 2**40)
+#: FOOT_SLACK``, so that ``|e_s| = sqrt(FOOT_SLACK) B = B/4096 > 0`` (the limit needs ``e_s = 0``).
+#: The foot moves by ``2^-24`` counts, which costs at most ``1.1e-8`` of ``B_min`` (about ``0.18
+#: FOOT_SLACK`` relative, most at ``L = 4`` bare, falling like ``L^{-2}``): below the sweep's
+#: tolerance, where a larger slack would show against the bare lower bound (met to ``1e-4``,
+#: the tolerance of its branch and bound), while the embeddings and the residuals, all of the
+#: size of ``e_s``, move away from the narrow formats' smallest numbers
+FOOT_SLACK = sympy.Rational(1, 2**24)
 
 
 def _foot_steps(cell: Cell) -> list[Step]:

@@ -95,7 +95,7 @@ def test_construction_attains_the_capacity_at_the_foot(cell):
         for name, v in vec.items():
             assert mpmath.sqrt(mpmath.fsum(x * x for x in v)) <= Bv * (1 + mpmath.mpf("1e-30")), name
         ys = _reference_readout(cell, vec, out["w0"], L)
-        foot = mpmath.sqrt(cell.d) / Bv**2 + mpmath.mpf(2) ** -40
+        foot = mpmath.sqrt(cell.d) / Bv**2 + mpmath.mpf(regression.FOOT_SLACK.p) / regression.FOOT_SLACK.q
         f = lambda k: ((lam * mpmath.cos(angle) + (k + foot) * mpmath.sin(angle))
                        / mpmath.sqrt(lam**2 + (k + foot) ** 2))
         for k, y in enumerate(ys):
