@@ -22,17 +22,19 @@ odd symmetry fixes ``psi = pi/2`` and ``C = L/2``) the angle ``psi`` and ``C`` a
 has a unique point of least ``|u|``, ``R*(F, lam)`` (:func:`min_norm`: the small problem on a
 few counts, solved exactly in the plane of ``u`` (:func:`_small`), adding the most violated
 count until all ``L + 1`` hold; only a handful bind), and
-an inscribed point of largest margin ``delta`` (:func:`centre_point`, a linear programme).  Every
+an inscribed point of largest margin ``delta`` (:func:`centre_point`: the best uniform fit of
+the counts, by the Remez exchange).  Every
 mixture ``(1 - th) x* + th x_c`` with ``0 < th <= 1`` of the two is in ``K`` (margin ``th
 delta > 0``) and has ``|u| <= (1 - th) R* + th |u_c|``; so a budget whose capacity exceeds
 ``R*`` counts at this shape iff ``delta > 0``, and :func:`readout` picks ``th`` so that ``|u|`` is
 halfway between ``R*`` and the capacity.
 
-**The best shape.**  ``R*`` is smallest where ``K`` shrinks to a point (for ``L >= 16``; at
-small ``L`` a single pair of counts binds and ``K`` keeps an interior): :func:`best_shape`
-maximises the relative slack ``(cap - R*)/R*`` over ``lam`` among the shapes with ``delta > 0``
-(a log-spaced scan of ``R*`` and a Brent search, then the least shape and its neighbours at
-half-decade steps).  ``R*``
+**The best shape.**  ``R*`` is smallest where ``K`` shrinks to a point (at large ``L``; at
+small ``L`` a single pair of counts binds and ``K`` keeps an interior): :func:`least_amplitude`
+finds that edge as the root of ``delta`` (:func:`_edge`) next to the shape of an earlier search
+at ``L`` or ``L - 1``, and otherwise minimises ``R*`` (a log-spaced scan and a Brent search);
+:func:`best_shape` then takes, among the least shape and its neighbours at half-decade steps,
+the counting one whose read-out has the largest margin.  ``R*``
 (minimised over ``lam``) increases with ``F``, so the best foot is the nearest the budget allows.
 As ``L`` grows the best ``lam`` is of order ``L^{3/2} >> L``: all counts are within ``O(L)`` of
 the foot, where ``atan`` deviates from a line by the same cubic term as at the centre of the
@@ -62,6 +64,7 @@ def points(L: int, foot: float, lam: float) -> np.ndarray:
     return np.stack([lam / r, s / r], axis=1)
 
 
+@functools.lru_cache(maxsize=64)
 def _system(L: int, foot: float, lam: float):
     """The constraints ``|M x - ns| <= 1/2`` in ``x = (C', u)``, ``C' = C + <u, v_m>`` with the
     middle count's point ``v_m`` (well conditioned: ``C`` nearly cancels ``<u, v_m>``)."""
@@ -71,31 +74,49 @@ def _system(L: int, foot: float, lam: float):
     return M, np.arange(L + 1, dtype=np.float64), mid
 
 
+@functools.lru_cache(maxsize=None)
+def _pairs(k: int):
+    """The ordered pairs ``(i, j)``, ``i != j``, of ``k`` counts."""
+    return np.array([(a, b) for a in range(k) for b in range(k) if a != b]).T
+
+
 def _small(M: np.ndarray, ns: np.ndarray):
     """``argmin |u|`` over ``x = (C', u)`` with ``|M x - ns| <= 1/2`` on a few counts, exactly
     (None: no read-out).  ``C'`` is free, so the condition is that the errors ``g_i = n_i - <u,
     W_i>`` (``W_i`` the rows of ``M`` without their 1) spread by at most 1: the half-planes
-    ``<W_i - W_j, u> >= n_i - n_j - 1`` for every ordered pair.  Their intersection is a convex
-    polygon; its least-norm point is 0, the projection of 0 on one of the lines, or a vertex (two
-    lines meeting), so it is the least-norm feasible one of these candidates; ``C'`` is then the
+    ``<A_l, u> >= b_l`` with ``A_l = W_i - W_j``, ``b_l = n_i - n_j - 1`` for every ordered pair
+    ``l = (i, j)``.  Their intersection ``P`` is a convex polygon.  If ``0`` is in it (every
+    ``b_l <= 0``) it is the answer; otherwise the least-norm point lies on an edge of ``P``.  On
+    the line of ``l``, ``u = p_l + s t_l`` with ``p_l = b_l A_l/|A_l|^2`` (the foot of 0) and
+    ``t_l`` a unit vector along it, so ``|u|^2 = |p_l|^2 + s^2``; the other half-planes cut it to
+    an interval of ``s`` (``s <A_m, t_l> >= b_m - <A_m, p_l>``), empty unless the line carries an
+    edge, and the least point of the line within ``P`` is at ``s`` = 0 clamped to that interval.
+    The answer is the least of these over the lines (``P`` empty: no line has a point in it);
+    each half-plane is relaxed by ``1e-12 (max |b| + 1)`` against rounding.  ``C'`` is then the
     middle of the errors."""
     W = M[:, 1:]
-    i, j = np.array([(a, b) for a in range(len(ns)) for b in range(len(ns)) if a != b]).T
+    i, j = _pairs(len(ns))
     A, b = W[i] - W[j], ns[i] - ns[j] - 1.0
     if (b <= 0).all():
         u = np.zeros(2)
     else:
-        lines = (b[:, None] * A / np.einsum("ij,ij->i", A, A)[:, None])[b > 0]
-        p, q = np.triu_indices(len(b), 1)
-        det = A[p, 0] * A[q, 1] - A[p, 1] * A[q, 0]
-        p, q, det = p[det != 0], q[det != 0], det[det != 0]
-        vertices = np.stack([(b[p] * A[q, 1] - b[q] * A[p, 1]) / det,
-                             (A[p, 0] * b[q] - A[q, 0] * b[p]) / det], axis=1)
-        U = np.concatenate([lines, vertices])
-        U = U[(U @ A.T - b >= -1e-12 * (np.abs(b).max() + 1)).all(axis=1)]
-        if not len(U):
+        tol = 1e-12 * (np.abs(b).max() + 1)
+        sq = A[:, 0] ** 2 + A[:, 1] ** 2
+        foot = b[:, None] * A / sq[:, None]
+        along = np.stack([-A[:, 1], A[:, 0]], axis=1) / np.sqrt(sq)[:, None]
+        rate = A @ along.T  # [m, l] = <A_m, t_l>
+        need = (b - tol)[:, None] - A @ foot.T  # [m, l]: s <A_m, t_l> >= need
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bound = need / rate
+        lo = np.where(rate > 0, bound, -np.inf).max(axis=0)
+        hi = np.where(rate < 0, bound, np.inf).min(axis=0)
+        ok = (lo <= hi) & ~((rate == 0) & (need > 0)).any(axis=0)
+        if not ok.any():
             return None
-        u = U[np.argmin(np.einsum("ij,ij->i", U, U))]
+        s = np.clip(0.0, lo, hi)
+        size = np.where(ok, foot[:, 0] ** 2 + foot[:, 1] ** 2 + s**2, np.inf)
+        best = int(np.argmin(size))
+        u = foot[best] + s[best] * along[best]
     g = ns - W @ u
     return np.array([(g.max() + g.min()) / 2, u[0], u[1]])
 
@@ -124,12 +145,24 @@ def min_norm(L: int, foot: float, lam: float):
     return np.inf, None
 
 
+#: the last reference of :func:`_chebyshev` per ``L``: nearby shapes have nearby references
+_REFERENCE: dict = {}
+
+
 @functools.lru_cache(maxsize=4096)
 def centre_point(L: int, foot: float, lam: float):
-    """``(delta, x_c)``: the read-out with the largest margin ``delta`` in every count (LP)."""
+    """``(delta, x_c)``: the read-out with the largest margin ``delta`` in every count.
+
+    ``delta = 1/2 - E`` with ``E = min_x max_n |C + <u, v_n> - n|`` and ``x_c`` its minimiser, the
+    best uniform fit of the counts (:func:`_chebyshev`) where ``L >= 3``; at ``L <= 2`` (at most
+    three counts for the three unknowns, a fit with ``E = 0`` that need not be unique) the linear
+    programme ``max delta`` subject to ``|M x - n| <= 1/2 - delta``, ``delta <= 1/2``."""
+    M, ns, mid = _system(L, foot, lam)
+    if L >= 3:
+        E, x = _chebyshev(L, M, ns)
+        return 0.5 - E, _plain(x, mid)
     from scipy.optimize import linprog
 
-    M, ns, mid = _system(L, foot, lam)
     ones = np.ones((L + 1, 1))
     A_ub = np.vstack([np.hstack([M, ones]), np.hstack([-M, ones])])
     b_ub = np.concatenate([ns + 0.5, 0.5 - ns])
@@ -140,30 +173,150 @@ def centre_point(L: int, foot: float, lam: float):
     return float(res.x[3]), _plain(res.x[:3], mid)
 
 
+def _chebyshev(L: int, M: np.ndarray, ns: np.ndarray):
+    """``(E, x)``: the best uniform fit ``x = (C', u)`` of the counts ``n = 0..L`` (``L >= 3``) by
+    the rows of ``M`` and its error ``E``, by the Remez exchange.
+
+    With ``theta_n`` the angle of ``v_n = (cos theta_n, sin theta_n)`` (increasing in ``n``, within
+    ``(-pi/2, pi/2)``), a row is ``(1, cos theta, sin theta)`` up to the constant shift by ``v_m``:
+    a trigonometric polynomial of degree one, which has at most two zeros on an interval shorter
+    than ``2 pi`` unless it vanishes -- a Haar system of three functions.  So the best fit on the
+    ``L + 1 >= 4`` counts is unique and is characterised by four counts ``r_0 < .. < r_3`` at which
+    the error ``n - M x`` equals ``+-E`` with alternating signs and nowhere exceeds ``E`` in size
+    (Chebyshev's alternation theorem).  On a reference ``r`` the levelled fit solves ``M_r x + s h
+    = n_r`` (``s = (1, -1, 1, -1)``); if some count errs by more than ``|h|`` it enters the reference
+    in place of the neighbour whose error has its sign (or, outside ``r``, the far end is dropped),
+    keeping the signs alternating: ``|h|`` then grows strictly (de la Vallee Poussin), so no
+    reference repeats and the exchange ends, at the best fit, when no error off the reference
+    exceeds ``|h|`` (to the rounding of the errors, ``64 eps (L + |x|_1)``: then ``|h| <= E <= |h|``
+    plus that).  The reference starts from the last one at ``L``."""
+    ref = list(_REFERENCE.get(L, (0, L // 3, (2 * L) // 3, L)))
+    signs = np.array([1.0, -1.0, 1.0, -1.0])
+    for _ in range(4 * (L + 1)):
+        sol = np.linalg.solve(np.hstack([M[ref], signs[:, None]]), ns[ref])
+        x, h = sol[:3], sol[3]
+        err = ns - M @ x
+        size = np.abs(err)
+        size[ref] = 0.0  # at ``|h|`` by construction, to rounding
+        k = int(np.argmax(size))
+        if size[k] <= abs(h) + 64 * np.finfo(float).eps * (L + np.abs(x).sum()):
+            _REFERENCE[L] = tuple(ref)
+            return float(abs(h)), x
+        up = err[k] > 0
+        same = [(s * h > 0) == up for s in signs]  # the error at r_i has the sign of err[k]
+        pos = int(np.searchsorted(ref, k))
+        if pos == 0:
+            ref = [k] + (ref[1:] if same[0] else ref[:3])
+        elif pos == 4:
+            ref = (ref[:3] if same[3] else ref[1:]) + [k]
+        else:
+            ref[pos - 1 if same[pos - 1] else pos] = k
+    raise ArithmeticError(f"the Remez exchange did not end at L = {L}")
+
+
 def slack(L: int, foot: float, lam: float, cap: float) -> float:
     """``(cap - R*)/R*`` where the shape has an interior (``delta > 0``), else ``-inf``."""
+    if centre_point(L, foot, lam)[0] <= 0:  # the cheaper test first
+        return -np.inf
     R, _ = min_norm(L, foot, lam)
-    if not np.isfinite(R) or R >= cap or centre_point(L, foot, lam)[0] <= 0:
+    if not np.isfinite(R) or R >= cap:
         return -np.inf
     return (cap - R) / R if R > 0 else np.inf  # L = 1: u = 0 counts
 
 
+def _amplitude(L: int, foot: float, lam: float) -> float:
+    """``R*`` at the shape: infinite where the best uniform fit errs by more than 1/2
+    (:func:`centre_point`, ``delta < 0``: the closure of ``K`` is empty; the cheaper test where it
+    is the Remez exchange, ``L >= 3``), else :func:`min_norm`'s."""
+    if L >= 3 and centre_point(L, foot, lam)[0] < 0:
+        return np.inf
+    return min_norm(L, foot, lam)[0]
+
+
 def least_amplitude(L: int, foot: float):
-    """``(lam, min over lam of R*)`` at the foot: a log-spaced scan, then a bounded Brent search."""
+    """``(lam, min over lam of R*)`` at the foot.  Where an earlier search at ``L`` or ``L - 1``
+    gives a guess (:func:`_warm`): the edge of the admissible shapes next to it if the least is
+    there (:func:`_edge`), else a Brent search in the bracket ``e^{+-1/4}`` around it, kept if its
+    least is inside and below both ends; failing those, a log-spaced scan, then a bounded Brent
+    search."""
     return _least(L, float(foot))
 
 
-#: the last best ``lam`` per ``L``: feet of nearby budgets have nearby best shapes
+#: the last best ``lam`` per ``L``: feet of nearby budgets have nearby best shapes, and so do
+#: nearby ``L`` (the best ``lam`` grows like ``(L + 2)^{3/2}``, the scan's upper end)
 _LAST: dict = {}
+
+
+def _warm(L: int):
+    """The log of a guess of the best ``lam`` at ``L``: the last one at ``L``, else the last one at
+    ``L - 1`` moved by the growth ``(L + 2)^{3/2}`` (None: neither is known)."""
+    if L in _LAST:
+        return np.log(_LAST[L])
+    if L - 1 in _LAST:
+        return np.log(_LAST[L - 1]) + 1.5 * np.log((L + 2) / (L + 1))
+    return None
+
+
+def _edge(L: int, foot: float, mid: float):
+    """``(lam, R*)`` at the edge of the admissible shapes next to the guess ``e^mid``, if the least
+    of ``R*`` over the bracket ``e^{mid +- 1/4}`` is there (else None).
+
+    For ``L >= 16`` the least ``R*`` is where ``K`` shrinks to a point (module docstring): the
+    shape ``lam_c`` at which the best uniform fit errs by exactly 1/2, ``delta(lam_c) = 0``
+    (:func:`centre_point`), with ``delta < 0`` (no read-out) below it and ``delta > 0`` above.
+    ``delta`` is smooth there, so its root is found by regula falsi (Illinois) on ``log lam``,
+    keeping a bracket ``[a, b]`` with ``delta(a) < 0 <= delta(b)`` down to ``1e-13``; the answer
+    is ``R*`` at ``b`` (:func:`min_norm`), admissible.  It is kept only where ``R*`` grows away from
+    the edge (at ``b + 1e-6``) and stays above it at the far end of the bracket -- else the least
+    is inside (small ``L``: a single pair of counts binds) and the Brent search decides."""
+    delta = lambda ll: centre_point(L, foot, float(np.exp(ll)))[0]
+    a = b = mid
+    fa = fb = delta(mid)
+    step = 1e-6
+    while (fa < 0) == (fb < 0):  # widen towards the other side until delta changes sign
+        if step > 0.25:
+            return None
+        if fb >= 0:
+            a = mid - step
+            fa = delta(a)
+        else:
+            b = mid + step
+            fb = delta(b)
+        step *= 8
+    side = 0
+    for _ in range(100):
+        if b - a <= 1e-13:
+            break
+        c = (a * fb - b * fa) / (fb - fa)
+        if not a < c < b:
+            c = (a + b) / 2
+        fc = delta(c)
+        if fc < 0:
+            a, fa = c, fc
+            fb = fb / 2 if side < 0 else fb
+            side = -1
+        else:
+            b, fb = c, fc
+            fa = fa / 2 if side > 0 else fa
+            side = 1
+    R = min_norm(L, foot, float(np.exp(b)))[0]
+    if not np.isfinite(R) or R >= _amplitude(L, foot, float(np.exp(b + 1e-6))) \
+            or R >= _amplitude(L, foot, float(np.exp(mid + 0.25))):
+        return None
+    return float(np.exp(b)), float(R)
 
 
 @functools.lru_cache(maxsize=256)
 def _least(L: int, foot: float):
     from scipy.optimize import minimize_scalar
 
-    value = lambda ll: min_norm(L, foot, float(np.exp(ll)))[0]
-    if L in _LAST:  # a Brent search in a bracket around the last best shape, if it holds it
-        mid = np.log(_LAST[L])
+    value = lambda ll: _amplitude(L, foot, float(np.exp(ll)))
+    mid = _warm(L)
+    edge = None if mid is None else _edge(L, foot, mid)
+    if edge is not None:
+        _LAST[L] = edge[0]
+        return edge
+    if mid is not None:  # a Brent search in a bracket around the guess, if it holds the least
         with np.errstate(invalid="ignore"):  # an infinite norm (no read-out) is a value
             res = minimize_scalar(value, bounds=(mid - 0.25, mid + 0.25), method="bounded",
                                   options={"xatol": 1e-12})
@@ -189,32 +342,68 @@ STEPS = 10.0 ** np.arange(-9.0, 0.0, 0.5)
 
 
 def best_shape(L: int, foot: float, cap: float):
-    """``(lam, slack)``: the shape with the largest slack at the capacity ``cap`` among the least
-    shape ``lam0`` and ``lam0 (1 + e)^{+-1}`` for half-decade steps ``e`` (where ``K`` shrinks to
-    a point at ``lam0`` the slack is largest next to it, on the side where ``K`` has an interior;
-    a step of a half decade loses at most a fixed part of the slack)."""
+    """``(lam, slack)``: among the least shape ``lam0`` and ``lam0 (1 + e)^{+-1}`` for half-decade
+    steps ``e``, the counting shape (positive slack) whose read-out (:func:`readout`) has the
+    largest margin, with its slack; where none counts, ``lam0`` and its slack.
+
+    Where ``K`` shrinks to a point at ``lam0`` (``L >= 16``) the slack is largest next to it, on
+    the side where ``K`` has an interior, but the margin ``delta`` of the interior vanishes there:
+    at ``lam0 (1 + e)`` the slack falls like ``s0 - k e`` and ``delta`` grows like ``e``, so the
+    read-out's margin ``th delta`` (:func:`_mixture`) is largest at an ``e`` of the order of the
+    slack ``s0``, which a half-decade step finds within a fixed factor.
+
+    The shapes are tried in decreasing order of a bound on that margin that needs no
+    :func:`min_norm` (:func:`_margin_bound`), until the bound is below the best margin found."""
     lam0, R0 = least_amplitude(L, foot)
     if lam0 is None or R0 >= cap:
         return lam0, -np.inf if lam0 is None else (cap - R0) / R0
-    best = (lam0, slack(L, foot, lam0, cap))
-    for lam in np.concatenate([lam0 * (1 + STEPS), lam0 / (1 + STEPS)]):
-        v = slack(L, foot, float(lam), cap)
-        if v > best[1]:
-            best = (float(lam), v)
-    return best
+    shapes = [lam0, *(lam0 * (1 + STEPS)), *(lam0 / (1 + STEPS))]
+    bounds = np.array([_margin_bound(L, foot, float(lam), cap, R0) for lam in shapes])
+    best, margin = lam0, 0.0
+    for k in np.argsort(-bounds, kind="stable"):
+        if bounds[k] <= margin:
+            break
+        got = _mixture(L, foot, float(shapes[k]), cap)
+        if got is not None and got[1] > margin:
+            best, margin = float(shapes[k]), got[1]
+    return best, slack(L, foot, best, cap)
 
 
-def readout(L: int, foot: float, lam: float, cap: float):
-    """``(C, A, psi)``: a counting read-out with ``|u|`` halfway between ``R*`` and ``cap``
-    (module docstring); None where the shape has no interior or ``R* >= cap``."""
-    R, xs = min_norm(L, foot, lam)
+def _margin_bound(L: int, foot: float, lam: float, cap: float, R0: float) -> float:
+    """An upper bound on the margin ``th delta`` of :func:`_mixture` at the shape, given that its
+    ``R*`` is at least ``R0`` (the least over the shapes): ``th <= 1``, and where ``|u_c| > cap``,
+    ``th = (cap - R*)/(2 (|u_c| - R*))``, which decreases in ``R*`` (its derivative has the sign of
+    ``cap - |u_c|``), so ``th <= (cap - R0)/(2 (|u_c| - R0))``; 0 where ``delta <= 0``."""
     delta, xc = centre_point(L, foot, lam)
-    if xs is None or xc is None or delta <= 0 or R >= cap:
+    if xc is None or delta <= 0:
+        return 0.0
+    uc = float(np.hypot(xc[1], xc[2]))
+    return delta * (1.0 if uc <= cap else min(1.0, (cap - R0) / (2 * (uc - R0))))
+
+
+def _mixture(L: int, foot: float, lam: float, cap: float):
+    """``(x, margin)``: the read-out ``x = (1 - th) x* + th x_c`` with ``|u|`` halfway between
+    ``R*`` and ``cap`` (module docstring) and its margin ``th delta`` (every error is at most
+    ``(1 - th)/2 + th (1/2 - delta)``); None where the shape has no interior or ``R* >= cap``."""
+    delta, xc = centre_point(L, foot, lam)
+    if xc is None or delta <= 0:  # the cheaper test first
+        return None
+    R, xs = min_norm(L, foot, lam)
+    if xs is None or R >= cap:
         return None
     target = (R + cap) / 2
     uc = float(np.hypot(xc[1], xc[2]))
     th = 1.0 if uc <= target else (target - R) / (uc - R)
-    x = (1 - th) * xs + th * xc
+    return (1 - th) * xs + th * xc, th * delta
+
+
+def readout(L: int, foot: float, lam: float, cap: float):
+    """``(C, A, psi)``: the counting read-out of :func:`_mixture`, ``|u|`` halfway between ``R*``
+    and ``cap``; None where the shape has no interior or ``R* >= cap``."""
+    got = _mixture(L, foot, lam, cap)
+    if got is None:
+        return None
+    x = got[0]
     return float(x[0]), float(np.hypot(x[1], x[2])), float(np.arctan2(x[2], x[1]))
 
 

@@ -255,8 +255,13 @@ def _segment_steps(cell: Cell) -> list[Step]:
 
 
 #: how far beyond the budget's limit the one-sided arc puts its foot: ``F = sqrt(d)/B^2 +
-#: FOOT_SLACK``, so that ``|e_s| = sqrt(FOOT_SLACK) B > 0`` (the limit needs ``e_s = 0``)
-FOOT_SLACK = sympy.Rational(1, 2**40)
+#: FOOT_SLACK``, so that ``|e_s| = sqrt(FOOT_SLACK) B = B/4096 > 0`` (the limit needs ``e_s = 0``).
+#: The foot moves by ``2^-24`` counts, which costs at most ``1.1e-8`` of ``B_min`` (about ``0.18
+#: FOOT_SLACK`` relative, most at ``L = 4`` bare, falling like ``L^{-2}``): below the sweep's
+#: tolerance, where a larger slack would show against the bare lower bound (met to ``1e-4``,
+#: the tolerance of its branch and bound), while the embeddings and the residuals, all of the
+#: size of ``e_s``, move away from the narrow formats' smallest numbers
+FOOT_SLACK = sympy.Rational(1, 2**24)
 
 
 def _foot_steps(cell: Cell) -> list[Step]:
@@ -668,6 +673,10 @@ class FootDesign(RegressionDesign):
 
     screen_backend = "mp30"
 
+    def __init__(self, cell: Cell):
+        super().__init__(cell)
+        self._fixed = {}  # L -> the fixed point found by estimate (a guess for L + 1)
+
     def foot(self, B_value: float) -> float:
         """``F(B)``, the foot the construction uses at budget ``B`` (float)."""
         return laws.foot_distance(self.cell, float(B_value), laws.FLOAT) + float(FOOT_SLACK)
@@ -700,7 +709,9 @@ class FootDesign(RegressionDesign):
         """The fixed point ``B* = T(B*)`` (class docstring), or None.
 
         ``T`` decreases, so ``B <= B*`` gives ``T(B) >= B*`` and the other way round: starting
-        from ``T(oo)`` (the foot at ``FOOT_SLACK``) every two iterates bracket ``B*``.  The
+        from ``T(oo)`` (the foot at ``FOOT_SLACK``), or from a guess ``g`` (the fixed point at
+        ``L - 1`` times ``(L/(L-1))^p``, ``p`` the growth exponent, where it is known), every two
+        iterates bracket ``B*`` (``g`` and ``T(g)`` too).  The
         iteration is kept while it contracts (at large ``L`` the foot barely moves ``R*``: two
         or three steps); where it does not (small ``L``, ``|T'| >= 1``, where it oscillates)
         the bracket is bisected on the sign of ``T(B) - B``.  It stops at ``rtol/10`` or at the
@@ -711,11 +722,15 @@ class FootDesign(RegressionDesign):
             R = one_sided.least_amplitude(L_value, foot)[1]
             return float(laws.budget(self.cell, R, laws.FLOAT)) if np.isfinite(R) else None
 
-        lo = T(None)
-        if lo is None or lo > hi_B:
-            return None
-        if lo == 0:  # L = 1: every budget counts
-            return lo
+        before = self._fixed.get(L_value - 1)
+        if before:
+            lo = before * (L_value / (L_value - 1)) ** laws.theory_exponent(self.cell)
+        else:
+            lo = T(None)
+            if lo is None or lo > hi_B:
+                return None
+            if lo == 0:  # L = 1: every budget counts
+                return lo
         hi = T(lo)
         change = abs(hi - lo)
         while hi is not None and abs(hi - lo) > 0.1 * rtol * hi:
@@ -734,6 +749,7 @@ class FootDesign(RegressionDesign):
             if t is None:
                 return None
             lo, hi = (mid, hi) if t > mid else (lo, mid)
+        self._fixed[L_value] = hi
         return hi if hi <= hi_B else None
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:

@@ -95,7 +95,7 @@ def test_construction_attains_the_capacity_at_the_foot(cell):
         for name, v in vec.items():
             assert mpmath.sqrt(mpmath.fsum(x * x for x in v)) <= Bv * (1 + mpmath.mpf("1e-30")), name
         ys = _reference_readout(cell, vec, out["w0"], L)
-        foot = mpmath.sqrt(cell.d) / Bv**2 + mpmath.mpf(2) ** -40
+        foot = mpmath.sqrt(cell.d) / Bv**2 + mpmath.mpf(regression.FOOT_SLACK.p) / regression.FOOT_SLACK.q
         f = lambda k: ((lam * mpmath.cos(angle) + (k + foot) * mpmath.sin(angle))
                        / mpmath.sqrt(lam**2 + (k + foot) ** 2))
         for k, y in enumerate(ys):
@@ -245,3 +245,34 @@ def test_margin_upper_on_the_one_sided_arc(cell):
     assert row["certified"] and row["margin"] <= row["margin_upper"]
     if not cell.affine.gain:
         assert row["margin_ratio"] <= 1.005
+
+
+@settings(max_examples=40, deadline=None)
+@given(L=st.integers(3, 300), log_foot=st.floats(-5, 1), log_lam=st.floats(-2, 0.5))
+def test_centre_point_is_the_linear_programme_s_optimum(L, log_foot, log_lam):
+    """The Remez exchange of :func:`constructions.one_sided.centre_point` against the linear
+    programme ``max delta`` s.t. ``|C + <u, v_n> - n| <= 1/2 - delta`` solved by HiGHS on the points
+    ``v_n`` computed here; the best fit is unique (a Haar system), so the read-outs agree too."""
+    from constructions import one_sided
+    foot, lam = 10.0 ** log_foot, (L + 2) ** 1.5 * 10.0 ** log_lam
+    s = np.arange(L + 1) + foot
+    V = np.stack([lam / np.hypot(lam, s), s / np.hypot(lam, s)], axis=1)
+    M = np.hstack([np.ones((L + 1, 1)), V, np.ones((L + 1, 1))])
+    ns = np.arange(L + 1, dtype=float)
+    res = linprog([0, 0, 0, -1], A_ub=np.vstack([M, M * [-1, -1, -1, 1]]), b_ub=np.concatenate([ns + 0.5, 0.5 - ns]),
+                  bounds=[(None, None)] * 4, method="highs")
+    assert res.status == 0
+    delta, x = one_sided.centre_point.__wrapped__(L, foot, lam)
+    assert delta == pytest.approx(res.x[3], abs=1e-7)
+    err = np.abs(x[0] + V @ x[1:] - ns)
+    assert err.max() == pytest.approx(0.5 - delta, rel=1e-9, abs=1e-12)  # its margin is delta
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=IDS)
+def test_estimate_from_the_last_l_is_the_cold_one(cell):
+    """The fixed point started from ``L - 1``'s (the precision scan's order) is the one started
+    from ``T(oo)`` (a fresh design), to the estimate's tolerance."""
+    warm = regression.FootDesign(cell)
+    for L in (40, 41, 42):
+        got = warm.estimate(L)
+    assert got == pytest.approx(regression.FootDesign(cell).estimate(42), rel=2e-8)

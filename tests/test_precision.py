@@ -366,51 +366,40 @@ def test_classification_walls_and_margins():
 ONE_SIDED = Cell("linear", "post_learned", "regression", d=8, norm="rmsnorm")
 
 
-def test_the_one_sided_arc_is_scanned_on_the_targets():
-    """Linear attention with post-RMSNorm is accepted, and its construction wall runs on the
-    best-budget search's targets: every L up to SMALL_TARGETS, then geometric (None: every L)."""
+def test_the_one_sided_arc_walls_at_every_l_agree_with_a_run_per_l(monkeypatch):
+    """The construction walls of the one-sided arc at every L against an independent evaluation
+    per L: a fresh design's cold estimate of B_min(L) (no guess from L - 1), its construction at
+    (1 + RTOL) B_min, run in the format; the wall is the largest L below which every L counts, the
+    first failing L is recorded with its first failing count.  The construction at the float64
+    wall is certified in ball arithmetic; the best member counts to the best wall.  (A coarse grid
+    of best-budget targets keeps the test short: every L <= 4, then doubling, and Lmax.)"""
+    from constructions import regression
     from verify import precision
     assert precision.parse(["--variant", "post_bare", "--attention", "linear", "--norm", "rmsnorm"])[1].post
-    grid = W.construction_grid(ONE_SIDED, 1024)
-    assert grid == W._targets(1024) and grid[:W.SMALL_TARGETS] == list(range(1, W.SMALL_TARGETS + 1))
-    tail = grid[W.SMALL_TARGETS - 1:]
-    assert grid[-1] == 1024 and len(grid) < 100 and all(1 < b / a <= W.TARGET_RATIO * 1.1 for a, b in zip(tail, tail[1:]))
-    assert W.construction_grid(ONE_SIDED, W.SMALL_TARGETS) is None
-    assert W.construction_grid(Cell("linear", "post_learned", "regression", d=8), 1024) is None
-
-
-def test_the_one_sided_arc_walls_agree_with_its_construction_in_each_format(monkeypatch):
-    """The walls of the one-sided arc against a direct run of its construction in the format:
-    it counts at every scanned L up to the construction wall and not at the next one, where it
-    failed; the construction at the float64 wall is certified in ball arithmetic; the best
-    member counts to the best wall.  (A coarse grid of targets keeps the test short: every L
-    <= 4, then doubling, and Lmax.)"""
     monkeypatch.setattr(W, "SMALL_TARGETS", 4)
     monkeypatch.setattr(W, "TARGET_RATIO", 2.0)
-    Lmax = 24
-    ariths = {name: Arith.of(name) for name in ("bfloat16", "float32", "float64")}
+    Lmax = 20
+    ariths = {name: Arith.of(name) for name in ("float16", "bfloat16", "float32", "float64")}
     walls = W.regression_walls(ONE_SIDED, Lmax, ariths)
     budgets = W.Budgets(ONE_SIDED)
-    scan = W.construction_grid(ONE_SIDED, Lmax)
-    assert scan == [1, 2, 3, 4, 8, 16, 24]
-    constructions = {L: budgets.construction(L, budgets.construction_budget(L)) for L in scan}
+    design = budgets.design
+    constructions = {1: design.build(1, budgets.witness_budget)}
+    for L in range(2, Lmax + 1):
+        constructions[L] = design.build(L, regression.FootDesign(ONE_SIDED).estimate(L) * (1 + W.RTOL))
     assert counts_to(constructions[1], 1, backend="arb256").counts  # the witness budget counts
     for name, w in walls.items():
-        ar = ariths[name]
-        assert 0 <= w.construction <= w.best <= Lmax and w.construction in [0] + scan
-        for L in scan:
-            if L <= w.construction:
-                assert run(constructions[L], L, ar).counts_up_to() >= L
-        if w.construction_failure is not None:
-            L = w.construction_failure["L"]
-            assert L == min(x for x in scan if x > w.construction)
-            assert run(constructions[L], L, ar).counts_up_to() == w.construction_failure["n"] - 1 < L
+        counted = [run(constructions[L], L, ariths[name]).counts_up_to() for L in range(1, Lmax + 1)]
+        failing = [L for L, c in zip(range(1, Lmax + 1), counted) if c < L]
+        assert w.construction == (failing[0] - 1 if failing else Lmax)
+        if failing:
+            assert w.construction_failure == {"L": failing[0], "n": counted[failing[0] - 1] + 1}
         else:
-            assert w.construction == Lmax
-        member = budgets.design.build(w.member["L_target"], w.member["B"])
-        assert run(member, w.best, ar).counts_up_to() >= w.best
+            assert w.construction_failure is None and w.construction_reason == "none"
+        assert 0 <= w.construction <= w.best <= Lmax
+        member = design.build(w.member["L_target"], w.member["B"])
+        assert max(run(member, w.best, ariths[name]).counts_up_to(), 0) >= w.best  # -1: fails at n = 0
     top = walls["float64"].construction
-    assert top >= 8 and counts_to(constructions[top], top, backend="arb256").counts
+    assert top == Lmax and counts_to(constructions[top], top, backend="arb256").counts
 
 
 # ----------------------------------------------------------------------------- the command
@@ -427,6 +416,7 @@ def test_json_keys(capsys):
     out = json.loads(text)
     assert set(Cell("softmax", "pre_learned").keys()) <= set(out)
     assert out["accumulate"] == "float32" and out["Lmax"] == 12
+    assert "construction_grid" not in out  # every cell's construction wall is taken at every L
     assert list(out["formats"]) == [f.name for f in FORMATS]
     for name, f in out["formats"].items():
         assert {"L_wall_construction", "L_wall_best", "reason"} <= set(f)

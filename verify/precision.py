@@ -19,7 +19,6 @@ construction's margin at that budget is about ``RTOL`` (the sweep's tolerance) e
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 from constructions import cli
@@ -109,8 +108,6 @@ def report(cell: Cell, Lmax: int, accumulate=None, progress=None) -> dict:
         }
     out = dict(cell.keys())
     out.update(Lmax=Lmax, accumulate=accumulate, rtol=W.RTOL, formats=formats)
-    if cell.readout == "regression":
-        out["construction_grid"] = W.construction_grid(cell, Lmax)
     if rows is not None:
         out["rows"] = rows
     return out
@@ -118,10 +115,7 @@ def report(cell: Cell, Lmax: int, accumulate=None, progress=None) -> dict:
 
 def table(result: dict, cell: Cell) -> str:
     head = (f"{cell.describe()}, every L <= {result['Lmax']}"
-            + (f", accumulating in {result['accumulate']}" if result["accumulate"] else "")
-            + ("" if result.get("construction_grid") is None else
-               f" (the construction wall on {len(result['construction_grid'])} L: every L <= "
-               f"{W.SMALL_TARGETS}, then ratio 2^{math.log2(W.TARGET_RATIO):g})"))
+            + (f", accumulating in {result['accumulate']}" if result["accumulate"] else ""))
     lines = [head, f"{'format':<14} {'bits':>4} {'2^p':>16} {'construction':>12} {'best':>6}  reason"]
     for name, f in result["formats"].items():
         lines.append(f"{name:<14} {f['bits']:>4} {f['integer_ceiling']:>16} {f['L_wall_construction']:>12} "

@@ -25,14 +25,14 @@ arithmetic, so its numbers are the result, not a screen of an exact one).
   room for rounding.
 
   *The one-sided arc* (linear attention with post-RMSNorm) has no closed form: each
-  ``B_min(L)`` is the fixed point of a float search and each construction a search over its
-  shape, together a second of CPU or more per ``L`` (from ``L`` about 50), so every ``L`` to
-  1024 would take twenty minutes or more.  Its construction wall is taken on the targets of the
-  best-budget search below (:func:`construction_grid`: every ``L <= 32``, then geometric with
-  ratio ``2^(1/8)``, and ``Lmax``), as the classification wall is on its grid: the largest
-  grid ``L`` such that the construction counts at every grid ``L' <= L``; the command reports
-  the grid (``construction_grid``).  Those constructions are the search's members at ``B_min``,
-  built once for both.
+  ``B_min(L)`` is the fixed point of a float search
+  (:meth:`constructions.regression.FootDesign.estimate`) and each construction a search over its
+  shape (:func:`constructions.one_sided.best_shape`).  The scan runs them at every ``L`` in
+  increasing order, which is what makes that affordable: the fixed point at ``L`` starts from
+  the one at ``L - 1`` and the shape search from its shape (:func:`constructions.one_sided._warm`),
+  and the least shape is the edge of the admissible ones, a root of the smooth Remez margin
+  (:func:`constructions.one_sided._edge`) -- the same functions the sweep calls, started nearer
+  their answers.
 * ``L_wall_best`` -- the largest ``L`` that some *searched member* of the construction
   family (the construction for a target ``L_t`` at a budget ``B >= B_min(L_t)``) counts to in
   ``F``.  Counting to ``L`` implies counting to every ``L' < L`` (same parameters), so this is
@@ -143,17 +143,6 @@ class Wall:
 
 
 # ---------------------------------------------------------------------------- B_min(L)
-def construction_grid(cell: Cell, Lmax: int) -> list[int] | None:
-    """The ``L`` at which the construction wall runs the construction: None for every
-    ``L <= Lmax``; for the one-sided arc (linear attention with post-RMSNorm: no closed form,
-    each ``B_min(L)`` and each construction a float search of about a second) the targets of
-    the best-budget search (:func:`_targets`: every ``L <= 32``, then ratio ``2^(1/8)``, and
-    ``Lmax``; None where that is every ``L``), whose members at ``B_min`` are these
-    constructions (module docstring)."""
-    grid = None if laws.foot_distance(cell, 1, laws.FLOAT) is None else _targets(Lmax)
-    return None if grid == list(range(1, Lmax + 1)) else grid
-
-
 class Budgets:
     """``B_min(L)`` of a regression cell: the closed form where it holds, else the float64
     estimate (None where nothing counts)."""
@@ -368,13 +357,11 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
     """
     budgets = Budgets(cell)
     walls = {name: Wall(ar.store) for name, ar in ariths.items()}
-    grid = construction_grid(cell, Lmax)
-    scan = range(1, Lmax + 1) if grid is None else grid
-    bar = progress(len(scan)) if progress else None
-    # (a) the construction at B_min, at every L of the grid, until every format has failed
+    bar = progress(Lmax) if progress else None
+    # (a) the construction at B_min, at every L, until every format has failed
     alive = set(walls)
     previous = 0
-    for L in scan:
+    for L in range(1, Lmax + 1):
         B = budgets.construction_budget(L)
         if B is None:
             for name in alive:
@@ -405,8 +392,7 @@ def regression_walls(cell: Cell, Lmax: int, ariths: dict, progress=None) -> dict
     for name in alive:
         walls[name].construction = Lmax
         walls[name].construction_reason = "none"
-        walls[name].construction_detail = (f"the construction counts at every L <= {Lmax}" if grid is None else
-                                           f"the construction counts at every L <= {Lmax} of the grid")
+        walls[name].construction_detail = f"the construction counts at every L <= {Lmax}"
     if bar:
         bar.close()
     # (b) the best budget of the family
