@@ -475,3 +475,27 @@ def test_no_l_star_is_claimed_for_the_last_read():
     """``l_star`` is the BOS read's (query ``h_s``); at the last read the query is ``h_a``."""
     assert cell_l_star(Cell("softmax", "pre_bare", read="last")) is None
     assert cell_l_star(Cell("softmax", "pre_bare")) == l_star(8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), d=st.sampled_from([2, 3, 8]))
+def test_the_mirror_image_scores_least_among_values_read_as_s(seed, d):
+    """Bare pre-norm (module docstring): on the sphere ``|h| = sqrt(d)``, every ``h_b`` with
+    ``<u, h_b> = <u, h_s>`` has ``<h_s, h_b> >= d cos 2 theta`` (``cos theta = <h_s, u>/sqrt d``),
+    with equality at the mirror image ``2 <h_s, u> u - h_s``."""
+    import random
+
+    rng = random.Random(seed)
+    with mpmath.workdps(40):
+        gauss = lambda: [mpmath.mpf(rng.gauss(0, 1)) for _ in range(d)]
+        u = _unit(gauss())
+        h_s = [mpmath.sqrt(d) * x for x in _unit(gauss())]
+        p = _dot(h_s, u)
+        least = d * mpmath.cos(2 * mpmath.acos(p / mpmath.sqrt(d)))
+        mirror = [2 * p * a - b for a, b in zip(u, h_s)]
+        assert abs(_dot(h_s, mirror) - least) < mpmath.mpf(10) ** -30
+        for _ in range(20):
+            side = _unit(_off(gauss(), u))
+            h_b = [p * a + mpmath.sqrt(d - p * p) * b for a, b in zip(u, side)]
+            assert abs(_dot(u, h_b) - p) < mpmath.mpf(10) ** -30
+            assert _dot(h_s, h_b) >= least - mpmath.mpf(10) ** -30
