@@ -146,19 +146,33 @@ def l_star_reason(cell: Cell) -> str:
 
 
 def cell_l_star(cell: Cell) -> int | None:
-    """The exact largest countable ``L`` of a cell where it is finite, else None.
+    """The exact largest countable ``L`` of a cell where it is finite, else None (also where a
+    finite ``L`` is not derived: the case below).
 
     Softmax regression with rigid values (bare pre-norm, either norm kind: ``|h| = sqrt(d)``
-    and the score gap reaches ``2 d`` at ``h_a = -h_s``): :func:`l_star`, for the select task
-    read at ``s`` too.  *Proof (select).*  The count task is a sub-task, so nothing solves select
+    and the score gap reaches ``2 d`` at ``h_a = -h_s``) read at ``s``: :func:`l_star`, for the
+    select task too.  *Proof (select).*  The count task is a sub-task, so nothing solves select
     beyond ``L*``.  At ``L <= L*`` the count task's interval is open at ``rho_max`` (the feasible
     shapes are an up-set, module docstring), and by continuity of the strict inequalities at
     some ``rho < rho_max``; there ``gamma < pi`` and :mod:`constructions.select`'s construction
     (``y_b = y_s``, ``beta <= 1``, a read-out turned by ``phi < pi/2``) reaches every amplitude
-    at a finite budget, and solves select iff it counts.  Below the smallest
-    width of post-norm (:func:`constructions.laws.smallest_d`) with ``eps = 0`` every input
-    maps to one of two points: 1.  Softmax regression read at the last position: 2 without a
-    norm (:mod:`constructions.last_read`), :func:`last_l_star` with bare pre-norm.
+    at a finite budget, and solves select iff it counts.
+
+    That construction needs a plane of values: bare pre-LayerNorm at ``d = 2``
+    (:func:`constructions.laws.two_values`) has, with ``eps = 0``, only ``h = +-v``, and the
+    select task read at ``s`` stops at ``L = 2``.  *Proof.*  Counting ``n = 0, 1`` needs
+    ``h_a = -h_s`` (``h_a = h_s`` makes ``y`` constant), and ``h_b = h_a`` reads ``(s, b)`` as
+    ``(s, a)``; so ``h_b = h_s``, the weights of ``s, a, b`` are ``rho, 1, rho`` and the inputs
+    ``(n_a, n_b) = (2, 1)`` and ``(1, 0)`` mix ``h_s`` and ``h_a`` in the same proportion
+    ``rho : 1`` (``2 rho : 2`` against ``rho : 1``): one output for the targets 2 and 1.  At
+    ``L = 2`` the read-out ``y = 20 n_a / (rho (1 + n_b) + n_a)`` (``rho = exp(2 sqrt 2)``) is
+    within ``1/2`` of ``n_a`` on all six inputs.  With ``eps > 0`` the values ``s_x v``
+    (``-1 < s_x < 1``) are no longer two and this ``L*`` is not derived (None).
+
+    Below the smallest width of post-norm (:func:`constructions.laws.smallest_d`) with
+    ``eps = 0`` every input maps to one of two points: 1.  Softmax regression read at the last
+    position: 2 without a norm (:mod:`constructions.last_read`), :func:`last_l_star` with bare
+    pre-norm.
     """
     if cell.post and cell.d < laws.smallest_d(cell) and cell.eps == 0:
         return 1  # eps = 0: scale invariance leaves two points (with eps > 0 it does not)
@@ -171,5 +185,7 @@ def cell_l_star(cell: Cell) -> int | None:
             return PAIR_L_STAR  # e = h ties y(0) to the Mobius amplitude (constructions.last_read)
         return last_l_star(cell.d, cell.kind.centred) if laws.rigid(cell) else None
     if cell.readout == "regression" and laws.family(cell) == "segment" and laws.rigid(cell):
+        if cell.distractor and laws.two_values(cell):
+            return 2 if cell.eps == 0 else None
         return l_star(cell.d)
     return None

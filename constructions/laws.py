@@ -437,9 +437,13 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
       <= 1/10``, and ``|u| > (l - 1) sqrt(l) |c| / (4 sqrt(psi(1/10))) >= (eta L' - 5)^{3/2} /
       (16 kappa_0 sqrt(psi(1/10))) = (1 - 100/L')^{3/2} L'^{3/2}/sqrt(2) >= L'^{3/2}/(4 sqrt 2)``.
       (3) ``omega > eps`` and ``lam > kappa_0 L'``: then ``eps < omega <= sigma < 1/(2 kappa_0)``
-      and ``|c| < rho/lam < 1/(2 eps kappa_0)``: ``(c, sigma)`` lies in a compact set on which
-      ``G`` is bounded, by ``G_eps`` say, and (b) needs ``L' < G_eps``: for ``L' >= G_eps`` no
-      such arc counts.  So for ``L' >= max(200, G_eps)`` case (1) is the least,
+      and ``|c| < rho/lam < 1/(2 eps kappa_0)``: ``(c, sigma)`` lies in ``K_eps = [-1/(2 eps
+      kappa_0), 1/(2 eps kappa_0)] x [eps, 1/(2 kappa_0)]``, a compact set that does not depend
+      on ``L``.  ``G`` of (b) is a function of ``(c, sigma)`` alone (through ``T_i = c + sigma
+      xi_i``; ``L`` and ``lam`` do not enter it otherwise) and continuous on ``sigma > 0``
+      (non-degeneracy), so ``G_eps = max G`` over ``K_eps`` is finite and the same for every
+      ``L``; and (a)-(b), which need no bound on ``omega``, give ``L' < G(c, sigma) <= G_eps``:
+      for ``L' >= G_eps`` no such arc counts.  So for ``L' >= max(200, G_eps)`` case (1) is the least,
       ``R*(L) >= (L' - 1) sqrt(L'/(32 psi(eps)))``, and ``lim inf R*(L)/(L^{3/2}/(4 sqrt 2)) >=
       psi(eps)^{-1/2}`` for every ``eps``: ``>= 1``.  With the upper bound, ``B_min / (c L^p) ->
       1``.  (The bound ``G_eps`` of case (3), where ``lam`` is of the order of ``L``, comes from
@@ -668,10 +672,11 @@ def select_budget(cell: Cell, D, sigma, ops: Ops = SYMPY):
 
     Bare pre-norm: ``D / (sqrt(2 sigma) cos phi)`` (the capacity is linear in ``B``).  No norm:
     ``B^2 = max(D (D + sigma)/(D + 2 sigma), 2 sigma/3)``.  *Proof.*  The capacity ``B (B + r)``
-    increases in ``B`` (at fixed ``sigma`` the root ``r`` increases with ``B``:
-    ``B r^2 + (B^2 + sigma) r - sigma B`` increases in ``r`` and its ``B``-derivative
-    ``r^2 + 2 B r - sigma`` is negative at the root, where ``sigma = r B (B+r)/(B-r) > r (B + r)
-    + B r``).  At ``B (B + r) = D``, ``r = D/B - B``; with ``u = B^2`` the root's equation times
+    increases in ``B`` at fixed ``sigma``, although the root ``r`` need not (it falls like
+    ``sigma/B`` as ``B -> oo``): with ``F = B r^2 + (B^2 + sigma) r - sigma B``, ``F_r = 2 B r +
+    B^2 + sigma > 0`` and ``F_B = r^2 + 2 B r - sigma``, so ``r' = -F_B/F_r`` and ``F_r (B (B +
+    r))' = (2 B + r) F_r - B F_B = 2 B^3 + 3 B^2 r + B r^2 + (3 B + r) sigma > 0``.  At
+    ``B (B + r) = D``, ``r = D/B - B``; with ``u = B^2`` the root's equation times
     ``B`` is ``(D - u)^2 + (u + sigma)(D - u) - sigma u = 0``, i.e. ``(D - u)(D + sigma) =
     sigma u``: ``u = D (D + sigma)/(D + 2 sigma)``.  The domain ``sigma <= 3 B^2/2`` adds
     ``u >= 2 sigma/3``."""

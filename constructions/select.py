@@ -1,4 +1,4 @@
-"""The select task read at ``s`` with softmax attention without post-norm: a distractor that costs.
+r"""The select task read at ``s`` with softmax attention without post-norm: a distractor that costs.
 
 Inputs ``(s, x_1..x_m)`` with ``n_a`` tokens ``a`` and ``n_b`` tokens ``b`` (``n_a + n_b <= L``)
 are read at ``s``; the target is ``n_a``.  Softmax weights never vanish, so ``b`` always takes
@@ -75,7 +75,9 @@ amplitude:* nothing while the count task's optimum has ``sigma <= d``, then the 
 task's interval opens at some ``rho < rho_max = exp(2 sqrt(d))`` (it is open at ``rho_max`` and
 the inequalities are strict, so it stays open a little below), where ``cos phi > 0``: the
 construction counts there at a finite budget, which grows as ``L -> L*``.  Near ``L*`` the shapes
-that count fill a narrow window below ``rho_max`` (:meth:`SelectDesign._opening`).
+that count fill a narrow window below ``rho_max`` (:meth:`SelectDesign._opening`).  (Bare
+pre-LayerNorm at ``d = 2``, not built, has no plane for ``h_b``: there select stops at ``L = 2``
+with ``eps = 0``, below the count task's ``L*(2) = 9``; :func:`bounds.lstar.cell_l_star`.)
 
 *Closed form* (:func:`closed_form`): the budget of the corner, ``B_min(L) = sqrt(max(D* (D* +
 sigma*)/(D* + 2 sigma*), 2 sigma*/3))`` without a norm and ``D*/(sqrt(2 sigma*) cos phi*)`` with

@@ -627,3 +627,144 @@ def test_readme_column_is_the_toolkit_s():
                 assert float(value) == pytest.approx(float(term.constant), rel=5e-6)
                 seen += 1
     assert seen == 20
+
+
+# ------------------------------------------ the arc's lower side, from the definitions (review)
+def _least_readout(V, ns):
+    """``min |u|`` over ``(C, u)`` with ``|C + <u, V_i> - n_i| <= 1/2`` at four points (mpmath),
+    or None where no read-out meets them.  The problem is convex with a strictly convex
+    objective in ``u`` (``C`` is fixed by ``u`` on every face), so its optimum is the least-norm
+    point of the affine set of its active constraints: among the candidates of every active set
+    of two (``u`` along ``V_i - V_j``) or three (a 3x3 system) the least feasible one."""
+    import itertools
+
+    half = mpmath.mpf(1) / 2
+    cands = []
+    for i, j in itertools.combinations(range(4), 2):
+        dv = (V[i][0] - V[j][0], V[i][1] - V[j][1])
+        q = dv[0] ** 2 + dv[1] ** 2
+        for si, sj in itertools.product((-1, 1), repeat=2):
+            gap = (ns[i] + si * half) - (ns[j] + sj * half)
+            u = (gap * dv[0] / q, gap * dv[1] / q)
+            cands.append((ns[i] + si * half - u[0] * V[i][0] - u[1] * V[i][1], u))
+    for tri in itertools.combinations(range(4), 3):
+        M = mpmath.matrix([[1, V[k][0], V[k][1]] for k in tri])
+        for signs in itertools.product((-1, 1), repeat=3):
+            x = mpmath.lu_solve(M, mpmath.matrix([ns[k] + s * half for k, s in zip(tri, signs)]))
+            cands.append((x[0], (x[1], x[2])))
+    slack = half * (1 + mpmath.mpf(10) ** -40)
+    ok = [mpmath.hypot(*u) for C, u in cands
+          if all(abs(C + u[0] * v[0] + u[1] * v[1] - n) <= slack for v, n in zip(V, ns))]
+    return min(ok) if ok else None
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(ell=st.sampled_from([4, 8, 12, 20, 40, 100, 400, 4000, 40000, 400000, 4000000]),
+       sign=st.sampled_from([-1, 0, 1]), log_c=st.floats(-3, 6), f=st.floats(0.02, 1.6))
+def test_arc_lemma_bounds_the_least_readout_of_four_counts(ell, sign, log_c, f):
+    """The four-count lemma as stated, from the definitions: at a random shape (``c`` of either
+    sign up to ``1e6``, ``omega <= 1/10``, ``l`` up to ``4e6``) the least ``|u|`` of a read-out
+    within 1/2 of the four counts (exact active sets, mpmath at 80 digits) is at least ``(l - 1)
+    sqrt(l (1 + 2c^2)/(32 psi(omega)))``; and such a read-out exists iff ``l <= G`` (steps
+    (a)-(b): the null vector is the only obstruction), ``G`` from the determinants in Arb."""
+    with mpmath.workdps(80):
+        cv = sign * mpmath.mpf(10) ** log_c
+        om = min(mpmath.mpf(1) / 10, f * mpmath.sqrt(mpmath.mpf(32) / ell))
+        sig = om * mpmath.sqrt(1 + cv * cv)
+        T = [cv + sig * mpmath.mpf(float(q)) for q in XI]
+        V = [(1 / mpmath.sqrt(1 + t * t), t / mpmath.sqrt(1 + t * t)) for t in T]
+        ns = [mpmath.mpf(ell) * (1 + mpmath.mpf(float(q))) / 2 for q in XI]
+        least = _least_readout(V, ns)
+        with flint.ctx.workprec(320):
+            G, _ = _arc_shape(flint.arb(mpmath.nstr(cv, 90)), flint.arb(mpmath.nstr(sig, 90)))
+            G = mpmath.mpf(G.mid().str(60, radius=False))
+        assert (least is not None) == (G >= ell), (G, ell)
+        if least is not None:
+            psi = mpmath.mpf(str(sympy.N(_psi(sympy.Rational(mpmath.nstr(om, 60))), 60)))
+            assert least >= (ell - 1) * mpmath.sqrt(ell * (1 + 2 * cv * cv) / (32 * psi))
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(sign=st.sampled_from([-1, 0, 1]), log_c=st.floats(-3, 6), log_sigma=st.floats(-3, 4))
+def test_arc_four_count_determinant_never_vanishes(sign, log_c, log_sigma):
+    """The non-degeneracy behind case (3): ``sum z_i xi_i`` (``= sum z_i T_i / sigma``, the 4x4
+    determinant of the rows ``(1, cos, sin, tan)``) is nonzero, and negative (``beta > 0``), at
+    every ``(c, sigma)`` with ``sigma > 0``, not only where ``omega <= 1/10``: random shapes with
+    ``|c|`` up to ``1e6`` and ``sigma`` in ``[1e-3, 1e4]`` (beyond the ``K_eps`` of the proof
+    for ``eps >= 1/500``), decided in Arb (the precision raised until it is)."""
+    prec = 128
+    while True:
+        with flint.ctx.workprec(prec):
+            c = sign * flint.arb(10) ** flint.arb(log_c)
+            sigma = flint.arb(10) ** flint.arb(log_sigma)
+            xi = [flint.arb(-1), flint.arb(-1) / 2, flint.arb(1) / 2, flint.arb(1)]
+            T = [c + sigma * q for q in xi]
+            v = [(1 / (1 + t * t).sqrt(), t / (1 + t * t).sqrt()) for t in T]
+            det3 = lambda a, b, e: (b[0] - a[0]) * (e[1] - a[1]) - (e[0] - a[0]) * (b[1] - a[1])
+            D = [det3(*[v[j] for j in range(4) if j != i]) for i in range(4)]
+            num = sum((D[i] if i % 2 == 0 else -D[i]) * xi[i] for i in range(4))
+            if num < 0 or num > 0:
+                assert num < 0 and all(x > 0 for x in D)
+                return
+        prec *= 2
+        assert prec <= 1 << 14, "undecided"
+
+
+def _one_sided_params(L_value: int, d: int, gain: bool):
+    """The one-sided upper side's arc (:func:`_one_sided_arc`) as parameters of linear attention
+    with post-RMSNorm, built here from the model: ``e_a`` along ``along``, ``e_s`` along ``lam
+    perp + along`` with ``|e_s| = 1`` and ``|e_a|^2 = sqrt(d) + 1`` (so that the foot is at
+    ``-1``), the frame turned so that ``u = (-b, a)`` lies on ``-c_1``; ``w = -(|u|/sqrt d) c_1``
+    (bare) or ``w = -g``, ``g = sqrt(|u|/sqrt d) c_1`` (gain); ``w0 = C``."""
+    from constructions.cell import Params
+
+    lam_, _tau, _h, a, b, C = (mpmath.mpf(str(sympy.N(v, 60))) for v in _one_sided_arc(sympy.Integer(L_value + 1)))
+    U = mpmath.sqrt(a * a + b * b)
+    basis = lambda i: [mpmath.mpf(int(k == i)) for k in range(d)]
+    c1, c2 = basis(0), basis(1)
+    perp = [(b * x + a * y) / U for x, y in zip(c1, c2)]
+    along = [(-a * x + b * y) / U for x, y in zip(c1, c2)]
+    raw = [lam_ * p + q for p, q in zip(perp, along)]
+    e_s = [x / mpmath.sqrt(mpmath.fsum(y * y for y in raw)) for x in raw]
+    e_a = [mpmath.sqrt(mpmath.sqrt(d) + 1) * x for x in along]
+    if gain:
+        cell = Cell("linear", "post_learned", "regression", d=d, norm="rmsnorm", affine="gain")
+        B = mpmath.sqrt(U / mpmath.sqrt(d))
+        vectors = {"e_s": e_s, "e_a": e_a, "g": [B * x for x in c1], "w": [-B * x for x in c1]}
+    else:
+        cell = Cell("linear", "post_bare", "regression", d=d, norm="rmsnorm")
+        B = U / mpmath.sqrt(d)
+        vectors = {"e_s": e_s, "e_a": e_a, "w": [-B * x for x in c1]}
+    return Params(cell, vectors, {"w0": C}), B, lam_, e_s, e_a
+
+
+@pytest.mark.parametrize("L_value", [31, 1000])
+@pytest.mark.parametrize("gain", [False, True])
+def test_one_sided_upper_side_counts_as_parameters(L_value, gain):
+    """The one-sided upper side end to end: the explicit arc, realised by parameters of the cell
+    (not by :mod:`constructions.one_sided`), has its foot at ``-1`` and the distance ``lam``
+    (from ``P = (1 + tau |e_s|^2) e_s``, ``Q = tau <e_s, e_a> e_a``), counts to ``L`` (the
+    certifying judge, Arb, from ``X = 32`` on) with largest norm ``cap^{-1}(|u|)``, at most
+    ``cap^{-1}(lam sqrt(1 + 72/X))``, and fails once its constant is moved by 1."""
+    from constructions.cell import Params
+    from verify.judge import counts_to
+
+    d = 8
+    with mpmath.workdps(60):
+        params, B, lam_, e_s, e_a = _one_sided_params(L_value, d, gain)
+        dot = lambda x, y: mpmath.fsum(p * q for p, q in zip(x, y))
+        tau = 1 / mpmath.sqrt(d)
+        P = [(1 + tau * dot(e_s, e_s)) * x for x in e_s]
+        Q = [tau * dot(e_s, e_a) * x for x in e_a]
+        n0 = -dot(P, Q) / dot(Q, Q)
+        foot = [p + n0 * q for p, q in zip(P, Q)]
+        assert abs(n0 + 1) < mpmath.mpf(10) ** -50
+        assert abs(mpmath.sqrt(dot(foot, foot) / dot(Q, Q)) / lam_ - 1) < mpmath.mpf(10) ** -50
+        largest = max(mpmath.sqrt(dot(v, v)) for v in params.vectors.values())
+        assert abs(largest / B - 1) < mpmath.mpf(10) ** -50 and B > d**0.25
+        cell = params.cell
+        up = laws.budget(cell, lam_ * mpmath.sqrt(1 + mpmath.mpf(72) / (L_value + 1)), laws.MPMATH)
+        assert B <= up
+    assert counts_to(params, L_value, "arb256").certified
+    moved = Params(params.cell, params.vectors, {"w0": params.scalars["w0"] + 1})
+    assert not counts_to(moved, L_value, "arb256").counts

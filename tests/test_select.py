@@ -9,6 +9,7 @@ the certifying judge on every input.
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 
 import mpmath
@@ -18,9 +19,9 @@ from hypothesis import strategies as st
 
 from bounds import search
 from bounds import sweep as sweep_mod
-from bounds.lstar import cell_l_star, l_star
+from bounds.lstar import cell_l_star, l_star, last_l_star
 from constructions import closed_forms, laws, segment, select, tasks
-from constructions.cell import Cell
+from constructions.cell import Cell, Params
 from constructions.closed_forms import closed_form as count_closed_form
 from constructions.regression import design
 from verify import counts_to, explicit
@@ -261,3 +262,242 @@ def test_the_leading_term_is_the_count_task_s():
         assert count_closed_form(cell.replace(task="count"), L)["B"] <= B <= (L + 1) / 2
     assert laws.leading_term(Cell("softmax", "pre_bare", task="select")) is None
     assert laws.leading_term(Cell("softmax", "pre_learned", task="select")) is None
+
+
+# ------------------------------------------------ the binding inputs, from the vectors (review)
+def _unit(x):
+    n = mpmath.sqrt(mpmath.fsum(v * v for v in x))
+    return [v / n for v in x]
+
+
+def _dot(x, y):
+    return mpmath.fsum(p * q for p, q in zip(x, y))
+
+
+def _off(x, axis):
+    """``x`` minus its part along the unit ``axis``."""
+    p = _dot(x, axis)
+    return [a - p * b for a, b in zip(x, axis)]
+
+
+def _random_geometry(rng, cell: Cell, beta_above_one: bool):
+    """Random embeddings and a unit read-out direction ``u`` with ``<u, h_b> = <u, h_s>``
+    (``y_b = y_s`` for ``w`` along ``u``) and ``<h_s, h_b> <= <h_s, h_a>`` (``beta <= 1``), or
+    ``> `` (``beta > 1``) when asked; built here from the definitions, not by the toolkit.  None
+    where the draw cannot meet the ``beta`` condition."""
+    d = cell.d
+    gauss = lambda: [mpmath.mpf(rng.gauss(0, 1)) for _ in range(d)]
+    scale = mpmath.mpf(10) ** rng.uniform(-0.5, 1)
+    e_s, e_a, u = [scale * v for v in gauss()], [scale * v for v in gauss()], _unit(gauss())
+    if not cell.pre:
+        sign = -1 if beta_above_one else 1
+        # e_b = e_s + t v with v orthogonal to u: <e_s, e_b> - <e_s, e_a> = -sign delta
+        v = _off(gauss(), u)
+        delta = mpmath.mpf(rng.choice([0, rng.uniform(0, 2)]) if not beta_above_one else rng.uniform(0.1, 2))
+        t = (_dot(e_s, e_a) - _dot(e_s, e_s) - sign * delta * scale**2) / _dot(e_s, v)
+        return {"e_s": e_s, "e_a": e_a, "e_b": [a + t * b for a, b in zip(e_s, v)]}, u
+    norm = lambda e: _norm(cell, e)
+    h_s, h_a = norm(e_s), norm(e_a)
+    centre = (lambda x: [v - mpmath.fsum(x) / d for v in x]) if cell.kind.centred else (lambda x: x)
+    axis = _unit(centre(u))  # <u, h> = <centre(u), h> for every value h
+    p = _dot(axis, h_s)
+    rest = _unit(_off(h_s, axis))
+    other = _off(_off(centre(gauss()), axis), rest)
+    # h_b on the sphere with <axis, h_b> = p, turned by chi from the mirror image of h_s
+    chi = rng.uniform(0, 1.2) if _dot(other, other) > mpmath.mpf(10) ** -30 else 0  # a plane (d = 3)
+    side = _unit(other) if chi else [0] * d
+    h_b = [p * a + mpmath.sqrt(d - p * p) * (-mpmath.cos(chi) * b + mpmath.sin(chi) * c)
+           for a, b, c in zip(axis, rest, side)]
+    if (_dot(h_s, h_b) > _dot(h_s, h_a)) != beta_above_one:
+        return None
+    # a centred h_b of norm sqrt(d) is its own norm, and so is any positive multiple's (eps = 0)
+    factor = mpmath.mpf(rng.uniform(0.2, 5))
+    return {"e_s": e_s, "e_a": e_a, "e_b": [factor * x for x in h_b]}, u
+
+
+def _features(cell: Cell, vectors, u, inputs):
+    """``<u, r>`` at each input ``(n_a, n_b)``, by the reference forward pass of the tests
+    (:func:`helpers.ref_forward`, the model written out by hand) with ``w = u``, ``w0 = 0``."""
+    from helpers import MP, ref_forward
+
+    return {ab: ref_forward(cell, {**vectors, "w": u}, {"w0": 0}, "s" + "a" * ab[0] + "b" * ab[1], MP).out
+            for ab in inputs}
+
+
+def _inside(rng, f, L: int, k: int):
+    """``k`` random read-outs ``(alpha, w0)`` strictly inside the polygon of those that count to
+    ``L`` on the features ``f[n]`` (its Chebyshev centre by a linear programme, then a random
+    fraction of the way to its boundary along a random direction, exact in mpmath); [] if the
+    polygon is empty or thin."""
+    import numpy as np
+    from scipy.optimize import linprog
+
+    ff, n = np.array([float(f[i]) for i in range(L + 1)]), np.arange(L + 1.0)
+    one = np.ones(L + 1)
+    res = linprog([0, 0, 1], A_ub=np.vstack([np.c_[ff, one, -one], np.c_[-ff, -one, -one]]),
+                  b_ub=np.r_[n, -n], bounds=[(None, None)] * 3, method="highs")
+    if res.status or res.fun > 0.45:
+        return []
+    a0, b0 = (mpmath.mpf(v) for v in res.x[:2])
+    out = []
+    for _ in range(k):
+        th = rng.uniform(0, 2 * math.pi)
+        da, db = mpmath.cos(th) * abs(a0) * mpmath.mpf(10) ** -rng.uniform(0, 3), mpmath.sin(th)
+        steps = []
+        for i in range(L + 1):
+            e0, de = a0 * f[i] + b0 - i, da * f[i] + db
+            if de:
+                steps.append(((1 if de > 0 else -1) * mpmath.mpf(1) / 2 - e0) / de)
+        step = min(steps) * mpmath.mpf(rng.uniform(0.01, 0.999))
+        out.append((a0 + step * da, b0 + step * db))
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), variant=st.sampled_from(["none", "pre_bare"]),
+       norm=st.sampled_from(["layernorm", "rmsnorm"]), d=st.sampled_from([3, 4, 8]), L=st.integers(2, 6))
+def test_y_b_equal_y_s_and_beta_at_most_one_pass_every_select_input(seed, variant, norm, d, L):
+    """The module docstring's claim on parameter sets drawn here (random embeddings, ``b`` read
+    as ``s`` and weighed at most as ``a``, random read-outs that count the count inputs): the
+    reference forward pass (mpmath, 50 digits) on all ``(L+1)(L+2)/2`` select inputs is within
+    1/2 of ``n_a``."""
+    import random
+
+    rng = random.Random(seed)
+    cell = Cell("softmax", variant, d=d, norm=norm, task="select")
+    with mpmath.workdps(50):
+        drawn = _random_geometry(rng, cell, beta_above_one=False)
+        if drawn is None:
+            return
+        vectors, u = drawn
+        if cell.pre:  # the drawn h_b: read as s, weighed at most as a
+            h = {x: _norm(cell, vectors[f"e_{x}"]) for x in "sab"}
+            assert abs(_dot(u, h["b"]) - _dot(u, h["s"])) < mpmath.mpf(10) ** -40
+            assert _dot(h["s"], h["b"]) <= _dot(h["s"], h["a"])
+        f = _features(cell, vectors, u, _triangle(L))
+        for alpha, w0 in _inside(rng, [f[(n, 0)] for n in range(L + 1)], L, 3):
+            assert all(abs(alpha * f[(n, 0)] + w0 - n) < 0.5 for n in range(L + 1))
+            assert all(abs(alpha * f[ab] + w0 - ab[0]) < 0.5 for ab in _triangle(L)), (alpha, w0)
+
+
+def test_beyond_beta_one_the_count_inputs_do_not_decide_from_the_vectors():
+    """The same draw with ``<h_s, h_b> > <h_s, h_a>`` (``beta > 1``): some read-out that counts
+    the count inputs fails a select input (the check above can fail)."""
+    import random
+
+    rng, failed = random.Random(7), 0
+    with mpmath.workdps(30):
+        for variant, norm, d, L in [("none", "layernorm", 3, 4), ("pre_bare", "layernorm", 8, 5),
+                                    ("pre_bare", "rmsnorm", 4, 6)] * 4:
+            cell = Cell("softmax", variant, d=d, norm=norm, task="select")
+            drawn = _random_geometry(rng, cell, beta_above_one=True)
+            if drawn is None:
+                continue
+            vectors, u = drawn
+            f = _features(cell, vectors, u, _triangle(L))
+            for alpha, w0 in _inside(rng, [f[(n, 0)] for n in range(L + 1)], L, 3):
+                failed += not all(abs(alpha * f[ab] + w0 - ab[0]) < 0.5 for ab in _triangle(L))
+    assert failed
+
+
+def test_reference_forward_pass_is_the_judge_s():
+    """The reference pass used above agrees with the toolkit's forward pass on a drawn set."""
+    import random
+
+    cell = Cell("softmax", "pre_bare", d=4, norm="layernorm", task="select")
+    with mpmath.workdps(40):
+        rng = random.Random(1)
+        drawn = None
+        while drawn is None:
+            drawn = _random_geometry(rng, cell, beta_above_one=False)
+        vectors, u = drawn
+        params = Params(cell, {**vectors, "w": [3 * x for x in u]}, {"w0": mpmath.mpf("0.25")})
+        f = _features(cell, vectors, u, [(2, 1), (0, 3), (1, 0)])
+        for (na, nb), value in f.items():
+            got = explicit(params, "s" + "a" * na + "b" * nb, backend="mp40")
+            assert abs(got - (3 * value + mpmath.mpf("0.25"))) < mpmath.mpf(10) ** -30
+
+
+# ------------------------------------------------ the budget's monotonicity (laws.select_budget)
+@settings(max_examples=60, deadline=None)
+@given(B=st.floats(1e-3, 1e4), frac=st.floats(1e-6, 1.0))
+def test_select_capacity_increases_in_the_budget(B, frac):
+    """At fixed ``sigma`` (in the domain ``sigma <= 3 B^2/2``) the capacity ``B (B + r)``
+    increases in ``B`` (mpmath, a relative step of ``1e-6``), and its inverse at the corner's
+    branch is :func:`constructions.laws.select_budget`."""
+    cell = _cell()
+    with mpmath.workdps(60):
+        Bm = mpmath.mpf(B)
+        sigma = frac * 3 * Bm**2 / 2
+        cap = lambda b: b * laws.select_value_gap(cell, b, sigma, laws.MPMATH)
+        assert cap(Bm * (1 + mpmath.mpf(10) ** -6)) > cap(Bm)
+        D = cap(Bm)
+        assert laws.select_budget(cell, D, sigma, laws.MPMATH) == pytest.approx(Bm, rel=1e-40)
+
+
+def test_select_root_falls_with_the_budget_at_a_small_score_gap():
+    """The root ``r`` itself is not monotone in ``B``: ``r ~ sigma/B`` for ``B^2 >> sigma``
+    (why :func:`constructions.laws.select_budget` argues on the capacity)."""
+    cell = _cell()
+    r = lambda b, s: laws.select_value_gap(cell, b, s, laws.MPMATH) - b
+    with mpmath.workdps(40):
+        assert r(mpmath.mpf(2), 1) < r(mpmath.mpf(1), 1)
+        assert r(mpmath.mpf(1), 1) < r(mpmath.mpf(2), 5)  # and it rises with sigma
+
+
+# ------------------------------------------------ L* of the select task (bounds.lstar)
+def test_select_at_d2_pre_layernorm_stops_at_two():
+    """Bare pre-LayerNorm at ``d = 2`` (two values, no select construction): ``L* = 2`` with
+    ``eps = 0``, not the count task's ``L*(2)``.  The docstring's read-out counts to 2 (certified
+    on every select input) and not to 3; and in every parameter set (random draws) ``a`` is a
+    copy of ``s``, or ``b`` of ``a`` or of ``s``, so one of the pairs ``(s, s a)``, ``(s b, s a)``,
+    ``(s a a b, s a)`` has one output for two targets."""
+    import numpy as np
+
+    cell = Cell("softmax", "pre_bare", d=2, task="select")
+    assert cell_l_star(cell) == 2 < l_star(2) == cell_l_star(cell.replace(task="count"))
+    assert cell_l_star(cell.replace(eps=0.1)) is None  # not derived
+    assert cell_l_star(cell.replace(norm="rmsnorm")) == l_star(2)  # a plane of values: built
+    params = Params(cell, {"e_s": [1, -1], "e_a": [-1, 1], "e_b": [2, -2], "w": [-5, 5]}, {"w0": 20})
+    assert counts_to(params, 2, backend="arb256").certified
+    assert not counts_to(params, 3, backend="arb256").counts
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        vectors = {k: rng.normal(size=2) for k in ("e_s", "e_a", "e_b", "w")}
+        drawn = Params(cell, vectors, {"w0": float(rng.normal())})
+        y = {seq: explicit(drawn, seq, backend="mp40") for seq in ("s", "sa", "sb", "saab")}
+        tie = min(abs(y[seq] - y["sa"]) for seq in ("s", "sb", "saab"))
+        assert tie < mpmath.mpf(10) ** -30
+        assert not counts_to(drawn, 3, backend="mp30").counts
+
+
+def test_the_bos_l_star_is_not_claimed_for_the_last_read():
+    """``l_star`` is the BOS read's (query ``h_s``); at the last read the query is ``h_a`` and
+    ``L*`` is :func:`bounds.lstar.last_l_star`'s, not the BOS read's."""
+    last = Cell("softmax", "pre_bare", read="last")
+    assert cell_l_star(last) == last_l_star(8, True) != l_star(8)
+    assert cell_l_star(Cell("softmax", "pre_bare")) == l_star(8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), d=st.sampled_from([2, 3, 8]))
+def test_the_mirror_image_scores_least_among_values_read_as_s(seed, d):
+    """Bare pre-norm (module docstring): on the sphere ``|h| = sqrt(d)``, every ``h_b`` with
+    ``<u, h_b> = <u, h_s>`` has ``<h_s, h_b> >= d cos 2 theta`` (``cos theta = <h_s, u>/sqrt d``),
+    with equality at the mirror image ``2 <h_s, u> u - h_s``."""
+    import random
+
+    rng = random.Random(seed)
+    with mpmath.workdps(40):
+        gauss = lambda: [mpmath.mpf(rng.gauss(0, 1)) for _ in range(d)]
+        u = _unit(gauss())
+        h_s = [mpmath.sqrt(d) * x for x in _unit(gauss())]
+        p = _dot(h_s, u)
+        least = d * mpmath.cos(2 * mpmath.acos(p / mpmath.sqrt(d)))
+        mirror = [2 * p * a - b for a, b in zip(u, h_s)]
+        assert abs(_dot(h_s, mirror) - least) < mpmath.mpf(10) ** -30
+        for _ in range(20):
+            side = _unit(_off(gauss(), u))
+            h_b = [p * a + mpmath.sqrt(d - p * p) * b for a, b in zip(u, side)]
+            assert abs(_dot(u, h_b) - p) < mpmath.mpf(10) ** -30
+            assert _dot(h_s, h_b) >= least - mpmath.mpf(10) ** -30
