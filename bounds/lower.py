@@ -75,15 +75,16 @@ def _budget_needed(cell: Cell, D: flint.arb, sigma: flint.arb,
     ``sigma`` bounds it from below over a box; the score-gap floor increases with ``sigma``, so
     it is evaluated at ``sigma_low``, the lower end of the box.
     """
+    branches = laws.segment_budgets(cell, D, sigma, laws.ARB)
     if laws.rigid(cell):
-        return D / (2 * sigma).sqrt()
+        return branches["value"]
     low = sigma_low.max(flint.arb(0)) if sigma_low is not None else flint.arb(0)
-    floor = (low / laws.score_gap_max(cell, flint.arb(1), laws.ARB)).sqrt()
+    floor = laws.segment_budgets(cell, D, low, laws.ARB)["score"]
     if laws.on_a_line(cell):
-        return (D / (2 * sigma).sqrt()).max(floor)
-    H, V = laws.value_reach(cell, laws.ARB)
-    main = D / (H * D + sigma).sqrt() if (H * D + 2 * sigma) > 0 else 2 * (-sigma).sqrt() / H
-    return main.max((D / (2 * V)).sqrt()).max(floor)
+        return branches["value"].max(floor)
+    H, _ = laws.value_reach(cell, laws.ARB)
+    main = branches["value"] if (H * D + 2 * sigma) > 0 else 2 * (-sigma).sqrt() / H
+    return main.max(branches["reach"]).max(floor)
 
 
 def segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,

@@ -206,40 +206,45 @@ def _budget_law(cell: Cell):
     """The smallest ``B`` reaching amplitude ``A`` (sympy, in ``A`` and, for the segment, ``sigma``).
 
     Each capacity branch increases in ``B``, so the capacity (their minimum) reaches ``A`` iff
-    every branch does: the maximum of the branches' inverses.  For the segment without bare
-    pre-norm the domain adds the score-gap reach ``sigma <= score_gap_max(B)``
-    (:func:`constructions.laws.score_gap_max`).  The arc's capacity is a power of ``B``, whose
-    inverse is the law's own (:func:`constructions.laws.budget`, no solving; the tests check it
-    against the solved branch).
+    every branch does: the maximum of the branches' inverses.  The segment's are the law's
+    (:func:`constructions.laws.segment_budget`, with the score-gap reach), the arc's the inverse
+    of its power of ``B`` (:func:`constructions.laws.budget`); no solving for either (the tests
+    check both against the solved branches).  The line's branch is solved.
     """
     import sympy
 
     from constructions.symbols import A, B, sigma
 
-    if laws.family(cell) == "arc":
+    fam = laws.family(cell)
+    if fam == "arc":
         return laws.budget(cell, A)
+    if fam == "segment":
+        return sympy.Max(*laws.segment_budget(cell, A, sigma))
     from constructions.regression import capacity_branches
 
     inverses = []
     for branch in capacity_branches(cell):
         (root,) = sympy.solve(sympy.Eq(branch, A), B)
         inverses.append(root)
-    if laws.family(cell) == "segment" and not laws.rigid(cell):
-        (floor,) = sympy.solve(sympy.Eq(laws.score_gap_max(cell, B), sigma), B)
-        inverses.append(floor)
     return sympy.Max(*inverses)
 
 
 def budget(cell: Cell, amplitude, shape=None):
-    """``B`` needed for ``amplitude`` at ``shape`` (``rho``; unused off the segment), sympy."""
+    """``B`` needed for ``amplitude`` at ``shape`` (``rho``; unused off the segment), sympy: the
+    budget law (:func:`_budget_law`) at these values."""
     import sympy
 
-    from constructions.symbols import A, sigma
+    from constructions.symbols import A
 
-    law = _budget_law(cell).subs(A, amplitude)
     if laws.family(cell) == "segment":
-        law = law.subs(sigma, sympy.sqrt(cell.d) * sympy.log(shape))
-    return law
+        branches = laws.segment_budget(cell, amplitude, sympy.sqrt(cell.d) * sympy.log(shape))
+        if all(b.is_number for b in branches):  # the largest, decided at 60 digits (as Max would)
+            values = [sympy.N(b, 60) for b in branches]
+            top = max(values)
+            if sum(1 for v in values if v > top * (1 - sympy.Float(10) ** -50)) == 1:
+                return branches[values.index(top)]
+        return sympy.Max(*branches)
+    return _budget_law(cell).subs(A, amplitude)
 
 
 #: the working precision (bits) of :func:`value` and the relative width its bisection stops at

@@ -174,6 +174,40 @@ def value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
     return root if H == V else ops.min(root, 2 * V * B)
 
 
+def segment_budgets(cell: Cell, A, sigma, ops: Ops = SYMPY) -> dict:
+    """The smallest budget of each branch of the segment's capacity (:func:`value_gap`) at
+    amplitude ``A > 0`` and score gap ``sigma > 0``; the capacity reaches ``A`` at ``B`` iff
+    ``B`` is at least every one of them (each branch increases in ``B``).
+
+    * ``value``: ``B X >= A`` on the root ``X^2 - H B X - sigma = 0``: ``X = A/B`` gives
+      ``A^2/B^2 - H A - sigma = 0``, ``B = A/sqrt(H A + sigma)`` (the ``+`` root, since
+      ``X >= H B/2`` iff ``H A + 2 sigma >= 0``; at ``sigma < 0`` the branch starts at
+      ``B = 2 sqrt(-sigma)/H``, where :func:`bounds.lower.segment_lower` uses it); values at the
+      distance ``sqrt(2 sigma)`` (rigid, or on a line): ``A/sqrt(2 sigma)``.
+    * ``reach``: ``X <= 2 V B``: ``sqrt(A/(2V))``.  Where ``H = V`` it is implied by the two
+      others (``sigma <= 2 H V B^2`` puts the root below ``2 V B``), and :func:`segment_budget`
+      leaves it out.
+    * ``score``: the score gap's reach ``sigma <= score_gap_max(B)``: ``sqrt(sigma /
+      score_gap_max(1))`` (None for rigid values, whose domain is ``sigma <= 2d`` at every ``B``).
+    """
+    if rigid(cell):
+        return {"value": A / ops.sqrt(2 * sigma), "reach": None, "score": None}
+    score = ops.sqrt(sigma / score_gap_max(cell, 1, ops))
+    if on_a_line(cell):
+        return {"value": A / ops.sqrt(2 * sigma), "reach": None, "score": score}
+    H, V = value_reach(cell, ops)
+    return {"value": A / ops.sqrt(H * A + sigma), "reach": ops.sqrt(A / (2 * V)), "score": score}
+
+
+def segment_budget(cell: Cell, A, sigma, ops: Ops = SYMPY) -> list:
+    """The branches of :func:`segment_budgets` whose maximum is the smallest budget reaching
+    ``A`` at ``sigma > 0`` (``reach`` only where ``H != V``)."""
+    b = segment_budgets(cell, A, sigma, ops)
+    reach = value_reach(cell, ops)
+    keep = [b["value"], b["score"]] + ([b["reach"]] if reach and reach[0] != reach[1] else [])
+    return [v for v in keep if v is not None]
+
+
 def capacity(cell: Cell, t, B, ops: Ops = SYMPY, d=None):
     """``cap(t, B)``: the largest amplitude at shape ``t`` and budget ``B`` (module docstring).
 

@@ -17,6 +17,7 @@ sympy finds, and a closed form at one ``L`` is the substitution of ``L`` into th
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from fractions import Fraction
@@ -30,7 +31,7 @@ from hypothesis import strategies as st
 from constructions import arc, closed_forms as cf, laws
 from constructions.cell import ATTENTIONS, NORMS, Cell
 from constructions.regression import capacity_branches, design
-from constructions.symbols import A, B, L, lam, x
+from constructions.symbols import A, B, L, lam, sigma, x
 from helpers import examples
 from verify import params_file
 
@@ -43,6 +44,7 @@ FORMED = [cell for att in ATTENTIONS for norm in NORMS for kind in ("layernorm",
           for cell in [Cell(att, norm, "regression", d=d, norm=kind, affine=affine)]
           if cf.ranges(cell) is not None]
 ARC_CELLS = [cell for cell in FORMED if laws.family(cell) == "arc"]
+SEGMENT_CELLS = [cell for cell in FORMED if laws.family(cell) == "segment"]
 
 
 def test_arc_crossing_is_the_solution_of_the_bound_equation():
@@ -75,6 +77,35 @@ def test_arc_budget_law_is_the_solved_capacity(cell):
     (root,) = sympy.solve(sympy.Eq(branch, A), B)
     assert cf._budget_law(cell) == root
     assert sympy.simplify(laws.capacity(cell, 1, root) - A) == 0
+
+
+@pytest.mark.parametrize("cell", SEGMENT_CELLS, ids=lambda c: c.describe())
+def test_segment_budget_law_is_the_solved_capacity(cell):
+    """Each branch of the segment's budget law solves its own equation (the capacity branch at
+    ``A``, the score-gap reach at ``sigma``), and their maximum is the maximum of the roots sympy
+    finds, at random positive amplitudes and score gaps (50 digits)."""
+    branches = laws.segment_budgets(cell, A, sigma)
+    if branches["score"] is not None:
+        assert sympy.simplify(laws.score_gap_max(cell, branches["score"]) - sigma) == 0
+    if branches["reach"] is not None:
+        assert sympy.simplify(2 * laws.value_reach(cell)[1] * branches["reach"] ** 2 - A) == 0
+    if laws.value_reach(cell) is None or laws.on_a_line(cell):  # X = sqrt(2 sigma)
+        assert sympy.simplify(branches["value"] * sympy.sqrt(2 * sigma) - A) == 0
+    solved = [sympy.solve(sympy.Eq(branch, A), B)[0] for branch in capacity_branches(cell)]
+    if not laws.rigid(cell):
+        solved.append(sympy.solve(sympy.Eq(laws.score_gap_max(cell, B), sigma), B)[0])
+    rng = random.Random(cell.d)
+    for _ in range(20):
+        at = {A: sympy.Rational(rng.randint(1, 10**6), rng.randint(1, 1000)),
+              sigma: sympy.Rational(rng.randint(1, 10**4), rng.randint(1, 1000))}
+        law = sympy.Max(*laws.segment_budget(cell, A, sigma)).xreplace(at)
+        ref = sympy.Max(*solved).xreplace(at)
+        assert abs(sympy.N(law - ref, 50)) < sympy.Float(10) ** -40 * sympy.N(ref, 50)
+        if laws.value_reach(cell) is not None and not laws.on_a_line(cell):  # B X(B) = A on the root
+            H, _ = laws.value_reach(cell)
+            Bv = branches["value"].xreplace(at)
+            X = (H * Bv + sympy.sqrt(H**2 * Bv**2 + 4 * at[sigma])) / 2
+            assert abs(sympy.N(Bv * X - at[A], 50)) < sympy.Float(10) ** -40 * at[A]
 
 
 def _substituted(cell: Cell, L_value: int) -> dict:
@@ -125,10 +156,10 @@ def test_closed_form_is_the_substituted_formula(cell, L_value):
     _check_at(cell, L_value)
 
 
-@pytest.mark.parametrize("cell", ARC_CELLS[:4], ids=lambda c: c.describe())
-def test_the_arc_closed_form_solves_and_simplifies_nothing(cell, monkeypatch):
-    """Built from scratch, the arc's formula and its values call neither ``sympy.solve`` nor
-    ``sympy.simplify`` (they read the explicit laws)."""
+@pytest.mark.parametrize("cell", ARC_CELLS[:4] + SEGMENT_CELLS[::4], ids=lambda c: c.describe())
+def test_the_closed_form_solves_and_simplifies_nothing(cell, monkeypatch):
+    """Built from scratch, the formula of an arc or a segment cell and its values call neither
+    ``sympy.solve`` nor ``sympy.simplify`` (they read the explicit laws)."""
     def refuse(*args, **kwargs):
         raise AssertionError("symbolic solving at run time")
 
@@ -137,7 +168,8 @@ def test_the_arc_closed_form_solves_and_simplifies_nothing(cell, monkeypatch):
     monkeypatch.setattr(sympy, "solve", refuse)
     monkeypatch.setattr(sympy, "simplify", refuse)
     assert cf.formula(cell).main.B_min.free_symbols == {L}
-    for L_value in (2, 3, 64, 4096):
+    ends = {end for piece in cf.ranges(cell) for end in piece if end is not None}
+    for L_value in sorted(ends | {64, 4096} if cf.ranges(cell)[-1][1] is None else ends):
         assert cf.closed_form(cell, L_value)["B"] > 0
 
 
