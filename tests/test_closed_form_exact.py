@@ -174,7 +174,7 @@ def test_the_closed_form_solves_and_simplifies_nothing(cell, monkeypatch):
 
 
 def test_the_exact_report_of_an_arc_cell_loads_no_construction(tmp_path):
-    """``python -m verify --json`` of a post-norm witness builds its exact ``B_min`` without
+    """``python -m verify --exact --json`` of a post-norm witness builds its exact ``B_min`` without
     loading the constructions (:mod:`constructions.regression`) and says what the report in
     this process says."""
     from verify import report
@@ -185,7 +185,7 @@ def test_the_exact_report_of_an_arc_cell_loads_no_construction(tmp_path):
     path.write_text(params_file.to_json(params))
     code = ("import sys; from verify.__main__ import main; rc = main(sys.argv[1:]); "
             "print('constructions.regression' in sys.modules, rc)")
-    res = subprocess.run([sys.executable, "-c", code, "--params", str(path), "--L", str(L_value), "--json"],
+    res = subprocess.run([sys.executable, "-c", code, "--params", str(path), "--L", str(L_value), "--exact", "--json"],
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     out, loaded = res.stdout.strip().splitlines()
     assert res.stderr == "" and loaded == "False 0"

@@ -126,7 +126,8 @@ def test_a_head_at_the_edge_is_judged_as_the_reference_says(tmp_path, capsys):
 
 
 def test_report_keys_and_bound(tmp_path, capsys, post_bare_64):
-    rc, out, err = run(["--params", write_json(tmp_path, post_bare_64), "--L", 64, "--json"], capsys)
+    path = write_json(tmp_path, post_bare_64)
+    rc, out, err = run(["--params", path, "--L", 64, "--exact", "--json"], capsys)
     report = json.loads(out)
     assert rc == 0 and err == ""
     assert REPORT_KEYS | {"worst_error", "worst_error_at"} <= set(report)
@@ -141,6 +142,14 @@ def test_report_keys_and_bound(tmp_path, capsys, post_bare_64):
     assert report["ratio"] == pytest.approx(report["B"] / report["B_min"], rel=1e-15)
     assert report["B_min_is_infimum"] is False and report["B_min_exact"]
     assert 1 < report["ratio"] < 1.02  # built at 1.01 times the estimate of B_min
+    # without --exact: no exact form, the same B_min to the last bit or the nearest double
+    rc, out, _ = run(["--params", path, "--L", 64, "--json"], capsys)
+    plain = json.loads(out)
+    assert rc == 0 and plain["B_min_exact"] is None
+    assert plain["B_min"] == pytest.approx(report["B_min"], rel=2**-52)
+    # --exact in the text report prints the exact form
+    rc, out, _ = run(["--params", path, "--L", 64, "--exact"], capsys)
+    assert f"B_min(L) exactly: {report['B_min_exact']}" in out.splitlines()
 
 
 def test_text_output_and_counts_past_L(tmp_path, capsys, post_bare_64):
@@ -431,4 +440,5 @@ def test_the_text_report_loads_neither_sympy_nor_scipy_and_says_the_same(cell, t
                          capture_output=True, text=True, cwd=ROOT, timeout=600)
     *lines, loaded = res.stdout.strip().splitlines()
     assert res.stderr == "" and loaded == "[] 0"
-    assert "\n".join(lines) == report.text(report.check(params, L, exact=True), str(path))
+    with_exact = report.text(report.check(params, L, exact=True), str(path)).splitlines()
+    assert lines == [line for line in with_exact if not line.startswith("B_min(L) exactly:")]

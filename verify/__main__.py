@@ -1,6 +1,6 @@
 """Command line: do the weights of a parameter file count to L?
 
-    python -m verify --params FILE [--L N] [--task count|select] [--read bos|last] [--json]
+    python -m verify --params FILE [--L N] [--task count|select] [--read bos|last] [--exact] [--json]
 
 Prints the verdict (``counts``, ``does not count``, ``cannot certify``), decided in ball
 arithmetic, with the worst ``|y - n|`` or the smallest logit margin, ``B(theta)`` and
@@ -32,6 +32,8 @@ def _parser() -> cli.Parser:
                    help="override the file's task: count, or select (needs e_b)")
     p.add_argument("--read", choices=tuple(READS), default=None,
                    help="override the file's read position: bos or last")
+    p.add_argument("--exact", action="store_true",
+                   help="also the exact closed form of B_min(L) (sympy; B_min_exact)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     return p
 
@@ -55,7 +57,7 @@ def parse(argv):
 
 def execute(parsed) -> int:
     args, params, L, rounded = parsed
-    result = report.check(params, L, rounded, exact=args.json)  # the text shows no exact form
+    result = report.check(params, L, rounded, exact=args.exact)
     cli.emit(json.dumps({"file": args.params, **result}) if args.json
              else report.text(result, args.params))
     return report.exit_status(result)

@@ -109,6 +109,8 @@ def text(report: dict, source: str = "") -> str:
     else:
         ratio = "" if report["ratio"] is None else f"; B(theta)/B_min(L) = {report['ratio']:.10g}"
         lines.append(f"B_min(L): {report['B_min']:.10g}, {report['B_min_source']}{ratio}")
+        if report["B_min_exact"] is not None:
+            lines.append(f"B_min(L) exactly: {report['B_min_exact']}")
     if report.get("rounded"):
         lines.append(f"note: {report['rounded']} entries of the file are not binary numbers and were "
                      "rounded (the verdict is that of the rounded numbers)")
