@@ -232,12 +232,19 @@ def _dual(problem: Cell, L: int) -> float:
 
 def margin_upper(cell: Cell, L: int) -> float | None:
     """A float ``U >= m`` for every parameter set of ``cell`` with every vector of norm <= 1
-    (module docstring); None where no proof applies (``eps > 0`` with a norm, the select task
-    or the last read position, whose outputs are not the count's line or arc)."""
+    (module docstring); None where no proof applies (``eps > 0`` with a norm, the last read
+    position, whose outputs are not the count's line or arc).
+
+    The select task read at ``s``: the count task's bound.  *Proof.*  Its inputs ``(s, a^n)``
+    are select inputs (``n_b = 0``) with the same classes, so a select head's margin is at most
+    its margin on them, which is that of the same parameters without ``e_b`` on the count task,
+    a parameter set of the count cell with every vector of norm at most 1."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
-    if (cell.eps > 0 and cell.normed) or cell.distractor or cell.read.last:
+    if (cell.eps > 0 and cell.normed) or cell.read.last:
         return None
+    if cell.distractor:
+        cell = cell.replace(task="count")
     with flint.ctx.workprec(PREC):
         fam = laws.family(cell)
         if fam == "line":

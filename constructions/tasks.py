@@ -25,6 +25,12 @@ exact frame as :class:`constructions.regression.RegressionDesign`), its closed f
   n_b tau <e_s,e_b> e_b``; the construction has ``e_s = xi v + eta one`` with ``v = lam across -
   (L/2) top``, so ``e_b = nu u/|v|`` with ``u = (L/2) across + lam top`` (centred, orthogonal to
   ``v`` and ``one``) has ``<e_s, e_b> = 0``.
+* linear attention with post-RMSNorm (the one-sided arc, :class:`FootSelectDesign`): the
+  residual has the same form, and RMSNorm does not centre, so ``e_b`` orthogonal to ``e_s``
+  removes the ``b`` term exactly, ``r(n_a, n_b) = r(n_a, 0)``.  The construction has ``e_s = nu
+  (F along + lam perp)/sqrt(F^2 + lam^2)`` in the plane of ``along, perp``
+  (:func:`constructions.regression._foot_steps`), and ``e_b = nu (lam along - F perp)/sqrt(F^2 +
+  lam^2)`` is its quarter turn in that plane (every ``d >= 2``; ``|e_b| = |e_s| <= B``).
 * softmax attention with post-norm (either kind): with the weights ``w_x = exp(tau <e_s, e_x>)``
   and ``Z = w_s + n_a w_a + n_b w_b``, ``Z r = 2 w_s e_s + n_a w_a (e_s + e_a) + n_b w_b (e_s + e_b)``;
   ``e_b = -e_s`` removes the last term, and the norm is invariant under the positive factor
@@ -120,12 +126,12 @@ import sympy
 from constructions import laws, segment
 from constructions.cell import Cell, Params
 from constructions.closed_forms import closed_form as count_closed_form
-from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _vec,
-                                      axes)
+from constructions.regression import (FootDesign, RegressionDesign, Step, _check_budget, _check_count,
+                                      _vec, axes)
 from constructions.regression import design as count_design
 from constructions.regression import _embedding_scale
-from constructions.symbols import (BETA, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, L, X,
-                                   V_norm, alpha, inner, nu, sigma, t, tau)
+from constructions.symbols import (BETA, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, F, L, X,
+                                   V_norm, alpha, inner, nu, psi, sigma, t, tau)
 
 #: the embedding of the distractor, and the quantities of the last-read construction
 E_B = sympy.Symbol("e_b")
@@ -173,7 +179,7 @@ def refusal(cell: Cell) -> str | None:
         return refusal(cell.replace(readout="regression"))
     if task == "select" and read == "last":
         return f"{what} has no construction yet (the query b must count the a tokens too)"
-    if laws.foot_distance(cell, 1) is not None:
+    if laws.foot_distance(cell, 1) is not None and read == "last":
         return (f"{what} has no construction yet for linear attention with post-RMSNorm (its count "
                 "construction is the one-sided arc, constructions.one_sided)")
     if read == "last":
@@ -228,6 +234,11 @@ def _distractor_step(cell: Cell) -> Step:
         if cell.attention == "softmax":
             return _vec(E_B, -E_S, "the embedding of b, -e_s: its part of the residual vanishes", "e_b")
         top, across = axes(cell)
+        if laws.foot_distance(cell, 1) is not None:  # the one-sided arc (regression._foot_steps)
+            along = sympy.sin(psi) * top + sympy.cos(psi) * across
+            perp = sympy.cos(psi) * top - sympy.sin(psi) * across
+            return _vec(E_B, nu * (t * along - F * perp) / sympy.sqrt(F**2 + t**2),
+                        "the embedding of b, e_s turned by a quarter in its plane: it scores 0", "e_b")
         return _vec(E_B, (nu / V_norm) * ((L / 2) * across + t * top),
                     "the embedding of b, orthogonal to e_s: it scores 0", "e_b")
     if not cell.pre:
@@ -495,6 +506,23 @@ class TaskDesign(RegressionDesign):
         if interval:
             return (K_lo, K_hi) if lo < min(hi, self.capacity_mp(r, Bv)) and K_lo < K_hi else None
         return r, Dv, (K_lo + K_hi) / 2
+
+
+class FootSelectDesign(FootDesign):
+    """The select task read at ``s`` with linear attention and post-RMSNorm: the one-sided arc of
+    :class:`~constructions.regression.FootDesign` and the distractor that scores 0 (module
+    docstring); its ``B_min``, lower bound and rates are the count task's."""
+
+    def __init__(self, cell: Cell):
+        if not (cell.distractor and not cell.read.last and laws.foot_distance(cell, 1) is not None):
+            raise ValueError(f"{cell.describe()}: FootSelectDesign builds the select task read at s, "
+                             "linear attention with post-RMSNorm")
+        super().__init__(cell)
+
+    def steps(self) -> list[Step]:
+        return super().steps() + [_distractor_step(self.cell)]
+
+    screen = TaskDesign.screen
 
 
 def last_closed_form(cell: Cell) -> tuple:
