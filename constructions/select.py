@@ -70,7 +70,7 @@ pi/2`` towards ``h_s + h_a`` (``h_b`` is then the mirror image of ``h_a`` in ``t
 amplitude:* nothing while the count task's optimum has ``sigma <= d``, then the factor
 ``1/cos phi`` on ``B``, which grows without bound as ``sigma -> 2 d``.
 
-*L\* of bare pre-norm is the count task's* (:func:`bounds.lstar.cell_l_star`): ``L*(select)
+*Bare pre-norm keeps the count task's* ``L*`` (:func:`bounds.lstar.cell_l_star`): ``L*(select)
 <= L*(count)`` (the count task is a sub-task), and at every ``L <= L*(count)`` the count
 task's interval opens at some ``rho < rho_max = exp(2 sqrt(d))`` (it is open at ``rho_max`` and
 the inequalities are strict, so it stays open a little below), where ``cos phi > 0``: the
@@ -91,10 +91,13 @@ upper bound on the cell's.
 another geometry (``y_b != y_s``, or ``beta > 1`` with the hypotenuse binding) suppresses the
 distractor for less is not settled here.
 
+*Classification.*  The distractor moves ``z`` off the count task's segment, towards the point
+``e_s + h_b``; the head of :mod:`constructions.pencil` reads this geometry at unit budget with
+logits homogeneous about that point, so that every select input keeps a margin.
+
 Not built: softmax attention with a learned pre-norm (the count construction puts every value
-on ``e_1``, where ``y_b = y_s`` forces ``h_b = h_s``), bare pre-LayerNorm at ``d = 2`` (two
-values: ``b`` is a copy of ``s`` or of ``a``), and a classification head (the distractor moves
-``z`` off the segment).
+on ``e_1``, where ``y_b = y_s`` forces ``h_b = h_s``) and bare pre-LayerNorm at ``d = 2`` (two
+values: ``b`` is a copy of ``s`` or of ``a``).
 """
 
 from __future__ import annotations

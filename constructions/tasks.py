@@ -40,7 +40,8 @@ Conversely the count task is a sub-task of select (the inputs with ``n_b = 0``),
 ``B_min(select) >= B_min(count)``: in these cells the two are equal, and so are the lower
 bounds, the closed forms and the rates.  A classification head reads the same outputs ``z``,
 so the head of :mod:`constructions.classification` on this geometry (its ``e_b`` included)
-keeps the count task's margin on every select input.  Not built: softmax attention without post-norm (no
+keeps the count task's margin on every select input (softmax attention without post-norm, where
+``b`` moves ``z``: the pencil head of :mod:`constructions.pencil`).  Not built: softmax attention without post-norm (no
 score can make ``exp`` vanish, so the ``b`` tokens always move the Mobius point: suppressing
 them costs score range, an analysis not done here), softmax attention with ``eps > 0`` (the
 norm is then not scale-invariant and ``e_b = -e_s`` no longer vanishes), bare pre-LayerNorm and
@@ -171,11 +172,9 @@ def refusal(cell: Cell) -> str | None:
     if cell.readout == "classification":
         if read == "last":
             return f"{what} has no construction yet for classification (regression is built)"
-        if cell.attention == "softmax" and not cell.post:
-            return (f"{what} has no construction yet for classification with softmax attention "
-                    "without post-norm (the distractor moves z off the segment; regression is built)")
-        # the head of constructions.classification on the regression geometry, whose e_b
-        # changes no output: the count task's head, margin and storage
+        # the head of constructions.classification on the regression geometry: where e_b
+        # changes no output the count task's head, margin and storage; softmax attention
+        # without post-norm: the pencil head of constructions.pencil
         return refusal(cell.replace(readout="regression"))
     if task == "select" and read == "last":
         return f"{what} has no construction yet (the query b must count the a tokens too)"

@@ -214,7 +214,7 @@ REFUSED = [dict(attention="softmax", variant="pre_learned", task="select"),
            dict(attention="linear", variant="post_bare", read="last"),
            dict(attention="linear", variant="pre_learned", task="select", read="last"),
            dict(attention="linear", variant="pre_learned", readout="classification", read="last"),
-           dict(attention="softmax", variant="none", readout="classification", task="select"),
+           dict(attention="softmax", variant="pre_learned", readout="classification", task="select"),
            dict(attention="softmax", variant="post_bare", task="select", eps=0.01),
            dict(attention="softmax", variant="pre_learned", read="last", eps=0.01)]
 
