@@ -397,7 +397,7 @@ class ClassificationDesign:
             q = pencil.centre(np.column_stack([k.astype(float), j.astype(float)]))
             k, j = k - mpmath.mpf(q[0]), j - mpmath.mpf(q[1])
             R = max(mpmath.sqrt(kc * kc + jc * jc) for kc, jc in zip(k, j)) * (1 + mpmath.mpf(2) ** -40)
-            vec = {name: geo[name] for name in ("e_s", "e_a", "e_b")}
+            vec = {name: geo[name] for name in self.cell.vector_names() if name in geo and name != "w"}
             u = np.array([(kc * e + jc * f) / R for kc, jc in zip(k, j)], dtype=object)
             vec["u"] = u
             return Params(self.cell, vec, {"b": [-mpmath.fsum(row * H) for row in u]})

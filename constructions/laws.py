@@ -375,7 +375,11 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     construction (the same interval, a capacity continuous in ``rho``), so ``B_min(select) <=
     sqrt(max(D* (D* + sigma*)/(D* + 2 sigma*), 2 sigma*/3)) <= sqrt(D*) <= (L + 1)/2`` once
     ``2 sigma* <= 3 D*``: the count task's ``c = 1/2``, ``p = 1``, proven for ``B_min``.  Bare
-    pre-norm has no rate; a cell without a select construction has no term (None).
+    pre-norm has no rate; a cell without a select construction has no term (None).  Pre-RMSNorm
+    with a gain: the capacity ``B g_1 (n + sqrt(d)) >= B sqrt(d) sqrt(B^2 - 2 (d-1) sigma/(3d))``
+    (:func:`select_gain_parts`) is the count task's ``sqrt(d) B^2`` up to a relative
+    ``O(sigma/B^2)``, so at the corner (``sigma* = O(log L)``, ``B = Theta(L)``) the budget is
+    the count task's upper bound times ``1 + O(log L / L^2)``: the same ``c``, ``p``.
 
     Only the read at ``bos`` (None otherwise).
     """
@@ -513,19 +517,45 @@ def select_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
     from 0 and reaches ``B/2`` at ``sigma = 3 B^2/2`` (:func:`select_score_gap_max`).
 
     Bare pre-norm: ``sqrt(2 sigma) cos phi`` (:func:`_select_factor`), the count task's
-    ``|h_a - h_s| = sqrt(2 sigma)`` seen by a read-out turned by ``phi`` (free for ``sigma <= d``)."""
+    ``|h_a - h_s| = sqrt(2 sigma)`` seen by a read-out turned by ``phi`` (free for ``sigma <= d``).
+
+    Pre-RMSNorm with a gain: ``g_1 (n + sqrt(d))`` (:func:`select_gain_parts`)."""
     if rigid(cell):
         return ops.sqrt(2 * sigma) * _select_factor(cell, sigma, ops)
+    if cell.pre and cell.affine.gain and not cell.kind.centred:
+        g1_sq, _, n = select_gain_parts(cell, B, sigma, ops)
+        return ops.sqrt(g1_sq) * (n + ops.sqrt(cell.d))
     if cell.normed:
-        raise ValueError("the select construction of softmax attention is built without a norm "
-                         "or with bare pre-norm")
+        raise ValueError("the select construction of softmax attention is built without a norm, "
+                         "with bare pre-norm or with pre-RMSNorm and a gain")
     s = B**2 + sigma
     return B + 2 * sigma * B / (s + ops.sqrt(s**2 + 4 * sigma * B**2))
 
 
+def select_gain_parts(cell: Cell, B, sigma, ops: Ops = SYMPY):
+    """Pre-RMSNorm with a gain (:mod:`constructions.select`): ``(g_1^2, kappa^2, n)``.
+
+    The gain ``g = g_1 e_1 + kappa sqrt(d-1) q`` and ``N(e_s) = n e_1 + m q``, ``N(e_b) = n e_1 -
+    m q`` (``m^2 = d - n^2``), ``N(e_a) = -sqrt(d) e_1`` give ``h_s = g_1 n e_1 - kappa m q``,
+    ``h_b = g_1 n e_1 + kappa m q``, ``h_a = -g_1 sqrt(d) e_1`` (``q`` has every coordinate
+    beyond the first equal to ``-1/sqrt(d-1)``, so ``g * N`` has ``kappa m`` along ``-q``).  So
+    ``sigma = g_1^2 n (n + sqrt(d)) + kappa^2 m^2`` and ``<h_s, h_b - h_a> = sigma - 2 kappa^2 m^2``.
+    With ``kappa^2 = 2 sigma/(3 d)``, ``g_1^2 = B^2 - (d-1) kappa^2`` (``|g| = B``) and ``n`` the
+    positive root of ``(g_1^2 - kappa^2) n^2 + g_1^2 sqrt(d) n - sigma/3 = 0`` (written without
+    cancellation), ``n <= sqrt(d)/2`` iff ``sigma <= 3 B^2/2`` (at the end ``g_1^2 = kappa^2 = B^2/d``
+    and ``n = sqrt(d)/2``; ``g_1^2 >= B^2/d >= kappa^2`` on the way), and then ``kappa^2 m^2 >=
+    (2 sigma/(3d)) (3d/4) = sigma/2``: ``b`` weighs at most what ``a`` weighs."""
+    d = cell.d
+    kappa_sq = 2 * sigma / (3 * d)
+    g1_sq = B**2 - (d - 1) * kappa_sq
+    n = (2 * sigma / 3) / (g1_sq * ops.sqrt(d) + ops.sqrt(g1_sq**2 * d + 4 * (g1_sq - kappa_sq) * sigma / 3))
+    return g1_sq, kappa_sq, n
+
+
 def select_score_gap_max(cell: Cell, B):
     """The largest score gap of the select construction at budget ``B``: ``3 B^2/2`` without a
-    norm (where ``r = B/2`` and ``|e_s| = B``), ``2 d`` with bare pre-norm (plain arithmetic)."""
+    norm (where ``r = B/2`` and ``|e_s| = B``) and with pre-RMSNorm and a gain (where ``n =
+    sqrt(d)/2``, :func:`select_gain_parts`), ``2 d`` with bare pre-norm (plain arithmetic)."""
     return 2 * cell.d if rigid(cell) else 3 * B**2 / 2
 
 

@@ -111,8 +111,8 @@ import sympy
 from constructions import closed_forms, laws, segment
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, Step, _embedding_scale, _score_gap, _vec, axes
-from constructions.symbols import (C1, E_A, E_S, H_A, H_S, ONE, W, W0, A, B, C, X, gamma, inner, nu,
-                                   r, sigma, t)
+from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, Q, W, W0, A, B, C, X, gamma,
+                                   inner, nu, r, sigma, t)
 from constructions.tasks import E_B
 
 #: no norm: the part of ``e_s`` along ``one``, which makes ``b`` weigh what ``a`` weighs
@@ -121,15 +121,24 @@ q_s = sympy.Symbol("q_s", positive=True)
 #: value of ``b``
 phi = sympy.Symbol("phi", nonnegative=True)
 U_W, H_B = sympy.symbols("u_w h_b")
+#: pre-RMSNorm with a gain: the gain's parts along q (over sqrt(d-1)) and e_1, the coordinates
+#: of N(e_s) along e_1 and q
+kappa, g_1, n_s, m_s = sympy.symbols("kappa g_1 n_s m_s", positive=True)
 
 
 def suppresses(cell: Cell) -> bool:
     """Whether ``cell`` is built here: the select task read at ``s``, softmax attention without a
-    norm or with bare pre-norm (not LayerNorm at ``d = 2``, whose two values leave ``b`` no
-    place), regression."""
+    norm, with bare pre-norm (not LayerNorm at ``d = 2``, whose two values leave ``b`` no
+    place) or with pre-RMSNorm and a gain, regression."""
     return (cell.distractor and not cell.read.last and cell.attention == "softmax"
             and cell.readout == "regression"
-            and (not cell.normed or (laws.rigid(cell) and not laws.two_values(cell))))
+            and (not cell.normed or (laws.rigid(cell) and not laws.two_values(cell))
+                 or _gain(cell)))
+
+
+def _gain(cell: Cell) -> bool:
+    """Pre-RMSNorm with a gain (with or without a bias)."""
+    return cell.pre and cell.affine.gain and not cell.kind.centred
 
 
 def binding_inputs(L: int) -> list[tuple[int, int]]:
@@ -173,10 +182,40 @@ def _rigid_steps(cell: Cell) -> list[Step]:
     ]
 
 
+def _gain_steps(cell: Cell) -> list[Step]:
+    """Pre-RMSNorm with a gain (module docstring; :func:`constructions.laws.select_gain_parts`):
+    the values of ``s`` and ``b`` off ``e_1`` by ``-+ kappa m q``, the read-out along ``e_1``."""
+    d = cell.d
+    sd = sympy.sqrt(d)
+    g1_sq, kappa_sq, n = laws.select_gain_parts(cell, B, sigma)
+    out = [_score_gap(cell), _embedding_scale(cell),
+           Step(kappa, sympy.sqrt(kappa_sq), "the gain along q, over sqrt(d - 1): it sets the part "
+                "of h_s and h_b off e_1"),
+           Step(g_1, sympy.sqrt(g1_sq), "the gain along e_1: the rest of the budget"),
+           Step(n_s, n, "the first coordinate of N(e_s) and of N(e_b)"),
+           Step(m_s, sympy.sqrt(d - n_s**2), "their coordinates along q, of opposite signs"),
+           _vec(G, g_1 * E1 + kappa * sympy.sqrt(d - 1) * Q, "the RMSNorm gain", "g")]
+    if cell.affine.bias:
+        out.append(_vec(BETA, sympy.Integer(0), "the RMSNorm bias, unused", "beta"))
+    return out + [
+        _vec(E_A, -nu * E1, "the embedding of a", "e_a"),
+        _vec(E_S, (nu / sd) * (n_s * E1 + m_s * Q), "the embedding of s", "e_s"),
+        _vec(E_B, (nu / sd) * (n_s * E1 - m_s * Q), "the embedding of b: s mirrored in e_1", "e_b"),
+        _vec(H_S, g_1 * n_s * E1 - kappa * m_s * Q, "the value of s, g N(e_s)", "_h_s"),
+        _vec(H_A, -g_1 * sd * E1, "the value of a, g N(e_a)", "_h_a"),
+        _vec(H_B, g_1 * n_s * E1 + kappa * m_s * Q,
+             "the value of b: read as s, scored at most as a", "_h_b"),
+        _vec(W, -(A / (g_1 * (n_s + sd))) * E1, "the read-out, along e_1", "w"),
+        Step(W0, C - inner(W, E_S) - inner(W, H_S), "the read-out bias, so that y(0) = C", "w0"),
+    ]
+
+
 def _steps(cell: Cell) -> list[Step]:
     """The construction (module docstring) as named quantities."""
     if laws.rigid(cell):
         return _rigid_steps(cell)
+    if _gain(cell):
+        return _gain_steps(cell)
     return [
         _score_gap(cell),
         Step(r, laws.select_value_gap(cell, B, sigma) - B,
@@ -256,8 +295,8 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
     """``B_min(L)`` of the construction at the corner (module docstring), in the count task's
     range (:func:`constructions.closed_forms.ranges`); the keys of
     :func:`constructions.closed_forms.closed_form` for the segment (``k, k_prime`` omitted)."""
-    if not suppresses(cell) or cell.eps != 0:
-        return None
+    if not suppresses(cell) or cell.eps != 0 or _gain(cell):
+        return None  # pre-RMSNorm with a gain: not derived
     (span,) = closed_forms.ranges(cell.replace(task="count"))
     if not closed_forms._holds(span, L_value):
         return None

@@ -203,10 +203,12 @@ def refusal(cell: Cell) -> str | None:
             return f"{what} has no construction yet without pre-norm (built: linear attention with pre-norm)"
         return None
     # select at the BOS read
-    if cell.attention == "softmax" and cell.pre and cell.affine.gain:
-        return (f"{what} has no construction yet for softmax attention with a learned pre-norm "
-                "(the distractor's weight cannot vanish and the count construction has every "
-                "value on one axis; built: no norm and bare pre-norm, constructions.select)")
+    if cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.centred:
+        return (f"{what} has no construction yet for softmax attention with a learned "
+                "pre-LayerNorm (the distractor's weight cannot vanish; the RMSNorm construction "
+                "puts s and b off the read-out's axis with a gain on q, where LayerNorm's "
+                "centring moves a off it too: not derived; built: no norm, bare pre-norm and "
+                "pre-RMSNorm with a gain, constructions.select)")
     if cell.attention == "softmax" and not cell.post:
         if laws.two_values(cell):
             return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
