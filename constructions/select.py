@@ -27,7 +27,7 @@ lies on the edge ``n_b = 0`` (the count task's inputs) and the minimum on the hy
     *for y_b = y_s and beta <= 1, a parameter set solves select to L iff it counts to L*
 
 (:func:`binding_inputs`).  For ``beta > 1`` the hypotenuse is convex and an interior input can
-bind (the tests exhibit one).  Both constructions below have ``y_b = y_s`` and ``beta <= 1``,
+bind (the tests exhibit one).  The constructions below have ``y_b = y_s`` and ``beta <= 1``,
 so the reduced problem is the count task's segment with the construction's capacity, the shape
 ``rho`` of largest slack and the middle amplitude (:class:`SelectDesign`, the machinery of
 :class:`~constructions.regression.RegressionDesign`), and the bisection screens the ``L + 1``
@@ -91,13 +91,31 @@ upper bound on the cell's.
 another geometry (``y_b != y_s``, or ``beta > 1`` with the hypotenuse binding) suppresses the
 distractor for less is not settled here.
 
+**Pre-RMSNorm with a gain.**  The count construction has ``g = B e_1``: every value on one
+axis, where ``y_b = y_s`` forces ``h_b = h_s`` and ``beta = rho > 1``.  A second coordinate of the
+gain, along ``q`` (:mod:`constructions.basis`: zero first coordinate, the rest equal), gives the
+values a second axis: ``g = g_1 e_1 + kappa sqrt(d-1) q``, ``N(e_a) = -sqrt(d) e_1``, ``N(e_s) = n
+e_1 + m q`` and ``N(e_b) = n e_1 - m q`` (``n^2 + m^2 = d``, every ``d >= 2``), so ``h_a = -g_1
+sqrt(d) e_1`` and ``h_s, h_b = g_1 n e_1 -+ kappa m q``: ``b`` is ``s`` mirrored in ``e_1``, read as
+``s`` by ``w`` along ``e_1``, and ``<h_s, h_b - h_a> = sigma - 2 kappa^2 m^2 <= 0`` (``beta <= 1``)
+once ``kappa^2 m^2 >= sigma/2``.  :func:`constructions.laws.select_gain_parts` takes ``kappa^2 = 2
+sigma/(3d)``, the rest of the budget ``g_1^2 = B^2 - (d-1) kappa^2`` on ``e_1``, and ``n`` from the
+score gap (a quadratic): on ``sigma <= 3 B^2/2`` it has ``n <= sqrt(d)/2``, hence ``beta <= 1``,
+and the capacity is ``B g_1 (n + sqrt(d))`` (:func:`constructions.laws.select_value_gap`).  *The
+cost is budget:* ``(d-1) kappa^2 = O(sigma)`` of ``B^2`` goes to ``q`` and the part of the score
+gap along ``e_1`` is about a third of ``sigma`` (the count task: all of it), a relative price of
+order ``sigma/B^2 = O(log L / L^2)``: the leading term is the count task's.  With a bias
+(``gain_bias``) the same construction is used with ``beta = 0``: an upper bound, which does not
+use the bias (the count task's construction does, so the price is then of order one).  No closed
+form is derived.  LayerNorm is not built: its centring gives ``N(e_a) = -sqrt(d) c_1`` a part
+along every other coordinate, so a gain off ``e_1`` moves ``h_a`` off the read-out's axis too.
+
 *Classification.*  The distractor moves ``z`` off the count task's segment, towards the point
 ``e_s + h_b``; the head of :mod:`constructions.pencil` reads this geometry at unit budget with
 logits homogeneous about that point, so that every select input keeps a margin.
 
-Not built: softmax attention with a learned pre-norm (the count construction puts every value
-on ``e_1``, where ``y_b = y_s`` forces ``h_b = h_s``) and bare pre-LayerNorm at ``d = 2`` (two
-values: ``b`` is a copy of ``s`` or of ``a``).
+Not built: softmax attention with a learned pre-LayerNorm (above) and bare pre-LayerNorm at
+``d = 2`` (two values: ``b`` is a copy of ``s`` or of ``a``).
 """
 
 from __future__ import annotations
@@ -235,14 +253,15 @@ def _steps(cell: Cell) -> list[Step]:
 
 
 class SelectDesign(RegressionDesign):
-    """The select construction of softmax attention without a norm or with bare pre-norm (module
-    docstring): the segment of :class:`~constructions.regression.RegressionDesign` with the
+    """The select construction of softmax attention without a norm, with bare pre-norm or with
+    pre-RMSNorm and a gain (module docstring): the segment of :class:`~constructions.regression.RegressionDesign` with the
     capacity :func:`constructions.laws.select_capacity`."""
 
     def __init__(self, cell: Cell):
         if not suppresses(cell):
             raise ValueError(f"{cell.describe()}: SelectDesign builds the select task read at s, "
-                             "softmax attention without a norm or with bare pre-norm, regression")
+                             "softmax attention without a norm, with bare pre-norm or with "
+                             "pre-RMSNorm and a gain, regression")
         super().__init__(cell)
         self.capacity_expr = laws.select_capacity(cell, t, B)
         self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
@@ -285,7 +304,8 @@ class SelectDesign(RegressionDesign):
     def screen(self, L_value: int, B_value) -> Params:
         """The construction without ``e_b``, on the count task: it has ``y_b = y_s`` and
         ``beta <= 1``, so it solves select to ``L`` iff it counts to ``L`` (module docstring; with
-        ``eps > 0`` bare pre-norm scales the three values alike, which keeps both)."""
+        ``eps > 0`` a pre-norm scales the three values alike, their embeddings having one norm,
+        which keeps both)."""
         params = self.build(L_value, B_value)
         vectors = {k: v for k, v in params.vectors.items() if k != "e_b"}
         return Params(self.cell.replace(task="count"), vectors, params.scalars)

@@ -369,3 +369,21 @@ def test_pre_rmsnorm_with_a_gain_selects_at_a_price_that_vanishes(affine):
     if affine == "gain":
         assert prices[0] > prices[1] > prices[2] > 0
     assert laws.leading_term(cell) == laws.leading_term(count)
+
+
+def test_readme_gain_table():
+    """The README's pre-RMSNorm table: ``B_min`` is the construction's boundary (the float
+    optimum of its reduced problem, which the certified sweep meets to its tolerance), the count
+    task's column its closed form, the price their ratio."""
+    from tests.test_readme import _table
+
+    rows = [r for r in _table("Selective counting without post-norm") if r[0].isdigit()]
+    assert len(rows) == 3
+    cell = Cell("softmax", "pre_learned", norm="rmsnorm", task="select")
+    for L, value, count, price in rows:
+        L = int(L)
+        got, want = design(cell).estimate(L), count_closed_form(cell.replace(task="count"), L)["B"]
+        assert got == pytest.approx(float(value), rel=1e-5)
+        assert want == pytest.approx(float(count), rel=1e-5)
+        number = float(price.split("%")[0]) / 100 if "%" in price else float(price)
+        assert got / want - 1 == pytest.approx(number, rel=5e-3)
