@@ -41,11 +41,16 @@ Conversely the count task is a sub-task of select (the inputs with ``n_b = 0``),
 bounds, the closed forms and the rates.  A classification head reads the same outputs ``z``,
 so the head of :mod:`constructions.classification` on this geometry (its ``e_b`` included)
 keeps the count task's margin on every select input (softmax attention without post-norm, where
-``b`` moves ``z``: the pencil head of :mod:`constructions.pencil`).  Not built: softmax attention without post-norm (no
-score can make ``exp`` vanish, so the ``b`` tokens always move the Mobius point: suppressing
-them costs score range, an analysis not done here), softmax attention with ``eps > 0`` (the
-norm is then not scale-invariant and ``e_b = -e_s`` no longer vanishes), bare pre-LayerNorm and
-pre-LayerNorm with a gain and no bias at ``d = 2`` (their values are ``+-`` one vector, never orthogonal).
+``b`` moves ``z``: the pencil head of :mod:`constructions.pencil`).  Not free: softmax
+attention without post-norm (no score can make ``exp`` vanish, so the ``b`` tokens always move
+the Mobius point; suppressing them costs score range or budget, :mod:`constructions.select`).
+Not built: softmax attention after post-norm
+with ``eps > 0`` (``e_b = -e_s`` cancels the direction of ``b``'s part of ``Z r``, but ``b`` still
+changes the factor ``1/Z``, which the norm sees once it is not scale-invariant), and linear
+attention with bare pre-LayerNorm or pre-LayerNorm with a gain and no bias at ``d = 2``, where
+nothing solves the select task for ``L >= 1``: every value is ``+- v``, so each ``b`` token adds
+``tau <h_s, h_b> h_b = tau |v|^2 h_s`` to the attention exactly as each ``a`` token does, and the
+inputs ``(s, a)`` and ``(s, b)`` (targets 1 and 0) have one output.
 
 **Count at the last read, linear attention with pre-norm.**  The input ``(s, a^n)`` is read at
 the last ``a`` for ``n >= 1`` (query ``h_a``: scores ``tau <h_a, h_s>``, ``tau |h_a|^2``;
@@ -212,14 +217,19 @@ def refusal(cell: Cell) -> str | None:
     if cell.attention == "softmax" and not cell.post:
         if laws.two_values(cell):
             return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
-                    "make b a copy of s or of a; d >= 3 is built)")
+                    "make b a copy of a, which gives (s, a) and (s, b) one output, or of s, which "
+                    "weighs what s weighs: the count inputs no longer decide, not derived; d >= 3 "
+                    "is built)")
         return None  # constructions.select
     if cell.attention == "softmax" and cell.eps > 0:
         return (f"{what} has no construction yet for softmax attention with eps > 0 (e_b = -e_s "
-                "is removed by the norm's scale invariance, exact only with eps = 0)")
+                "cancels the direction of b's part of the residual, not the factor 1/Z it "
+                "changes, which the norm sees only with eps > 0)")
     if cell.pre and not cell.affine.bias and cell.kind.image_dim(cell.d) == 1:
-        return (f"{what} has no construction at d = 2 with pre-LayerNorm without a bias (every "
-                "value is +- one vector, so the distractor always scores; d >= 3 is built)")
+        return (f"{what} has no construction at d = 2 with pre-LayerNorm without a bias, and no "
+                "parameters solve it for L >= 1: every value is +- one vector v, so a b token adds "
+                "tau |v|^2 h_s to the attention as an a token does, and (s, a) and (s, b) have one "
+                "output (d >= 3 is built)")
     return None
 
 

@@ -318,3 +318,19 @@ def test_readme_statements():
     assert tasks.refusal(Cell("softmax", "pre_learned", task="select")) is not None
     assert tasks.refusal(Cell("softmax", "post_learned", task="select")) is None
     assert "nothing counts beyond `L = 2`" in text
+
+
+@settings(max_examples=30, deadline=None)
+@given(variant=st.sampled_from(["pre_bare", "pre_learned"]), seed=st.integers(0, 2**32 - 1))
+def test_nothing_selects_with_pre_layernorm_without_a_bias_at_d2(variant, seed):
+    """The refusal's proof: at d = 2 every value is +- one vector, so for any parameters the
+    inputs (s, a) and (s, b), targets 1 and 0, have one output (linear attention)."""
+    cell = Cell("linear", variant, "regression", d=2, affine="gain" if variant == "pre_learned" else None,
+                task="select")
+    assert "no parameters solve it" in tasks.refusal(cell)
+    rng = np.random.default_rng(seed)
+    vectors = {name: rng.normal(size=2) * rng.uniform(0.1, 3) for name in cell.vector_names()}
+    params = Params(cell, vectors, {"w0": float(rng.normal())})
+    with mpmath.workdps(40):
+        y_a, y_b = explicit(params, "sa", backend="mp40"), explicit(params, "sb", backend="mp40")
+        assert abs(y_a - y_b) < mpmath.mpf(10) ** -30 * (1 + abs(y_a))
