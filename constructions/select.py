@@ -91,7 +91,7 @@ upper bound on the cell's.
 another geometry (``y_b != y_s``, or ``beta > 1`` with the hypotenuse binding) suppresses the
 distractor for less is not settled here.
 
-**Pre-RMSNorm with a gain.**  The count construction has ``g = B e_1``: every value on one
+**Pre-norm with a gain.**  The count construction has ``g = B e_1``: every value on one
 axis, where ``y_b = y_s`` forces ``h_b = h_s`` and ``beta = rho > 1``.  A second coordinate of the
 gain, along ``q`` (:mod:`constructions.basis`: zero first coordinate, the rest equal), gives the
 values a second axis: ``g = g_1 e_1 + kappa sqrt(d-1) q``, ``N(e_a) = -sqrt(d) e_1``, ``N(e_s) = n
@@ -107,15 +107,18 @@ gap along ``e_1`` is about a third of ``sigma`` (the count task: all of it), a r
 order ``sigma/B^2 = O(log L / L^2)``: the leading term is the count task's.  With a bias
 (``gain_bias``) the same construction is used with ``beta = 0``: an upper bound, which does not
 use the bias (the count task's construction does, so the price is then of order one).  No closed
-form is derived.  LayerNorm is not built: its centring gives ``N(e_a) = -sqrt(d) c_1`` a part
-along every other coordinate, so a gain off ``e_1`` moves ``h_a`` off the read-out's axis too.
+form is derived.  Pre-LayerNorm (``d >= 3``): the same gain, ``e_a = -nu c_1`` and ``e_s, e_b =
+nu (alpha c_1 +- beta p)``; the centring gives ``h_a = -g_1 sqrt(d-1) e_1 + kappa q`` a part along
+``q`` too, which ``w`` along ``e_1`` does not read, and ``b`` is ``s`` mirrored across the plane of
+``e_1, q`` (:func:`constructions.laws.select_gain_parts`, the same domain).  At ``d = 2`` its two
+values leave ``b`` no place (refused).
 
 *Classification.*  The distractor moves ``z`` off the count task's segment, towards the point
 ``e_s + h_b``; the head of :mod:`constructions.pencil` reads this geometry at unit budget with
 logits homogeneous about that point, so that every select input keeps a margin.
 
-Not built: softmax attention with a learned pre-LayerNorm (above) and bare pre-LayerNorm at
-``d = 2`` (two values: ``b`` is a copy of ``s`` or of ``a``).
+Not built: pre-LayerNorm at ``d = 2``, bare or learned (two values: ``b`` is a copy of ``s`` or
+of ``a``).
 """
 
 from __future__ import annotations
@@ -129,8 +132,8 @@ import sympy
 from constructions import closed_forms, laws, segment
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, Step, _embedding_scale, _score_gap, _vec, axes
-from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, Q, W, W0, A, B, C, X, gamma,
-                                   inner, nu, r, sigma, t)
+from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, P, Q, W, W0, A, B, C, X,
+                                   gamma, inner, nu, r, sigma, t)
 from constructions.tasks import E_B
 
 #: no norm: the part of ``e_s`` along ``one``, which makes ``b`` weigh what ``a`` weighs
@@ -139,15 +142,15 @@ q_s = sympy.Symbol("q_s", positive=True)
 #: value of ``b``
 phi = sympy.Symbol("phi", nonnegative=True)
 U_W, H_B = sympy.symbols("u_w h_b")
-#: pre-RMSNorm with a gain: the gain's parts along q (over sqrt(d-1)) and e_1, the coordinates
+#: pre-norm with a gain: the gain's parts along q (over sqrt(d-1)) and e_1, the coordinates
 #: of N(e_s) along e_1 and q
 kappa, g_1, n_s, m_s = sympy.symbols("kappa g_1 n_s m_s", positive=True)
 
 
 def suppresses(cell: Cell) -> bool:
     """Whether ``cell`` is built here: the select task read at ``s``, softmax attention without a
-    norm, with bare pre-norm (not LayerNorm at ``d = 2``, whose two values leave ``b`` no
-    place) or with pre-RMSNorm and a gain, regression."""
+    norm, with bare pre-norm or with pre-norm and a gain (not LayerNorm at ``d = 2``, whose two
+    values leave ``b`` no place), regression."""
     return (cell.distractor and not cell.read.last and cell.attention == "softmax"
             and cell.readout == "regression"
             and (not cell.normed or (laws.rigid(cell) and not laws.two_values(cell))
@@ -155,8 +158,8 @@ def suppresses(cell: Cell) -> bool:
 
 
 def _gain(cell: Cell) -> bool:
-    """Pre-RMSNorm with a gain (with or without a bias)."""
-    return cell.pre and cell.affine.gain and not cell.kind.centred
+    """Pre-norm with a gain (with or without a bias; LayerNorm needs ``p``, ``d >= 3``)."""
+    return cell.pre and cell.affine.gain and (not cell.kind.centred or cell.d >= 3)
 
 
 def binding_inputs(L: int) -> list[tuple[int, int]]:
@@ -201,20 +204,38 @@ def _rigid_steps(cell: Cell) -> list[Step]:
 
 
 def _gain_steps(cell: Cell) -> list[Step]:
-    """Pre-RMSNorm with a gain (module docstring; :func:`constructions.laws.select_gain_parts`):
-    the values of ``s`` and ``b`` off ``e_1`` by ``-+ kappa m q``, the read-out along ``e_1``."""
+    """Pre-norm with a gain (module docstring; :func:`constructions.laws.select_gain_parts`):
+    the values of ``s`` and ``b`` mirrored off ``e_1``, the read-out along ``e_1``."""
     d = cell.d
     sd = sympy.sqrt(d)
+    name = cell.kind.name
     g1_sq, kappa_sq, n = laws.select_gain_parts(cell, B, sigma)
     out = [_score_gap(cell), _embedding_scale(cell),
            Step(kappa, sympy.sqrt(kappa_sq), "the gain along q, over sqrt(d - 1): it sets the part "
                 "of h_s and h_b off e_1"),
-           Step(g_1, sympy.sqrt(g1_sq), "the gain along e_1: the rest of the budget"),
-           Step(n_s, n, "the first coordinate of N(e_s) and of N(e_b)"),
-           Step(m_s, sympy.sqrt(d - n_s**2), "their coordinates along q, of opposite signs"),
-           _vec(G, g_1 * E1 + kappa * sympy.sqrt(d - 1) * Q, "the RMSNorm gain", "g")]
+           Step(g_1, sympy.sqrt(g1_sq), "the gain along e_1: the rest of the budget")]
+    if cell.kind.centred:
+        out.append(Step(n_s, n, "the cosine of e_s and of e_b to c_1"))
+    else:
+        out.append(Step(n_s, n, "the first coordinate of N(e_s) and of N(e_b)"))
+    out += [Step(m_s, sympy.sqrt((1 if cell.kind.centred else d) - n_s**2),
+                 "their parts along " + ("p" if cell.kind.centred else "q") + ", of opposite signs"),
+            _vec(G, g_1 * E1 + kappa * sympy.sqrt(d - 1) * Q, f"the {name} gain", "g")]
     if cell.affine.bias:
-        out.append(_vec(BETA, sympy.Integer(0), "the RMSNorm bias, unused", "beta"))
+        out.append(_vec(BETA, sympy.Integer(0), f"the {name} bias, unused", "beta"))
+    if cell.kind.centred:  # LayerNorm (constructions.laws.select_gain_parts)
+        big = g_1 * sympy.sqrt(d - 1)
+        return out + [
+            _vec(E_A, -nu * C1, "the embedding of a", "e_a"),
+            _vec(E_S, nu * (n_s * C1 + m_s * P), "the embedding of s", "e_s"),
+            _vec(E_B, nu * (n_s * C1 - m_s * P), "the embedding of b: s mirrored in c_1", "e_b"),
+            _vec(H_S, big * n_s * E1 - kappa * (n_s * Q + sd * m_s * P), "the value of s, g N(e_s)", "_h_s"),
+            _vec(H_A, -big * E1 + kappa * Q, "the value of a, g N(e_a)", "_h_a"),
+            _vec(H_B, big * n_s * E1 - kappa * (n_s * Q - sd * m_s * P),
+                 "the value of b: read as s, scored at most as a", "_h_b"),
+            _vec(W, -(A / (big * (n_s + 1))) * E1, "the read-out, along e_1", "w"),
+            Step(W0, C - inner(W, E_S) - inner(W, H_S), "the read-out bias, so that y(0) = C", "w0"),
+        ]
     return out + [
         _vec(E_A, -nu * E1, "the embedding of a", "e_a"),
         _vec(E_S, (nu / sd) * (n_s * E1 + m_s * Q), "the embedding of s", "e_s"),
@@ -254,14 +275,14 @@ def _steps(cell: Cell) -> list[Step]:
 
 class SelectDesign(RegressionDesign):
     """The select construction of softmax attention without a norm, with bare pre-norm or with
-    pre-RMSNorm and a gain (module docstring): the segment of :class:`~constructions.regression.RegressionDesign` with the
+    pre-norm and a gain (module docstring): the segment of :class:`~constructions.regression.RegressionDesign` with the
     capacity :func:`constructions.laws.select_capacity`."""
 
     def __init__(self, cell: Cell):
         if not suppresses(cell):
             raise ValueError(f"{cell.describe()}: SelectDesign builds the select task read at s, "
                              "softmax attention without a norm, with bare pre-norm or with "
-                             "pre-RMSNorm and a gain, regression")
+                             "pre-norm and a gain, regression")
         super().__init__(cell)
         self.capacity_expr = laws.select_capacity(cell, t, B)
         self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
@@ -316,7 +337,7 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
     range (:func:`constructions.closed_forms.ranges`); the keys of
     :func:`constructions.closed_forms.closed_form` for the segment (``k, k_prime`` omitted)."""
     if not suppresses(cell) or cell.eps != 0 or _gain(cell):
-        return None  # pre-RMSNorm with a gain: not derived
+        return None  # pre-norm with a gain: not derived
     (span,) = closed_forms.ranges(cell.replace(task="count"))
     if not closed_forms._holds(span, L_value):
         return None

@@ -208,12 +208,10 @@ def refusal(cell: Cell) -> str | None:
             return f"{what} has no construction yet without pre-norm (built: linear attention with pre-norm)"
         return None
     # select at the BOS read
-    if cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.centred:
-        return (f"{what} has no construction yet for softmax attention with a learned "
-                "pre-LayerNorm (the distractor's weight cannot vanish; the RMSNorm construction "
-                "puts s and b off the read-out's axis with a gain on q, where LayerNorm's "
-                "centring moves a off it too: not derived; built: no norm, bare pre-norm and "
-                "pre-RMSNorm with a gain, constructions.select)")
+    if cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.image_dim(cell.d) < 2:
+        return (f"{what} has no construction at d = 2 with a learned pre-LayerNorm (its two "
+                "values +-g * (1, -1) (+ beta) make b a copy of a, which gives (s, a) and (s, b) "
+                "one output, or of s, which weighs what s weighs: not derived; d >= 3 is built)")
     if cell.attention == "softmax" and not cell.post:
         if laws.two_values(cell):
             return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "

@@ -98,7 +98,8 @@ def test_beyond_beta_one_an_interior_input_can_bind():
 
 
 #: the cells built here: ``(variant, norm)`` (pre_learned: the kind's usual affine, a gain)
-BUILT = [("none", "layernorm"), ("pre_bare", "layernorm"), ("pre_bare", "rmsnorm"), ("pre_learned", "rmsnorm")]
+BUILT = [("none", "layernorm"), ("pre_bare", "layernorm"), ("pre_bare", "rmsnorm"), ("pre_learned", "rmsnorm"),
+         ("pre_learned", "layernorm")]
 
 
 def _norm(cell: Cell, e):
@@ -130,8 +131,9 @@ def test_the_construction_reads_b_as_s_and_weighs_it_at_most_as_a(variant, norm,
         A = amp * dz.capacity_mp(mpmath.mpf(rho), mpmath.mpf(B))
         v = dz.evaluate(L, B, rho, A, 0)
         h = {x: (_norm(cell, v[f"e_{x}"]) if cell.pre else v[f"e_{x}"]) for x in "sab"}
-        if cell.learned:  # g * N(e), written out
-            h = {x: [gi * hi for gi, hi in zip(v["g"], h[x])] for x in "sab"}
+        if cell.learned:  # g * N(e) (+ beta), written out
+            bias = v["beta"] if cell.affine.bias else [0] * d
+            h = {x: [gi * hi + bi for gi, hi, bi in zip(v["g"], h[x], bias)] for x in "sab"}
         dot = lambda x, y: mpmath.fsum(p * q for p, q in zip(x, y))
         tol = mpmath.mpf(10) ** -28 * (1 + B**2 + d) * (1 + A)
         assert abs(dot(v["w"], h["b"]) - dot(v["w"], h["s"])) < tol
@@ -147,7 +149,8 @@ def test_the_construction_reads_b_as_s_and_weighs_it_at_most_as_a(variant, norm,
 @pytest.mark.parametrize("variant,norm,L,d", [("none", "layernorm", 5, 3), ("none", "layernorm", 12, 8),
                                               ("none", "layernorm", 30, 2), ("pre_bare", "layernorm", 12, 3),
                                               ("pre_bare", "rmsnorm", 20, 8), ("pre_bare", "rmsnorm", 9, 2),
-                                              ("pre_learned", "rmsnorm", 12, 8), ("pre_learned", "rmsnorm", 7, 2)])
+                                              ("pre_learned", "rmsnorm", 12, 8), ("pre_learned", "rmsnorm", 7, 2),
+                                              ("pre_learned", "layernorm", 10, 3)])
 def test_the_judge_certifies_the_construction_on_every_input(variant, norm, L, d):
     cell = Cell("softmax", variant, d=d, norm=norm, task="select")
     B = design(cell).estimate(L)
@@ -225,8 +228,9 @@ def test_what_is_refused():
     assert tasks.refusal(_cell().replace(readout="classification")) is None  # the pencil head
     assert tasks.refusal(Cell("softmax", "pre_bare", d=2, task="select")) is not None  # LayerNorm
     for affine in ("gain", "gain_bias"):
-        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, task="select")) is not None
-        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, norm="rmsnorm", task="select")) is None
+        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, d=2, task="select")) is not None
+        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, d=3, task="select")) is None
+        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, norm="rmsnorm", d=2, task="select")) is None
     with pytest.raises(ValueError):
         select.SelectDesign(Cell("softmax", "none"))
 
@@ -265,7 +269,9 @@ def test_the_leading_term_is_the_count_task_s():
         B = select.closed_form(cell, L)["B"]
         assert count_closed_form(cell.replace(task="count"), L)["B"] <= B <= (L + 1) / 2
     assert laws.leading_term(Cell("softmax", "pre_bare", task="select")) is None
-    assert laws.leading_term(Cell("softmax", "pre_learned", task="select")) is None
+    assert laws.leading_term(Cell("softmax", "pre_learned", task="select")) is None  # gain_bias
+    gain = Cell("softmax", "pre_learned", affine="gain", task="select")
+    assert laws.leading_term(gain) == laws.leading_term(gain.replace(task="count"))
 
 
 # ----------------------------------------------------------------- classification: the pencil head
@@ -296,7 +302,8 @@ def test_the_weighted_line_head_keeps_margin_m_over_t_at_every_count(gaps, raw, 
 
 @pytest.mark.parametrize("variant,norm,d,Ls", [("none", "layernorm", 8, (2, 9, 40)), ("none", "layernorm", 3, (7,)),
                                                ("pre_bare", "layernorm", 3, (5, 12)), ("pre_bare", "rmsnorm", 2, (6,)),
-                                               ("pre_bare", "rmsnorm", 8, (34,)), ("pre_learned", "rmsnorm", 8, (6,))])
+                                               ("pre_bare", "rmsnorm", 8, (34,)), ("pre_learned", "rmsnorm", 8, (6,)),
+                                               ("pre_learned", "layernorm", 3, (5,))])
 def test_the_pencil_head_is_certified_on_every_select_input(variant, norm, d, Ls):
     """The judge certifies the head on all (L+1)(L+2)/2 inputs; its smallest margin is the
     pencil's m/R (every logit gap scales with t about e_s + h_b), below the count task's
@@ -351,14 +358,14 @@ def test_readme_classification_table():
             assert count["certified"] and count["margin"] == pytest.approx(float(count_m), rel=1e-3)
 
 
-@pytest.mark.parametrize("affine", ["gain", "gain_bias"])
-def test_pre_rmsnorm_with_a_gain_selects_at_a_price_that_vanishes(affine):
+@pytest.mark.parametrize("norm,affine", [("rmsnorm", "gain"), ("layernorm", "gain_bias")])
+def test_pre_norm_with_a_gain_selects_at_a_price_that_vanishes(norm, affine):
     """Certified rows; B_lower is the count task's proven bound; B_min lies above the count task's
     and the relative price falls (O(sigma/B^2)); with a bias the construction leaves it 0."""
-    cell = Cell("softmax", "pre_learned", norm="rmsnorm", affine=affine, task="select")
+    cell = Cell("softmax", "pre_learned", norm=norm, affine=affine, task="select")
     count = cell.replace(task="count")
     prices = []
-    for L in (4, 16, 64):
+    for L in (8, 32):
         row, plain = search.regression_row(cell, L), search.regression_row(count, L)
         assert row["certified"] and row["B_lower"] <= plain["B_min"] <= row["B_min"] * (1 + 1e-6)
         assert row["B_lower"] == pytest.approx(plain["B_lower"], rel=1e-5)  # the count task's
@@ -367,8 +374,10 @@ def test_pre_rmsnorm_with_a_gain_selects_at_a_price_that_vanishes(affine):
             params = design(cell).build(L, row["B_min"])
             assert all(x == 0 for x in params.vectors["beta"])
     if affine == "gain":
-        assert prices[0] > prices[1] > prices[2] > 0
-    assert laws.leading_term(cell) == laws.leading_term(count)
+        assert prices[0] > prices[1] > 0
+        assert laws.leading_term(cell) == laws.leading_term(count)
+    else:
+        assert laws.leading_term(cell) is None
 
 
 def test_readme_gain_table():

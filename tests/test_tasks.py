@@ -206,7 +206,7 @@ def test_the_last_read_bound_meets_the_construction_where_the_offset_is_free(cas
     assert all(tasks.closed_form(cell, L)["B"] < count_closed_form(bos, L)["B"] for L in (2, 8, 64))
 
 
-REFUSED = [dict(attention="softmax", variant="pre_learned", task="select"),
+REFUSED = [dict(attention="softmax", variant="pre_learned", task="select", d=2),
            dict(attention="softmax", variant="pre_bare", task="select", d=2),
            dict(attention="linear", variant="pre_bare", task="select", d=2),
            dict(attention="softmax", variant="none", read="last"),
@@ -214,7 +214,7 @@ REFUSED = [dict(attention="softmax", variant="pre_learned", task="select"),
            dict(attention="linear", variant="post_bare", read="last"),
            dict(attention="linear", variant="pre_learned", task="select", read="last"),
            dict(attention="linear", variant="pre_learned", readout="classification", read="last"),
-           dict(attention="softmax", variant="pre_learned", readout="classification", task="select"),
+           dict(attention="softmax", variant="pre_learned", readout="classification", task="select", d=2),
            dict(attention="softmax", variant="post_bare", task="select", eps=0.01),
            dict(attention="softmax", variant="pre_learned", read="last", eps=0.01)]
 
@@ -315,7 +315,7 @@ def test_readme_statements():
                  if laws.last_offset_budget(cell, L, laws.FLOAT) > last_line_lower(cell, L) * (1 + 1e-9)]
         want[name] = max(binds) + 1
     assert found == want
-    assert tasks.refusal(Cell("softmax", "pre_learned", task="select")) is not None
+    assert tasks.refusal(Cell("softmax", "pre_learned", task="select", d=2)) is not None
     assert tasks.refusal(Cell("softmax", "post_learned", task="select")) is None
     assert "nothing counts beyond `L = 2`" in text
 
