@@ -34,7 +34,13 @@ exact frame as :class:`constructions.regression.RegressionDesign`), its closed f
 * softmax attention with post-norm (either kind): with the weights ``w_x = exp(tau <e_s, e_x>)``
   and ``Z = w_s + n_a w_a + n_b w_b``, ``Z r = 2 w_s e_s + n_a w_a (e_s + e_a) + n_b w_b (e_s + e_b)``;
   ``e_b = -e_s`` removes the last term, and the norm is invariant under the positive factor
-  ``1/Z``: ``z`` is that of the count task.  (This costs nothing: ``|e_b| = |e_s|``.)
+  ``1/Z``: ``z`` is that of the count task.  (This costs nothing: ``|e_b| = |e_s|``.)  With
+  ``eps > 0`` the norm is not scale-invariant: ``r(n_a, n_b) = r(n_a, 0) Z(n_a, 0)/Z(n_a, n_b)``
+  moves radially: ``N(lambda v) = lambda v_c/sqrt(lambda^2 |v_c|^2/d + eps)`` (``v_c`` the
+  centred part; RMSNorm ``v`` itself), near ``N(v)`` only while ``lambda^2 |v_c|^2 >> d eps``.
+  The construction is the same, but nothing makes the count inputs decide: the screen judges
+  every select input (:func:`screen_cell`), the judge certifies every row, and where the
+  count task's construction counts at ``eps > 0`` the select rows follow it at a price.
 
 Conversely the count task is a sub-task of select (the inputs with ``n_b = 0``), so
 ``B_min(select) >= B_min(count)``: in these cells the two are equal, and so are the lower
@@ -44,11 +50,8 @@ keeps the count task's margin on every select input (softmax attention without p
 ``b`` moves ``z``: the pencil head of :mod:`constructions.pencil`).  Not free: softmax
 attention without post-norm (no score can make ``exp`` vanish, so the ``b`` tokens always move
 the Mobius point; suppressing them costs score range or budget, :mod:`constructions.select`).
-Not built: softmax attention after post-norm
-with ``eps > 0`` (``e_b = -e_s`` cancels the direction of ``b``'s part of ``Z r``, but ``b`` still
-changes the factor ``1/Z``, which the norm sees once it is not scale-invariant), and linear
-attention with bare pre-LayerNorm or pre-LayerNorm with a gain and no bias at ``d = 2``, where
-nothing solves the select task for ``L >= 1``: every value is ``+- v``, so each ``b`` token adds
+Not built: linear attention with bare pre-LayerNorm or pre-LayerNorm with a gain and no bias
+at ``d = 2``, where nothing solves the select task for ``L >= 1``: every value is ``+- v``, so each ``b`` token adds
 ``tau <h_s, h_b> h_b = tau |v|^2 h_s`` to the attention exactly as each ``a`` token does, and the
 inputs ``(s, a)`` and ``(s, b)`` (targets 1 and 0) have one output.
 
@@ -219,10 +222,6 @@ def refusal(cell: Cell) -> str | None:
                     "weighs what s weighs: the count inputs no longer decide, not derived; d >= 3 "
                     "is built)")
         return None  # constructions.select
-    if cell.attention == "softmax" and cell.eps > 0:
-        return (f"{what} has no construction yet for softmax attention with eps > 0 (e_b = -e_s "
-                "cancels the direction of b's part of the residual, not the factor 1/Z it "
-                "changes, which the norm sees only with eps > 0)")
     if cell.pre and not cell.affine.bias and cell.kind.image_dim(cell.d) == 1:
         return (f"{what} has no construction at d = 2 with pre-LayerNorm without a bias, and no "
                 "parameters solve it for L >= 1: every value is +- one vector v, so a b token adds "
@@ -233,8 +232,12 @@ def refusal(cell: Cell) -> str | None:
 
 def screen_cell(cell: Cell) -> Cell:
     """The cell whose inputs the float screen judges: the count task where the distractor
-    provably changes nothing (module docstring), else the cell itself."""
-    return cell.replace(task="count") if cell.distractor and not cell.read.last else cell
+    provably changes nothing (module docstring), else the cell itself (the last read, and
+    softmax attention after post-norm with ``eps > 0``, where ``b`` changes the scale the norm
+    sees)."""
+    free = cell.distractor and not cell.read.last and not (cell.post and cell.attention == "softmax"
+                                                            and cell.eps > 0)
+    return cell.replace(task="count") if free else cell
 
 
 def _distractor_step(cell: Cell) -> Step:

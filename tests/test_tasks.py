@@ -215,7 +215,7 @@ REFUSED = [dict(attention="softmax", variant="pre_learned", task="select", d=2),
            dict(attention="linear", variant="pre_learned", task="select", read="last"),
            dict(attention="linear", variant="pre_learned", readout="classification", read="last"),
            dict(attention="softmax", variant="pre_learned", readout="classification", task="select", d=2),
-           dict(attention="softmax", variant="post_bare", task="select", eps=0.01),
+           dict(attention="linear", variant="pre_learned", affine="gain", task="select", d=2),
            dict(attention="softmax", variant="pre_learned", read="last", eps=0.01)]
 
 
@@ -334,3 +334,16 @@ def test_nothing_selects_with_pre_layernorm_without_a_bias_at_d2(variant, seed):
     with mpmath.workdps(40):
         y_a, y_b = explicit(params, "sa", backend="mp40"), explicit(params, "sb", backend="mp40")
         assert abs(y_a - y_b) < mpmath.mpf(10) ** -30 * (1 + abs(y_a))
+
+
+@pytest.mark.parametrize("variant", ["post_bare", "post_learned"])
+def test_softmax_post_norm_selects_with_eps(variant):
+    """eps > 0: e_b = -e_s leaves only the radial factor the norm sees; the screen judges every
+    select input and the certified rows lie above the count task's (a sub-task)."""
+    cell = Cell("softmax", variant, d=8, eps=1e-5, task="select")
+    assert tasks.refusal(cell) is None and tasks.screen_cell(cell) == cell
+    assert tasks.screen_cell(cell.replace(eps=0.0)) == cell.replace(eps=0.0, task="count")
+    for L in (4, 16):
+        row, count = search.regression_row(cell, L, lower=False), search.regression_row(cell.replace(task="count"), L, lower=False)
+        assert row["certified"] and count["certified"]
+        assert row["B_min"] >= count["B_min"] * (1 - 1e-6)
