@@ -378,11 +378,12 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     pre-norm has no rate; a cell without a select construction has no term (None).  Pre-norm
     with a gain: the capacity ``B g_1 (n + sqrt(d)) >= B sqrt(d) sqrt(B^2 - 2 (d-1) sigma/(3d))``
     (RMSNorm; LayerNorm ``B g_1 sqrt(d-1) (alpha + 1)``, :func:`select_gain_parts`) is the count
-    task's ``H B^2`` (without a bias) up to a relative
+    task's ``H B^2`` up to a relative
     ``O(sigma/B^2)``, so at the corner (``sigma* = O(log L)``, ``B = Theta(L)``) the budget is
-    the count task's upper bound times ``1 + O(log L / L^2)``: the same ``c``, ``p``.  With a
-    bias the construction leaves the bias at 0 and the count task's ``H = 1 + M`` is not reached:
-    no term (None).
+    the count task's upper bound times ``1 + O(log L / L^2)``: the same ``c``, ``p``; with
+    RMSNorm and a bias the capacity ``(1 + sqrt(d)) B sqrt(B^2 - sigma)`` (:func:`select_value_gap`)
+    has the count task's ``H = 1 + M`` the same way.  Pre-LayerNorm with a bias: the construction
+    leaves the bias at 0 and ``H = 1 + M`` is not reached: no term (None).
 
     Only the read at ``bos`` (None otherwise).
     """
@@ -391,7 +392,8 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     if cell.task.name != "count":
         from constructions.tasks import refusal  # it builds on this module
 
-        if refusal(cell) or (cell.pre and cell.affine.bias and cell.attention == "softmax"):
+        if refusal(cell) or (cell.pre and cell.affine.bias and cell.kind.centred
+                             and cell.attention == "softmax"):
             return None  # a bias the select construction leaves at 0 (docstring)
         return leading_term(cell.replace(task="count"))
     fam = family(cell)
@@ -525,9 +527,17 @@ def select_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
     ``|h_a - h_s| = sqrt(2 sigma)`` seen by a read-out turned by ``phi`` (free for ``sigma <= d``).
 
     Pre-norm with a gain: ``g_1 (n + sqrt(d))`` (RMSNorm), ``g_1 sqrt(d-1) (alpha + 1)``
-    (LayerNorm; :func:`select_gain_parts`)."""
+    (LayerNorm; :func:`select_gain_parts`).  Pre-RMSNorm with a gain and a bias: ``(1 + sqrt(d))
+    sqrt(B^2 - sigma)``.  *Proof.*  ``g = g_1 e_1 + sqrt(sigma) q``, ``beta = -g_1 e_1``
+    (``g_1^2 = B^2 - sigma``, ``|beta| <= B``), ``N(e_a) = -sqrt(d) e_1``, ``N(e_s), N(e_b) = e_1
+    +- sqrt(d-1) q`` give ``h_a = -g_1 (1 + sqrt(d)) e_1`` and ``h_s = -h_b = -sqrt(sigma) q``: the
+    score gap is ``sigma``, ``<h_s, h_b - h_a> = -sigma`` (``b`` weighs ``1/rho`` of what ``a``
+    weighs) and ``w`` along ``e_1`` reads ``b`` as ``s``, with amplitude up to ``B g_1 (1 +
+    sqrt(d))``: the count task's ``H = 1 + sqrt(d)`` at the budget ``sqrt(B^2 - sigma)``."""
     if rigid(cell):
         return ops.sqrt(2 * sigma) * _select_factor(cell, sigma, ops)
+    if cell.pre and cell.affine.bias and not cell.kind.centred:
+        return (1 + ops.sqrt(cell.d)) * ops.sqrt(B**2 - sigma)
     if cell.pre and cell.affine.gain:
         g1_sq, _, n = select_gain_parts(cell, B, sigma, ops)
         if cell.kind.centred:
@@ -575,7 +585,10 @@ def select_gain_parts(cell: Cell, B, sigma, ops: Ops = SYMPY):
 def select_score_gap_max(cell: Cell, B):
     """The largest score gap of the select construction at budget ``B``: ``3 B^2/2`` without a
     norm (where ``r = B/2`` and ``|e_s| = B``) and with pre-norm and a gain (where ``n =
-    sqrt(d)/2``, or ``alpha = 1/2`` for LayerNorm, :func:`select_gain_parts`), ``2 d`` with bare pre-norm (plain arithmetic)."""
+    sqrt(d)/2``, or ``alpha = 1/2`` for LayerNorm, :func:`select_gain_parts`; ``3 B^2/4`` with
+    pre-RMSNorm and a bias, where ``g_1 >= B/2``), ``2 d`` with bare pre-norm (plain arithmetic)."""
+    if cell.pre and cell.affine.bias and not cell.kind.centred:
+        return 3 * B**2 / 4  # g_1^2 = B^2 - sigma >= B^2/4 (select_value_gap)
     return 2 * cell.d if rigid(cell) else 3 * B**2 / 2
 
 

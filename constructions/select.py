@@ -104,9 +104,13 @@ score gap (a quadratic): on ``sigma <= 3 B^2/2`` it has ``n <= sqrt(d)/2``, henc
 and the capacity is ``B g_1 (n + sqrt(d))`` (:func:`constructions.laws.select_value_gap`).  *The
 cost is budget:* ``(d-1) kappa^2 = O(sigma)`` of ``B^2`` goes to ``q`` and the part of the score
 gap along ``e_1`` is about a third of ``sigma`` (the count task: all of it), a relative price of
-order ``sigma/B^2 = O(log L / L^2)``: the leading term is the count task's.  With a bias
-(``gain_bias``) the same construction is used with ``beta = 0``: an upper bound, which does not
-use the bias (the count task's construction does, so the price is then of order one).  No closed
+order ``sigma/B^2 = O(log L / L^2)``: the leading term is the count task's.  Pre-RMSNorm with
+a bias is simpler: ``beta = -g_1 e_1`` takes ``h_s = -sqrt(sigma) q`` and ``h_b = sqrt(sigma) q``
+off ``e_1`` entirely, ``h_a = -g_1 (1 + sqrt(d)) e_1``, ``g = g_1 e_1 + sqrt(sigma) q`` with
+``g_1^2 = B^2 - sigma`` (:func:`constructions.laws.select_value_gap`): the count task's capacity
+at the budget ``sqrt(B^2 - sigma)``, and ``b`` weighs ``1/rho`` of ``a``.  Pre-LayerNorm with a
+bias uses the construction without one (``beta = 0``): an upper bound that leaves the bias
+unused (the count task's construction uses it, so the price is then of order one).  No closed
 form is derived.  Pre-LayerNorm (``d >= 3``): the same gain, ``e_a = -nu c_1`` and ``e_s, e_b =
 nu (alpha c_1 +- beta p)``; the centring gives ``h_a = -g_1 sqrt(d-1) e_1 + kappa q`` a part along
 ``q`` too, which ``w`` along ``e_1`` does not read, and ``b`` is ``s`` mirrored across the plane of
@@ -209,6 +213,19 @@ def _gain_steps(cell: Cell) -> list[Step]:
     d = cell.d
     sd = sympy.sqrt(d)
     name = cell.kind.name
+    if cell.affine.bias and not cell.kind.centred:  # constructions.laws.select_value_gap
+        return [_score_gap(cell), _embedding_scale(cell),
+                Step(g_1, sympy.sqrt(B**2 - sigma), "the gain along e_1, and minus the bias"),
+                _vec(G, g_1 * E1 + sympy.sqrt(sigma) * Q, "the RMSNorm gain", "g"),
+                _vec(BETA, -g_1 * E1, "the RMSNorm bias: it takes s and b off e_1", "beta"),
+                _vec(E_A, -nu * E1, "the embedding of a", "e_a"),
+                _vec(E_S, (nu / sd) * (E1 + sympy.sqrt(d - 1) * Q), "the embedding of s", "e_s"),
+                _vec(E_B, (nu / sd) * (E1 - sympy.sqrt(d - 1) * Q), "the embedding of b: s mirrored in e_1", "e_b"),
+                _vec(H_S, -sympy.sqrt(sigma) * Q, "the value of s, g N(e_s) + beta", "_h_s"),
+                _vec(H_A, -g_1 * (1 + sd) * E1, "the value of a, g N(e_a) + beta", "_h_a"),
+                _vec(H_B, sympy.sqrt(sigma) * Q, "the value of b: read as s, weighing 1/rho of a", "_h_b"),
+                _vec(W, -(A / (g_1 * (1 + sd))) * E1, "the read-out, along e_1", "w"),
+                Step(W0, C - inner(W, E_S) - inner(W, H_S), "the read-out bias, so that y(0) = C", "w0")]
     g1_sq, kappa_sq, n = laws.select_gain_parts(cell, B, sigma)
     out = [_score_gap(cell), _embedding_scale(cell),
            Step(kappa, sympy.sqrt(kappa_sq), "the gain along q, over sqrt(d - 1): it sets the part "

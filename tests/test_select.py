@@ -396,3 +396,29 @@ def test_readme_gain_table():
         assert want == pytest.approx(float(count), rel=1e-5)
         number = float(price.split("%")[0]) / 100 if "%" in price else float(price)
         assert got / want - 1 == pytest.approx(number, rel=5e-3)
+
+
+@settings(max_examples=20, deadline=None)
+@given(d=st.sampled_from([2, 3, 8]), B=st.floats(0.5, 300), frac=st.floats(0.01, 0.99), L=st.integers(2, 300))
+def test_pre_rmsnorm_with_a_bias_takes_s_and_b_off_the_read_out(d, B, frac, L):
+    """The bias -g_1 e_1 (values recomputed from the embeddings): h_s = -h_b along q, b read as
+    s, <h_s, h_b - h_a> = -sigma (b weighs 1/rho of a), amplitude the capacity, norms within B;
+    its leading term is the count task's."""
+    cell = Cell("softmax", "pre_learned", d=d, norm="rmsnorm", affine="gain_bias", task="select")
+    dz = design(cell)
+    lo, hi = dz.domain(L, B)
+    rho = lo * (hi / lo) ** frac
+    with mpmath.workdps(40):
+        A = dz.capacity_mp(mpmath.mpf(rho), mpmath.mpf(B))
+        v = dz.evaluate(L, B, rho, A, 0)
+        h = {x: [g * n + b for g, n, b in zip(v["g"], _norm(cell, v[f"e_{x}"]), v["beta"])] for x in "sab"}
+        dot = lambda x, y: mpmath.fsum(p * q for p, q in zip(x, y))
+        sig = mpmath.sqrt(d) * mpmath.log(rho)
+        tol = mpmath.mpf(10) ** -28 * (1 + B**2 + d) * (1 + A)
+        assert abs(dot(v["w"], h["b"]) - dot(v["w"], h["s"])) < tol
+        assert abs(dot(h["s"], [p - q for p, q in zip(h["s"], h["a"])]) - sig) < tol
+        assert abs(dot(h["s"], [p - q for p, q in zip(h["b"], h["a"])]) + sig) < tol
+        assert abs(dot(v["w"], h["a"]) - dot(v["w"], h["s"]) - A) < tol
+        for name in ("e_s", "e_a", "e_b", "w", "g", "beta"):
+            assert mpmath.sqrt(dot(v[name], v[name])) <= B * (1 + mpmath.mpf(10) ** -30)
+    assert laws.leading_term(cell) == laws.leading_term(cell.replace(task="count"))
