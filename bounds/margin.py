@@ -232,17 +232,24 @@ def _dual(problem: Cell, L: int) -> float:
 
 def margin_upper(cell: Cell, L: int) -> float | None:
     """A float ``U >= m`` for every parameter set of ``cell`` with every vector of norm <= 1
-    (module docstring); None where no proof applies (``eps > 0`` with a norm, the select task
-    or a last read without pre-norm, whose outputs are not the count's line or arc; the last read
-    with pre-norm: :func:`bounds.last_margin.last_margin_upper`)."""
+    (module docstring); None where no proof applies (``eps > 0`` with a norm, a last read
+    without pre-norm, whose outputs are not the count's line or arc; the last read with pre-norm:
+    :func:`bounds.last_margin.last_margin_upper`).
+
+    The select task read at ``s``: the count task's bound.  *Proof.*  Its inputs ``(s, a^n)``
+    are select inputs (``n_b = 0``) with the same classes, so a select head's margin is at most
+    its margin on them, which is that of the same parameters without ``e_b`` on the count task,
+    a parameter set of the count cell with every vector of norm at most 1."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
     if cell.read.last and not cell.distractor:
         from bounds.last_margin import last_margin_upper  # it builds on this module
 
         return last_margin_upper(cell, L)
-    if (cell.eps > 0 and cell.normed) or cell.distractor or cell.read.last:
+    if (cell.eps > 0 and cell.normed) or cell.read.last:
         return None
+    if cell.distractor:
+        cell = cell.replace(task="count")
     with flint.ctx.workprec(PREC):
         fam = laws.family(cell)
         if fam == "line":

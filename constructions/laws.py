@@ -525,7 +525,15 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     construction (the same interval, a capacity continuous in ``rho``), so ``B_min(select) <=
     sqrt(max(D* (D* + sigma*)/(D* + 2 sigma*), 2 sigma*/3)) <= sqrt(D*) <= (L + 1)/2`` once
     ``2 sigma* <= 3 D*``: the count task's ``c = 1/2``, ``p = 1``, proven for ``B_min``.  Bare
-    pre-norm has no rate; a cell without a select construction has no term (None).
+    pre-norm has no rate; a cell without a select construction has no term (None).  Pre-norm
+    with a gain: the capacity ``B g_1 (n + sqrt(d)) >= B sqrt(d) sqrt(B^2 - 2 (d-1) sigma/(3d))``
+    (RMSNorm; LayerNorm ``B g_1 sqrt(d-1) (alpha + 1)``, :func:`select_gain_parts`) is the count
+    task's ``H B^2`` up to a relative
+    ``O(sigma/B^2)``, so at the corner (``sigma* = O(log L)``, ``B = Theta(L)``) the budget is
+    the count task's upper bound times ``1 + O(log L / L^2)``: the same ``c``, ``p``; with
+    RMSNorm and a bias the capacity ``(1 + sqrt(d)) B sqrt(B^2 - sigma)`` (:func:`select_value_gap`)
+    has the count task's ``H = 1 + M`` the same way.  Pre-LayerNorm with a bias: the construction
+    leaves the bias at 0 and ``H = 1 + M`` is not reached: no term (None).
 
     Only the read at ``bos`` (None otherwise).
     """
@@ -534,7 +542,10 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     if cell.task.name != "count":
         from constructions.tasks import refusal  # it builds on this module
 
-        return None if refusal(cell) else leading_term(cell.replace(task="count"))
+        if refusal(cell) or (cell.pre and cell.affine.bias and cell.kind.centred
+                             and cell.attention == "softmax"):
+            return None  # a bias the select construction leaves at 0 (docstring)
+        return leading_term(cell.replace(task="count"))
     fam = family(cell)
     if fam == "segment" and (rigid(cell) or on_a_line(cell)):
         return None
@@ -678,19 +689,71 @@ def select_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
     from 0 and reaches ``B/2`` at ``sigma = 3 B^2/2`` (:func:`select_score_gap_max`).
 
     Bare pre-norm: ``sqrt(2 sigma) cos phi`` (:func:`_select_factor`), the count task's
-    ``|h_a - h_s| = sqrt(2 sigma)`` seen by a read-out turned by ``phi`` (free for ``sigma <= d``)."""
+    ``|h_a - h_s| = sqrt(2 sigma)`` seen by a read-out turned by ``phi`` (free for ``sigma <= d``).
+
+    Pre-norm with a gain: ``g_1 (n + sqrt(d))`` (RMSNorm), ``g_1 sqrt(d-1) (alpha + 1)``
+    (LayerNorm; :func:`select_gain_parts`).  Pre-RMSNorm with a gain and a bias: ``(1 + sqrt(d))
+    sqrt(B^2 - sigma)``.  *Proof.*  ``g = g_1 e_1 + sqrt(sigma) q``, ``beta = -g_1 e_1``
+    (``g_1^2 = B^2 - sigma``, ``|beta| <= B``), ``N(e_a) = -sqrt(d) e_1``, ``N(e_s), N(e_b) = e_1
+    +- sqrt(d-1) q`` give ``h_a = -g_1 (1 + sqrt(d)) e_1`` and ``h_s = -h_b = -sqrt(sigma) q``: the
+    score gap is ``sigma``, ``<h_s, h_b - h_a> = -sigma`` (``b`` weighs ``1/rho`` of what ``a``
+    weighs) and ``w`` along ``e_1`` reads ``b`` as ``s``, with amplitude up to ``B g_1 (1 +
+    sqrt(d))``: the count task's ``H = 1 + sqrt(d)`` at the budget ``sqrt(B^2 - sigma)``."""
     if rigid(cell):
         return ops.sqrt(2 * sigma) * _select_factor(cell, sigma, ops)
+    if cell.pre and cell.affine.bias and not cell.kind.centred:
+        return (1 + ops.sqrt(cell.d)) * ops.sqrt(B**2 - sigma)
+    if cell.pre and cell.affine.gain:
+        g1_sq, _, n = select_gain_parts(cell, B, sigma, ops)
+        if cell.kind.centred:
+            return ops.sqrt(g1_sq) * ops.sqrt(cell.d - 1) * (n + 1)
+        return ops.sqrt(g1_sq) * (n + ops.sqrt(cell.d))
     if cell.normed:
         raise ValueError("the select construction of softmax attention is built without a norm "
-                         "or with bare pre-norm")
+                         "or with pre-norm")
     s = B**2 + sigma
     return B + 2 * sigma * B / (s + ops.sqrt(s**2 + 4 * sigma * B**2))
 
 
+def select_gain_parts(cell: Cell, B, sigma, ops: Ops = SYMPY):
+    """Pre-norm with a gain (:mod:`constructions.select`): ``(g_1^2, kappa^2, n)``.
+
+    The gain ``g = g_1 e_1 + kappa sqrt(d-1) q`` and ``N(e_s) = n e_1 + m q``, ``N(e_b) = n e_1 -
+    m q`` (``m^2 = d - n^2``), ``N(e_a) = -sqrt(d) e_1`` give ``h_s = g_1 n e_1 - kappa m q``,
+    ``h_b = g_1 n e_1 + kappa m q``, ``h_a = -g_1 sqrt(d) e_1`` (``q`` has every coordinate
+    beyond the first equal to ``-1/sqrt(d-1)``, so ``g * N`` has ``kappa m`` along ``-q``).  So
+    ``sigma = g_1^2 n (n + sqrt(d)) + kappa^2 m^2`` and ``<h_s, h_b - h_a> = sigma - 2 kappa^2 m^2``.
+    With ``kappa^2 = 2 sigma/(3 d)``, ``g_1^2 = B^2 - (d-1) kappa^2`` (``|g| = B``) and ``n`` the
+    positive root of ``(g_1^2 - kappa^2) n^2 + g_1^2 sqrt(d) n - sigma/3 = 0`` (written without
+    cancellation), ``n <= sqrt(d)/2`` iff ``sigma <= 3 B^2/2`` (at the end ``g_1^2 = kappa^2 = B^2/d``
+    and ``n = sqrt(d)/2``; ``g_1^2 >= B^2/d >= kappa^2`` on the way), and then ``kappa^2 m^2 >=
+    (2 sigma/(3d)) (3d/4) = sigma/2``: ``b`` weighs at most what ``a`` weighs.
+
+    Pre-LayerNorm (``d >= 3``): the same gain, ``e_a = -nu c_1`` and ``e_s, e_b = nu (alpha c_1 +-
+    beta p)`` (``beta^2 = 1 - alpha^2``); ``c_1`` beyond its first coordinate is ``q/sqrt(d)``, so
+    with ``G = g_1 sqrt(d-1)``: ``h_a = -G e_1 + kappa q``, ``h_s, h_b = G alpha e_1 - kappa (alpha
+    q +- sqrt(d) beta p)``.  Then ``sigma = K alpha (alpha + 1) + kappa^2 d beta^2`` and ``<h_s,
+    h_b - h_a> = K alpha (alpha + 1) - kappa^2 d beta^2`` with ``K = G^2 + kappa^2``; with
+    ``kappa^2 = 2 sigma/(3d)``, ``alpha`` (returned as ``n``) is the positive root of ``(K - 2
+    sigma/3) alpha^2 + K alpha - sigma/3 = 0``; ``alpha <= 1/2`` iff ``K >= 2 sigma/3`` iff
+    ``sigma <= 3 B^2/2``, and then ``kappa^2 d beta^2 >= sigma/2``."""
+    d = cell.d
+    kappa_sq = 2 * sigma / (3 * d)
+    g1_sq = B**2 - (d - 1) * kappa_sq
+    if cell.kind.centred:  # n is the cosine alpha of e_s to c_1 (LayerNorm, below)
+        K = (d - 1) * g1_sq + kappa_sq
+        return g1_sq, kappa_sq, (2 * sigma / 3) / (K + ops.sqrt(K**2 + 4 * (K - 2 * sigma / 3) * sigma / 3))
+    n = (2 * sigma / 3) / (g1_sq * ops.sqrt(d) + ops.sqrt(g1_sq**2 * d + 4 * (g1_sq - kappa_sq) * sigma / 3))
+    return g1_sq, kappa_sq, n
+
+
 def select_score_gap_max(cell: Cell, B):
     """The largest score gap of the select construction at budget ``B``: ``3 B^2/2`` without a
-    norm (where ``r = B/2`` and ``|e_s| = B``), ``2 d`` with bare pre-norm (plain arithmetic)."""
+    norm (where ``r = B/2`` and ``|e_s| = B``) and with pre-norm and a gain (where ``n =
+    sqrt(d)/2``, or ``alpha = 1/2`` for LayerNorm, :func:`select_gain_parts`; ``3 B^2/4`` with
+    pre-RMSNorm and a bias, where ``g_1 >= B/2``), ``2 d`` with bare pre-norm (plain arithmetic)."""
+    if cell.pre and cell.affine.bias and not cell.kind.centred:
+        return 3 * B**2 / 4  # g_1^2 = B^2 - sigma >= B^2/4 (select_value_gap)
     return 2 * cell.d if rigid(cell) else 3 * B**2 / 2
 
 

@@ -787,7 +787,8 @@ class FootDesign(RegressionDesign):
 def design(cell: Cell) -> RegressionDesign:
     """The construction of a regression cell: :mod:`constructions.last_read`'s designs for the
     last read without a norm or with bare pre-LayerNorm (softmax), :class:`constructions.select.SelectDesign`
-    for the select task with softmax attention and no post-norm, :class:`constructions.tasks.TaskDesign` for
+    for the select task with softmax attention and no post-norm, :class:`constructions.tasks.FootSelectDesign`
+    for the select task on the one-sided arc, :class:`constructions.tasks.TaskDesign` for
     the other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
     post-RMSNorm), :class:`RegressionDesign` otherwise."""
     if cell.read.last and cell.attention == "softmax" and not cell.normed and not cell.task.distractor:
@@ -805,9 +806,13 @@ def design(cell: Cell) -> RegressionDesign:
         return LineDesign(cell)
     if cell.task.distractor or cell.read.last:
         from constructions.select import SelectDesign, suppresses  # they build on this module
-        from constructions.tasks import TaskDesign
+        from constructions.tasks import FootSelectDesign, TaskDesign
 
-        return SelectDesign(cell) if suppresses(cell) else TaskDesign(cell)
+        if suppresses(cell):
+            return SelectDesign(cell)
+        if cell.distractor and not cell.read.last and laws.foot_distance(cell, 1) is not None:
+            return FootSelectDesign(cell)
+        return TaskDesign(cell)
     if laws.foot_distance(cell, 1) is not None and cell.readout == "regression":
         return FootDesign(cell)
     return RegressionDesign(cell)

@@ -27,7 +27,7 @@ lies on the edge ``n_b = 0`` (the count task's inputs) and the minimum on the hy
     *for y_b = y_s and beta <= 1, a parameter set solves select to L iff it counts to L*
 
 (:func:`binding_inputs`).  For ``beta > 1`` the hypotenuse is convex and an interior input can
-bind (the tests exhibit one).  Both constructions below have ``y_b = y_s`` and ``beta <= 1``,
+bind (the tests exhibit one).  The constructions below have ``y_b = y_s`` and ``beta <= 1``,
 so the reduced problem is the count task's segment with the construction's capacity, the shape
 ``rho`` of largest slack and the middle amplitude (:class:`SelectDesign`, the machinery of
 :class:`~constructions.regression.RegressionDesign`), and the bisection screens the ``L + 1``
@@ -70,7 +70,7 @@ pi/2`` towards ``h_s + h_a`` (``h_b`` is then the mirror image of ``h_a`` in ``t
 amplitude:* nothing while the count task's optimum has ``sigma <= d``, then the factor
 ``1/cos phi`` on ``B``, which grows without bound as ``sigma -> 2 d``.
 
-*L* of bare pre-norm is the count task's* (:func:`bounds.lstar.cell_l_star`): ``L*(select)
+*Bare pre-norm keeps the count task's* ``L*`` (:func:`bounds.lstar.cell_l_star`): ``L*(select)
 <= L*(count)`` (the count task is a sub-task), and at every ``L <= L*(count)`` the count
 task's interval opens at some ``rho < rho_max = exp(2 sqrt(d))`` (it is open at ``rho_max`` and
 the inequalities are strict, so it stays open a little below), where ``cos phi > 0``: the
@@ -93,10 +93,38 @@ upper bound on the cell's.
 another geometry (``y_b != y_s``, or ``beta > 1`` with the hypotenuse binding) suppresses the
 distractor for less is not settled here.
 
-Not built: softmax attention with a learned pre-norm (the count construction puts every value
-on ``e_1``, where ``y_b = y_s`` forces ``h_b = h_s``), bare pre-LayerNorm at ``d = 2`` (two
-values: ``b`` is a copy of ``s`` or of ``a``), and a classification head (the distractor moves
-``z`` off the segment).
+**Pre-norm with a gain.**  The count construction has ``g = B e_1``: every value on one
+axis, where ``y_b = y_s`` forces ``h_b = h_s`` and ``beta = rho > 1``.  A second coordinate of the
+gain, along ``q`` (:mod:`constructions.basis`: zero first coordinate, the rest equal), gives the
+values a second axis: ``g = g_1 e_1 + kappa sqrt(d-1) q``, ``N(e_a) = -sqrt(d) e_1``, ``N(e_s) = n
+e_1 + m q`` and ``N(e_b) = n e_1 - m q`` (``n^2 + m^2 = d``, every ``d >= 2``), so ``h_a = -g_1
+sqrt(d) e_1`` and ``h_s, h_b = g_1 n e_1 -+ kappa m q``: ``b`` is ``s`` mirrored in ``e_1``, read as
+``s`` by ``w`` along ``e_1``, and ``<h_s, h_b - h_a> = sigma - 2 kappa^2 m^2 <= 0`` (``beta <= 1``)
+once ``kappa^2 m^2 >= sigma/2``.  :func:`constructions.laws.select_gain_parts` takes ``kappa^2 = 2
+sigma/(3d)``, the rest of the budget ``g_1^2 = B^2 - (d-1) kappa^2`` on ``e_1``, and ``n`` from the
+score gap (a quadratic): on ``sigma <= 3 B^2/2`` it has ``n <= sqrt(d)/2``, hence ``beta <= 1``,
+and the capacity is ``B g_1 (n + sqrt(d))`` (:func:`constructions.laws.select_value_gap`).  *The
+cost is budget:* ``(d-1) kappa^2 = O(sigma)`` of ``B^2`` goes to ``q`` and the part of the score
+gap along ``e_1`` is about a third of ``sigma`` (the count task: all of it), a relative price of
+order ``sigma/B^2 = O(log L / L^2)``: the leading term is the count task's.  Pre-RMSNorm with
+a bias is simpler: ``beta = -g_1 e_1`` takes ``h_s = -sqrt(sigma) q`` and ``h_b = sqrt(sigma) q``
+off ``e_1`` entirely, ``h_a = -g_1 (1 + sqrt(d)) e_1``, ``g = g_1 e_1 + sqrt(sigma) q`` with
+``g_1^2 = B^2 - sigma`` (:func:`constructions.laws.select_value_gap`): the count task's capacity
+at the budget ``sqrt(B^2 - sigma)``, and ``b`` weighs ``1/rho`` of ``a``.  Pre-LayerNorm with a
+bias uses the construction without one (``beta = 0``): an upper bound that leaves the bias
+unused (the count task's construction uses it, so the price is then of order one).  No closed
+form is derived.  Pre-LayerNorm (``d >= 3``): the same gain, ``e_a = -nu c_1`` and ``e_s, e_b =
+nu (alpha c_1 +- beta p)``; the centring gives ``h_a = -g_1 sqrt(d-1) e_1 + kappa q`` a part along
+``q`` too, which ``w`` along ``e_1`` does not read, and ``b`` is ``s`` mirrored across the plane of
+``e_1, q`` (:func:`constructions.laws.select_gain_parts`, the same domain).  At ``d = 2`` its two
+values leave ``b`` no place (refused).
+
+*Classification.*  The distractor moves ``z`` off the count task's segment, towards the point
+``e_s + h_b``; the head of :mod:`constructions.pencil` reads this geometry at unit budget with
+logits homogeneous about that point, so that every select input keeps a margin.
+
+Not built: pre-LayerNorm at ``d = 2``, bare or learned (two values: ``b`` is a copy of ``s`` or
+of ``a``).
 """
 
 from __future__ import annotations
@@ -110,8 +138,8 @@ import sympy
 from constructions import closed_forms, laws, segment
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, Step, _embedding_scale, _score_gap, _vec, axes
-from constructions.symbols import (C1, E_A, E_S, H_A, H_S, ONE, W, W0, A, B, C, X, gamma, inner, nu,
-                                   r, sigma, t)
+from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, P, Q, W, W0, A, B, C, X,
+                                   gamma, inner, nu, r, sigma, t)
 from constructions.tasks import E_B
 
 #: no norm: the part of ``e_s`` along ``one``, which makes ``b`` weigh what ``a`` weighs
@@ -120,15 +148,24 @@ q_s = sympy.Symbol("q_s", positive=True)
 #: value of ``b``
 phi = sympy.Symbol("phi", nonnegative=True)
 U_W, H_B = sympy.symbols("u_w h_b")
+#: pre-norm with a gain: the gain's parts along q (over sqrt(d-1)) and e_1, the coordinates
+#: of N(e_s) along e_1 and q
+kappa, g_1, n_s, m_s = sympy.symbols("kappa g_1 n_s m_s", positive=True)
 
 
 def suppresses(cell: Cell) -> bool:
     """Whether ``cell`` is built here: the select task read at ``s``, softmax attention without a
-    norm or with bare pre-norm (not LayerNorm at ``d = 2``, whose two values leave ``b`` no
-    place), regression."""
+    norm, with bare pre-norm or with pre-norm and a gain (not LayerNorm at ``d = 2``, whose two
+    values leave ``b`` no place), regression."""
     return (cell.distractor and not cell.read.last and cell.attention == "softmax"
             and cell.readout == "regression"
-            and (not cell.normed or (laws.rigid(cell) and not laws.two_values(cell))))
+            and (not cell.normed or (laws.rigid(cell) and not laws.two_values(cell))
+                 or _gain(cell)))
+
+
+def _gain(cell: Cell) -> bool:
+    """Pre-norm with a gain (with or without a bias; LayerNorm needs ``p``, ``d >= 3``)."""
+    return cell.pre and cell.affine.gain and (not cell.kind.centred or cell.d >= 3)
 
 
 def binding_inputs(L: int) -> list[tuple[int, int]]:
@@ -172,10 +209,71 @@ def _rigid_steps(cell: Cell) -> list[Step]:
     ]
 
 
+def _gain_steps(cell: Cell) -> list[Step]:
+    """Pre-norm with a gain (module docstring; :func:`constructions.laws.select_gain_parts`):
+    the values of ``s`` and ``b`` mirrored off ``e_1``, the read-out along ``e_1``."""
+    d = cell.d
+    sd = sympy.sqrt(d)
+    name = cell.kind.name
+    if cell.affine.bias and not cell.kind.centred:  # constructions.laws.select_value_gap
+        return [_score_gap(cell), _embedding_scale(cell),
+                Step(g_1, sympy.sqrt(B**2 - sigma), "the gain along e_1, and minus the bias"),
+                _vec(G, g_1 * E1 + sympy.sqrt(sigma) * Q, "the RMSNorm gain", "g"),
+                _vec(BETA, -g_1 * E1, "the RMSNorm bias: it takes s and b off e_1", "beta"),
+                _vec(E_A, -nu * E1, "the embedding of a", "e_a"),
+                _vec(E_S, (nu / sd) * (E1 + sympy.sqrt(d - 1) * Q), "the embedding of s", "e_s"),
+                _vec(E_B, (nu / sd) * (E1 - sympy.sqrt(d - 1) * Q), "the embedding of b: s mirrored in e_1", "e_b"),
+                _vec(H_S, -sympy.sqrt(sigma) * Q, "the value of s, g N(e_s) + beta", "_h_s"),
+                _vec(H_A, -g_1 * (1 + sd) * E1, "the value of a, g N(e_a) + beta", "_h_a"),
+                _vec(H_B, sympy.sqrt(sigma) * Q, "the value of b: read as s, weighing 1/rho of a", "_h_b"),
+                _vec(W, -(A / (g_1 * (1 + sd))) * E1, "the read-out, along e_1", "w"),
+                Step(W0, C - inner(W, E_S) - inner(W, H_S), "the read-out bias, so that y(0) = C", "w0")]
+    g1_sq, kappa_sq, n = laws.select_gain_parts(cell, B, sigma)
+    out = [_score_gap(cell), _embedding_scale(cell),
+           Step(kappa, sympy.sqrt(kappa_sq), "the gain along q, over sqrt(d - 1): it sets the part "
+                "of h_s and h_b off e_1"),
+           Step(g_1, sympy.sqrt(g1_sq), "the gain along e_1: the rest of the budget")]
+    if cell.kind.centred:
+        out.append(Step(n_s, n, "the cosine of e_s and of e_b to c_1"))
+    else:
+        out.append(Step(n_s, n, "the first coordinate of N(e_s) and of N(e_b)"))
+    out += [Step(m_s, sympy.sqrt((1 if cell.kind.centred else d) - n_s**2),
+                 "their parts along " + ("p" if cell.kind.centred else "q") + ", of opposite signs"),
+            _vec(G, g_1 * E1 + kappa * sympy.sqrt(d - 1) * Q, f"the {name} gain", "g")]
+    if cell.affine.bias:
+        out.append(_vec(BETA, sympy.Integer(0), f"the {name} bias, unused", "beta"))
+    if cell.kind.centred:  # LayerNorm (constructions.laws.select_gain_parts)
+        big = g_1 * sympy.sqrt(d - 1)
+        return out + [
+            _vec(E_A, -nu * C1, "the embedding of a", "e_a"),
+            _vec(E_S, nu * (n_s * C1 + m_s * P), "the embedding of s", "e_s"),
+            _vec(E_B, nu * (n_s * C1 - m_s * P), "the embedding of b: s mirrored in c_1", "e_b"),
+            _vec(H_S, big * n_s * E1 - kappa * (n_s * Q + sd * m_s * P), "the value of s, g N(e_s)", "_h_s"),
+            _vec(H_A, -big * E1 + kappa * Q, "the value of a, g N(e_a)", "_h_a"),
+            _vec(H_B, big * n_s * E1 - kappa * (n_s * Q - sd * m_s * P),
+                 "the value of b: read as s, scored at most as a", "_h_b"),
+            _vec(W, -(A / (big * (n_s + 1))) * E1, "the read-out, along e_1", "w"),
+            Step(W0, C - inner(W, E_S) - inner(W, H_S), "the read-out bias, so that y(0) = C", "w0"),
+        ]
+    return out + [
+        _vec(E_A, -nu * E1, "the embedding of a", "e_a"),
+        _vec(E_S, (nu / sd) * (n_s * E1 + m_s * Q), "the embedding of s", "e_s"),
+        _vec(E_B, (nu / sd) * (n_s * E1 - m_s * Q), "the embedding of b: s mirrored in e_1", "e_b"),
+        _vec(H_S, g_1 * n_s * E1 - kappa * m_s * Q, "the value of s, g N(e_s)", "_h_s"),
+        _vec(H_A, -g_1 * sd * E1, "the value of a, g N(e_a)", "_h_a"),
+        _vec(H_B, g_1 * n_s * E1 + kappa * m_s * Q,
+             "the value of b: read as s, scored at most as a", "_h_b"),
+        _vec(W, -(A / (g_1 * (n_s + sd))) * E1, "the read-out, along e_1", "w"),
+        Step(W0, C - inner(W, E_S) - inner(W, H_S), "the read-out bias, so that y(0) = C", "w0"),
+    ]
+
+
 def _steps(cell: Cell) -> list[Step]:
     """The construction (module docstring) as named quantities."""
     if laws.rigid(cell):
         return _rigid_steps(cell)
+    if _gain(cell):
+        return _gain_steps(cell)
     return [
         _score_gap(cell),
         Step(r, laws.select_value_gap(cell, B, sigma) - B,
@@ -195,14 +293,15 @@ def _steps(cell: Cell) -> list[Step]:
 
 
 class SelectDesign(RegressionDesign):
-    """The select construction of softmax attention without a norm or with bare pre-norm (module
-    docstring): the segment of :class:`~constructions.regression.RegressionDesign` with the
+    """The select construction of softmax attention without a norm, with bare pre-norm or with
+    pre-norm and a gain (module docstring): the segment of :class:`~constructions.regression.RegressionDesign` with the
     capacity :func:`constructions.laws.select_capacity`."""
 
     def __init__(self, cell: Cell):
         if not suppresses(cell):
             raise ValueError(f"{cell.describe()}: SelectDesign builds the select task read at s, "
-                             "softmax attention without a norm or with bare pre-norm, regression")
+                             "softmax attention without a norm, with bare pre-norm or with "
+                             "pre-norm and a gain, regression")
         super().__init__(cell)
         self.capacity_expr = laws.select_capacity(cell, t, B)
         self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
@@ -245,7 +344,8 @@ class SelectDesign(RegressionDesign):
     def screen(self, L_value: int, B_value) -> Params:
         """The construction without ``e_b``, on the count task: it has ``y_b = y_s`` and
         ``beta <= 1``, so it solves select to ``L`` iff it counts to ``L`` (module docstring; with
-        ``eps > 0`` bare pre-norm scales the three values alike, which keeps both)."""
+        ``eps > 0`` a pre-norm scales the three values alike, their embeddings having one norm,
+        which keeps both)."""
         params = self.build(L_value, B_value)
         vectors = {k: v for k, v in params.vectors.items() if k != "e_b"}
         return Params(self.cell.replace(task="count"), vectors, params.scalars)
@@ -255,8 +355,8 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
     """``B_min(L)`` of the construction at the corner (module docstring), in the count task's
     range (:func:`constructions.closed_forms.ranges`); the keys of
     :func:`constructions.closed_forms.closed_form` for the segment (``k, k_prime`` omitted)."""
-    if not suppresses(cell) or cell.eps != 0:
-        return None
+    if not suppresses(cell) or cell.eps != 0 or _gain(cell):
+        return None  # pre-norm with a gain: not derived
     (span,) = closed_forms.ranges(cell.replace(task="count"))
     if not closed_forms._holds(span, L_value):
         return None

@@ -25,20 +25,35 @@ exact frame as :class:`constructions.regression.RegressionDesign`), its closed f
   n_b tau <e_s,e_b> e_b``; the construction has ``e_s = xi v + eta one`` with ``v = lam across -
   (L/2) top``, so ``e_b = nu u/|v|`` with ``u = (L/2) across + lam top`` (centred, orthogonal to
   ``v`` and ``one``) has ``<e_s, e_b> = 0``.
+* linear attention with post-RMSNorm (the one-sided arc, :class:`FootSelectDesign`): the
+  residual has the same form, and RMSNorm does not centre, so ``e_b`` orthogonal to ``e_s``
+  removes the ``b`` term exactly, ``r(n_a, n_b) = r(n_a, 0)``.  The construction has ``e_s = nu
+  (F along + lam perp)/sqrt(F^2 + lam^2)`` in the plane of ``along, perp``
+  (:func:`constructions.regression._foot_steps`), and ``e_b = nu (lam along - F perp)/sqrt(F^2 +
+  lam^2)`` is its quarter turn in that plane (every ``d >= 2``; ``|e_b| = |e_s| <= B``).
 * softmax attention with post-norm (either kind): with the weights ``w_x = exp(tau <e_s, e_x>)``
   and ``Z = w_s + n_a w_a + n_b w_b``, ``Z r = 2 w_s e_s + n_a w_a (e_s + e_a) + n_b w_b (e_s + e_b)``;
   ``e_b = -e_s`` removes the last term, and the norm is invariant under the positive factor
-  ``1/Z``: ``z`` is that of the count task.  (This costs nothing: ``|e_b| = |e_s|``.)
+  ``1/Z``: ``z`` is that of the count task.  (This costs nothing: ``|e_b| = |e_s|``.)  With
+  ``eps > 0`` the norm is not scale-invariant: ``r(n_a, n_b) = r(n_a, 0) Z(n_a, 0)/Z(n_a, n_b)``
+  moves radially: ``N(lambda v) = lambda v_c/sqrt(lambda^2 |v_c|^2/d + eps)`` (``v_c`` the
+  centred part; RMSNorm ``v`` itself), near ``N(v)`` only while ``lambda^2 |v_c|^2 >> d eps``.
+  The construction is the same, but nothing makes the count inputs decide: the screen judges
+  every select input (:func:`screen_cell`), the judge certifies every row, and where the
+  count task's construction counts at ``eps > 0`` the select rows follow it at a price.
 
 Conversely the count task is a sub-task of select (the inputs with ``n_b = 0``), so
 ``B_min(select) >= B_min(count)``: in these cells the two are equal, and so are the lower
 bounds, the closed forms and the rates.  A classification head reads the same outputs ``z``,
 so the head of :mod:`constructions.classification` on this geometry (its ``e_b`` included)
-keeps the count task's margin on every select input.  Not built: softmax attention without post-norm (no
-score can make ``exp`` vanish, so the ``b`` tokens always move the Mobius point: suppressing
-them costs score range, an analysis not done here), softmax attention with ``eps > 0`` (the
-norm is then not scale-invariant and ``e_b = -e_s`` no longer vanishes), bare pre-LayerNorm and
-pre-LayerNorm with a gain and no bias at ``d = 2`` (their values are ``+-`` one vector, never orthogonal).
+keeps the count task's margin on every select input (softmax attention without post-norm, where
+``b`` moves ``z``: the pencil head of :mod:`constructions.pencil`).  Not free: softmax
+attention without post-norm (no score can make ``exp`` vanish, so the ``b`` tokens always move
+the Mobius point; suppressing them costs score range or budget, :mod:`constructions.select`).
+Not built: linear attention with bare pre-LayerNorm or pre-LayerNorm with a gain and no bias
+at ``d = 2``, where nothing solves the select task for ``L >= 1``: every value is ``+- v``, so each ``b`` token adds
+``tau <h_s, h_b> h_b = tau |v|^2 h_s`` to the attention exactly as each ``a`` token does, and the
+inputs ``(s, a)`` and ``(s, b)`` (targets 1 and 0) have one output.
 
 **Count at the last read, linear attention with pre-norm.**  The input ``(s, a^n)`` is read at
 the last ``a`` for ``n >= 1`` (query ``h_a``: scores ``tau <h_a, h_s>``, ``tau |h_a|^2``;
@@ -123,12 +138,12 @@ import sympy
 from constructions import laws, segment
 from constructions.cell import Cell, Params
 from constructions.closed_forms import closed_form as count_closed_form
-from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _vec,
-                                      axes)
+from constructions.regression import (FootDesign, RegressionDesign, Step, _check_budget, _check_count,
+                                      _vec, axes)
 from constructions.regression import design as count_design
 from constructions.regression import _embedding_scale
-from constructions.symbols import (BETA, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, L, X,
-                                   V_norm, alpha, inner, nu, sigma, t, tau)
+from constructions.symbols import (BETA, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, F, L, X,
+                                   V_norm, alpha, inner, nu, psi, sigma, t, tau)
 
 #: the embedding of the distractor, and the quantities of the last-read construction
 E_B = sympy.Symbol("e_b")
@@ -174,15 +189,13 @@ def refusal(cell: Cell) -> str | None:
                         "with pre_learned)")
             return refusal(cell.replace(readout="regression")) or (
                 None if cell.pre else f"{what} has no construction yet for classification without pre-norm")
-        if cell.attention == "softmax" and not cell.post:
-            return (f"{what} has no construction yet for classification with softmax attention "
-                    "without post-norm (the distractor moves z off the segment; regression is built)")
-        # the head of constructions.classification on the regression geometry, whose e_b
-        # changes no output: the count task's head, margin and storage
+        # the head of constructions.classification on the regression geometry: where e_b
+        # changes no output the count task's head, margin and storage; softmax attention
+        # without post-norm: the pencil head of constructions.pencil
         return refusal(cell.replace(readout="regression"))
     if task == "select" and read == "last":
         return f"{what} has no construction yet (the query b must count the a tokens too)"
-    if laws.foot_distance(cell, 1) is not None:
+    if laws.foot_distance(cell, 1) is not None and read == "last":
         return (f"{what} has no construction yet for linear attention with post-RMSNorm (its count "
                 "construction is the one-sided arc, constructions.one_sided)")
     if read == "last":
@@ -213,28 +226,33 @@ def refusal(cell: Cell) -> str | None:
                     "without a norm and with pre-norm)")
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
-    if cell.attention == "softmax" and cell.pre and cell.affine.gain:
-        return (f"{what} has no construction yet for softmax attention with a learned pre-norm "
-                "(the distractor's weight cannot vanish and the count construction has every "
-                "value on one axis; built: no norm and bare pre-norm, constructions.select)")
+    if cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.image_dim(cell.d) < 2:
+        return (f"{what} has no construction at d = 2 with a learned pre-LayerNorm (its two "
+                "values +-g * (1, -1) (+ beta) make b a copy of a, which gives (s, a) and (s, b) "
+                "one output, or of s, which weighs what s weighs: not derived; d >= 3 is built)")
     if cell.attention == "softmax" and not cell.post:
         if laws.two_values(cell):
             return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
-                    "make b a copy of s or of a; d >= 3 is built)")
+                    "make b a copy of a, which gives (s, a) and (s, b) one output, or of s, which "
+                    "weighs what s weighs: the count inputs no longer decide, not derived; d >= 3 "
+                    "is built)")
         return None  # constructions.select
-    if cell.attention == "softmax" and cell.eps > 0:
-        return (f"{what} has no construction yet for softmax attention with eps > 0 (e_b = -e_s "
-                "is removed by the norm's scale invariance, exact only with eps = 0)")
     if cell.pre and not cell.affine.bias and cell.kind.image_dim(cell.d) == 1:
-        return (f"{what} has no construction at d = 2 with pre-LayerNorm without a bias (every "
-                "value is +- one vector, so the distractor always scores; d >= 3 is built)")
+        return (f"{what} has no construction at d = 2 with pre-LayerNorm without a bias, and no "
+                "parameters solve it for L >= 1: every value is +- one vector v, so a b token adds "
+                "tau |v|^2 h_s to the attention as an a token does, and (s, a) and (s, b) have one "
+                "output (d >= 3 is built)")
     return None
 
 
 def screen_cell(cell: Cell) -> Cell:
     """The cell whose inputs the float screen judges: the count task where the distractor
-    provably changes nothing (module docstring), else the cell itself."""
-    return cell.replace(task="count") if cell.distractor and not cell.read.last else cell
+    provably changes nothing (module docstring), else the cell itself (the last read, and
+    softmax attention after post-norm with ``eps > 0``, where ``b`` changes the scale the norm
+    sees)."""
+    free = cell.distractor and not cell.read.last and not (cell.post and cell.attention == "softmax"
+                                                            and cell.eps > 0)
+    return cell.replace(task="count") if free else cell
 
 
 def _distractor_step(cell: Cell) -> Step:
@@ -243,6 +261,11 @@ def _distractor_step(cell: Cell) -> Step:
         if cell.attention == "softmax":
             return _vec(E_B, -E_S, "the embedding of b, -e_s: its part of the residual vanishes", "e_b")
         top, across = axes(cell)
+        if laws.foot_distance(cell, 1) is not None:  # the one-sided arc (regression._foot_steps)
+            along = sympy.sin(psi) * top + sympy.cos(psi) * across
+            perp = sympy.cos(psi) * top - sympy.sin(psi) * across
+            return _vec(E_B, nu * (t * along - F * perp) / sympy.sqrt(F**2 + t**2),
+                        "the embedding of b, e_s turned by a quarter in its plane: it scores 0", "e_b")
         return _vec(E_B, (nu / V_norm) * ((L / 2) * across + t * top),
                     "the embedding of b, orthogonal to e_s: it scores 0", "e_b")
     if not cell.pre:
@@ -510,6 +533,23 @@ class TaskDesign(RegressionDesign):
         if interval:
             return (K_lo, K_hi) if lo < min(hi, self.capacity_mp(r, Bv)) and K_lo < K_hi else None
         return r, Dv, (K_lo + K_hi) / 2
+
+
+class FootSelectDesign(FootDesign):
+    """The select task read at ``s`` with linear attention and post-RMSNorm: the one-sided arc of
+    :class:`~constructions.regression.FootDesign` and the distractor that scores 0 (module
+    docstring); its ``B_min``, lower bound and rates are the count task's."""
+
+    def __init__(self, cell: Cell):
+        if not (cell.distractor and not cell.read.last and laws.foot_distance(cell, 1) is not None):
+            raise ValueError(f"{cell.describe()}: FootSelectDesign builds the select task read at s, "
+                             "linear attention with post-RMSNorm")
+        super().__init__(cell)
+
+    def steps(self) -> list[Step]:
+        return super().steps() + [_distractor_step(self.cell)]
+
+    screen = TaskDesign.screen
 
 
 def last_closed_form(cell: Cell) -> tuple:

@@ -13,6 +13,7 @@ import math
 from fractions import Fraction
 
 import mpmath
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -97,8 +98,9 @@ def test_beyond_beta_one_an_interior_input_can_bind():
     assert hits
 
 
-#: the cells built here: ``(variant, norm)``
-BUILT = [("none", "layernorm"), ("pre_bare", "layernorm"), ("pre_bare", "rmsnorm")]
+#: the cells built here: ``(variant, norm)`` (pre_learned: the kind's usual affine, a gain)
+BUILT = [("none", "layernorm"), ("pre_bare", "layernorm"), ("pre_bare", "rmsnorm"), ("pre_learned", "rmsnorm"),
+         ("pre_learned", "layernorm")]
 
 
 def _norm(cell: Cell, e):
@@ -130,6 +132,9 @@ def test_the_construction_reads_b_as_s_and_weighs_it_at_most_as_a(variant, norm,
         A = amp * dz.capacity_mp(mpmath.mpf(rho), mpmath.mpf(B))
         v = dz.evaluate(L, B, rho, A, 0)
         h = {x: (_norm(cell, v[f"e_{x}"]) if cell.pre else v[f"e_{x}"]) for x in "sab"}
+        if cell.learned:  # g * N(e) (+ beta), written out
+            bias = v["beta"] if cell.affine.bias else [0] * d
+            h = {x: [gi * hi + bi for gi, hi, bi in zip(v["g"], h[x], bias)] for x in "sab"}
         dot = lambda x, y: mpmath.fsum(p * q for p, q in zip(x, y))
         tol = mpmath.mpf(10) ** -28 * (1 + B**2 + d) * (1 + A)
         assert abs(dot(v["w"], h["b"]) - dot(v["w"], h["s"])) < tol
@@ -138,13 +143,15 @@ def test_the_construction_reads_b_as_s_and_weighs_it_at_most_as_a(variant, norm,
         gap = dot(h["s"], h["s"]) - dot(h["s"], h["a"])
         assert abs(gap - mpmath.sqrt(d) * mpmath.log(rho)) < tol
         assert abs(dot(v["w"], h["a"]) - dot(v["w"], h["s"]) - A) < tol
-        for name in ("e_s", "e_a", "e_b", "w"):
+        for name in ("e_s", "e_a", "e_b", "w") + (("g",) if cell.learned else ()):
             assert mpmath.sqrt(dot(v[name], v[name])) <= B * (1 + mpmath.mpf(10) ** -30)
 
 
 @pytest.mark.parametrize("variant,norm,L,d", [("none", "layernorm", 5, 3), ("none", "layernorm", 12, 8),
                                               ("none", "layernorm", 30, 2), ("pre_bare", "layernorm", 12, 3),
-                                              ("pre_bare", "rmsnorm", 20, 8), ("pre_bare", "rmsnorm", 9, 2)])
+                                              ("pre_bare", "rmsnorm", 20, 8), ("pre_bare", "rmsnorm", 9, 2),
+                                              ("pre_learned", "rmsnorm", 12, 8), ("pre_learned", "rmsnorm", 7, 2),
+                                              ("pre_learned", "layernorm", 10, 3)])
 def test_the_judge_certifies_the_construction_on_every_input(variant, norm, L, d):
     cell = Cell("softmax", variant, d=d, norm=norm, task="select")
     B = design(cell).estimate(L)
@@ -219,10 +226,12 @@ def test_the_sweep_json(variant, L_star, capsys):
 def test_what_is_refused():
     assert tasks.refusal(_cell()) is None
     assert tasks.refusal(Cell("softmax", "pre_bare", d=2, norm="rmsnorm", task="select")) is None
-    assert tasks.refusal(_cell().replace(readout="classification")) is not None
+    assert tasks.refusal(_cell().replace(readout="classification")) is None  # the pencil head
     assert tasks.refusal(Cell("softmax", "pre_bare", d=2, task="select")) is not None  # LayerNorm
     for affine in ("gain", "gain_bias"):
-        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, task="select")) is not None
+        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, d=2, task="select")) is not None
+        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, d=3, task="select")) is None
+        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, norm="rmsnorm", d=2, task="select")) is None
     with pytest.raises(ValueError):
         select.SelectDesign(Cell("softmax", "none"))
 
@@ -261,7 +270,9 @@ def test_the_leading_term_is_the_count_task_s():
         B = select.closed_form(cell, L)["B"]
         assert count_closed_form(cell.replace(task="count"), L)["B"] <= B <= (L + 1) / 2
     assert laws.leading_term(Cell("softmax", "pre_bare", task="select")) is None
-    assert laws.leading_term(Cell("softmax", "pre_learned", task="select")) is None
+    assert laws.leading_term(Cell("softmax", "pre_learned", task="select")) is None  # gain_bias
+    gain = Cell("softmax", "pre_learned", affine="gain", task="select")
+    assert laws.leading_term(gain) == laws.leading_term(gain.replace(task="count"))
 
 
 # ------------------------------------------------ the binding inputs, from the vectors (review)
@@ -501,3 +512,153 @@ def test_the_mirror_image_scores_least_among_values_read_as_s(seed, d):
             h_b = [p * a + mpmath.sqrt(d - p * p) * b for a, b in zip(u, side)]
             assert abs(_dot(u, h_b) - p) < mpmath.mpf(10) ** -30
             assert _dot(h_s, h_b) >= least - mpmath.mpf(10) ** -30
+
+
+# ----------------------------------------------------------------- classification: the pencil head
+
+@settings(max_examples=60, deadline=None)
+@given(gaps=st.lists(st.fractions(Fraction(1, 50), 5, max_denominator=50), min_size=1, max_size=9),
+       raw=st.lists(st.fractions(Fraction(1, 20), 1, max_denominator=20), min_size=10, max_size=10),
+       a=st.fractions(-3, 3, max_denominator=10))
+def test_the_weighted_line_head_keeps_margin_m_over_t_at_every_count(gaps, raw, a):
+    """Exact (Fractions): the lines ``k_c (x - a) + b_c`` give every count ``x_n`` the margin
+    ``m/t_n`` against every other class (not only neighbours), with equality at some count."""
+    from constructions import pencil
+
+    x = np.array([Fraction(0)] + [sum(gaps[:i + 1]) for i in range(len(gaps))], dtype=object)
+    t = np.array(sorted(raw[:len(x) - 1]) + [Fraction(1)], dtype=object)
+    m, k, b = pencil.line_head(x, t, a)
+    assert m == 1 / sum(1 / (t[i] * gaps[i]) for i in range(len(gaps)))
+    assert k[0] == -1 and k[-1] == 1
+    tight = False
+    for n in range(len(x)):
+        logit = [k[c] * (x[n] - a) + b[c] for c in range(len(x))]
+        own = logit[n]
+        rival = max(v for c, v in enumerate(logit) if c != n)
+        assert own - rival >= m / t[n]
+        tight |= own - rival == m / t[n]
+    assert tight
+
+
+@pytest.mark.parametrize("variant,norm,d,Ls", [("none", "layernorm", 8, (2, 9, 40)), ("none", "layernorm", 3, (7,)),
+                                               ("pre_bare", "layernorm", 3, (5, 12)), ("pre_bare", "rmsnorm", 2, (6,)),
+                                               ("pre_bare", "rmsnorm", 8, (34,)), ("pre_learned", "rmsnorm", 8, (6,)),
+                                               ("pre_learned", "layernorm", 3, (5,))])
+def test_the_pencil_head_is_certified_on_every_select_input(variant, norm, d, Ls):
+    """The judge certifies the head on all (L+1)(L+2)/2 inputs; its smallest margin is the
+    pencil's m/R (every logit gap scales with t about e_s + h_b), below the count task's
+    proven margin_upper; every row of the head has norm at most 1."""
+    from bounds.margin import margin_upper
+    from constructions import classification
+
+    cell = Cell("softmax", variant, "classification", d=d, norm=norm, task="select")
+    des = classification.design(cell)
+    for L in Ls:
+        row = search.classification_row(cell, L)
+        assert row["certified"], row
+        rho = des.best_shape(L)
+        assert row["margin"] == pytest.approx(des.margin(rho, L), rel=1e-6)
+        assert row["margin"] <= row["margin_upper"] == margin_upper(cell.replace(task="count"), L)
+        params = des.build(L)
+        assert max(mpmath.fsum(x * x for x in u) for u in params.vectors["u"]) <= 1
+        assert row["storage"] == (L + 1) * (d + 1) + (len(cell.vector_names()) - 1) * d
+
+
+def test_the_pencil_head_in_the_sweep_json(capsys):
+    argv = ["--variant", "none", "--attention", "softmax", "--task", "select", "--readout",
+            "classification", "--Lmax", "8", "--json", "--jobs", "1"]
+    assert sweep_mod.main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {"attention", "variant", "readout", "d", "eps", "rows", "fit", "L_star"} <= set(result)
+    assert (result["task"], result["readout"]) == ("select", "classification")
+    assert [r["L"] for r in result["rows"]] == [2, 4, 8]
+    assert all(r["certified"] and 0 < r["margin"] <= r["margin_upper"] for r in result["rows"])
+
+
+def test_readme_classification_table():
+    """The README's pencil table: each margin is the head's (certified rows where cheap, the
+    float margin of the head at its shape beyond), the count task's column its certified
+    margin, ``margin_upper`` the count task's proven bound, and the ratio theirs."""
+    from bounds.margin import margin_upper
+    from constructions import classification
+    from tests.test_readme import _table
+
+    rows = [r for r in _table("Selective classification without post-norm") if r[1].isdigit()]
+    assert len(rows) == 5
+    for text, L, select_m, count_m, upper, ratio in rows:
+        cell = Cell("softmax", text.split(", ")[1], "classification", task="select")
+        L = int(L)
+        des = classification.design(cell)
+        got = des.margin(des.best_shape(L), L)
+        assert got == pytest.approx(float(select_m), rel=1e-3)
+        bound = margin_upper(cell, L)
+        assert bound == pytest.approx(float(upper), rel=1e-3) and bound / got == pytest.approx(float(ratio), rel=1e-3)
+        if L <= 34:
+            count = search.classification_row(cell.replace(task="count"), L)
+            assert count["certified"] and count["margin"] == pytest.approx(float(count_m), rel=1e-3)
+
+
+@pytest.mark.parametrize("norm,affine", [("rmsnorm", "gain"), ("layernorm", "gain_bias")])
+def test_pre_norm_with_a_gain_selects_at_a_price_that_vanishes(norm, affine):
+    """Certified rows; B_lower is the count task's proven bound; B_min lies above the count task's
+    and the relative price falls (O(sigma/B^2)); with a bias the construction leaves it 0."""
+    cell = Cell("softmax", "pre_learned", norm=norm, affine=affine, task="select")
+    count = cell.replace(task="count")
+    prices = []
+    for L in (8, 32):
+        row, plain = search.regression_row(cell, L), search.regression_row(count, L)
+        assert row["certified"] and row["B_lower"] <= plain["B_min"] <= row["B_min"] * (1 + 1e-6)
+        assert row["B_lower"] == pytest.approx(plain["B_lower"], rel=1e-5)  # the count task's
+        prices.append(row["B_min"] / plain["B_min"] - 1)
+        if affine == "gain_bias":
+            params = design(cell).build(L, row["B_min"])
+            assert all(x == 0 for x in params.vectors["beta"])
+    if affine == "gain":
+        assert prices[0] > prices[1] > 0
+        assert laws.leading_term(cell) == laws.leading_term(count)
+    else:
+        assert laws.leading_term(cell) is None
+
+
+def test_readme_gain_table():
+    """The README's pre-RMSNorm table: ``B_min`` is the construction's boundary (the float
+    optimum of its reduced problem, which the certified sweep meets to its tolerance), the count
+    task's column its closed form, the price their ratio."""
+    from tests.test_readme import _table
+
+    rows = [r for r in _table("Selective counting without post-norm") if r[0].isdigit()]
+    assert len(rows) == 3
+    cell = Cell("softmax", "pre_learned", norm="rmsnorm", task="select")
+    for L, value, count, price in rows:
+        L = int(L)
+        got, want = design(cell).estimate(L), count_closed_form(cell.replace(task="count"), L)["B"]
+        assert got == pytest.approx(float(value), rel=1e-5)
+        assert want == pytest.approx(float(count), rel=1e-5)
+        number = float(price.split("%")[0]) / 100 if "%" in price else float(price)
+        assert got / want - 1 == pytest.approx(number, rel=5e-3)
+
+
+@settings(max_examples=20, deadline=None)
+@given(d=st.sampled_from([2, 3, 8]), B=st.floats(0.5, 300), frac=st.floats(0.01, 0.99), L=st.integers(2, 300))
+def test_pre_rmsnorm_with_a_bias_takes_s_and_b_off_the_read_out(d, B, frac, L):
+    """The bias -g_1 e_1 (values recomputed from the embeddings): h_s = -h_b along q, b read as
+    s, <h_s, h_b - h_a> = -sigma (b weighs 1/rho of a), amplitude the capacity, norms within B;
+    its leading term is the count task's."""
+    cell = Cell("softmax", "pre_learned", d=d, norm="rmsnorm", affine="gain_bias", task="select")
+    dz = design(cell)
+    lo, hi = dz.domain(L, B)
+    rho = lo * (hi / lo) ** frac
+    with mpmath.workdps(40):
+        A = dz.capacity_mp(mpmath.mpf(rho), mpmath.mpf(B))
+        v = dz.evaluate(L, B, rho, A, 0)
+        h = {x: [g * n + b for g, n, b in zip(v["g"], _norm(cell, v[f"e_{x}"]), v["beta"])] for x in "sab"}
+        dot = lambda x, y: mpmath.fsum(p * q for p, q in zip(x, y))
+        sig = mpmath.sqrt(d) * mpmath.log(rho)
+        tol = mpmath.mpf(10) ** -28 * (1 + B**2 + d) * (1 + A)
+        assert abs(dot(v["w"], h["b"]) - dot(v["w"], h["s"])) < tol
+        assert abs(dot(h["s"], [p - q for p, q in zip(h["s"], h["a"])]) - sig) < tol
+        assert abs(dot(h["s"], [p - q for p, q in zip(h["b"], h["a"])]) + sig) < tol
+        assert abs(dot(v["w"], h["a"]) - dot(v["w"], h["s"]) - A) < tol
+        for name in ("e_s", "e_a", "e_b", "w", "g", "beta"):
+            assert mpmath.sqrt(dot(v[name], v[name])) <= B * (1 + mpmath.mpf(10) ** -30)
+    assert laws.leading_term(cell) == laws.leading_term(cell.replace(task="count"))

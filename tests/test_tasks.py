@@ -32,15 +32,18 @@ SELECT = [("linear", "none", "layernorm", None), ("linear", "pre_bare", "layerno
           ("linear", "post_learned", "layernorm", None), ("softmax", "post_bare", "layernorm", None),
           ("softmax", "post_learned", "layernorm", None), ("softmax", "post_bare", "rmsnorm", None),
           ("softmax", "post_learned", "rmsnorm", None)]
+#: the one-sided arc (linear attention with post-RMSNorm): a free distractor, no closed form
+FOOT = [("linear", "post_bare", "rmsnorm", None), ("linear", "post_learned", "rmsnorm", "gain"),
+        ("linear", "post_learned", "rmsnorm", "gain_bias")]
 LAST = [("linear", "pre_bare", "layernorm", None), ("linear", "pre_bare", "rmsnorm", None),
         ("linear", "pre_learned", "layernorm", "gain"), ("linear", "pre_learned", "layernorm", "gain_bias"),
         ("linear", "pre_learned", "rmsnorm", "gain"), ("linear", "pre_learned", "rmsnorm", "gain_bias")]
 SOFTMAX_LAST = [("softmax", "pre_learned", "layernorm", "gain_bias"), ("softmax", "pre_learned", "layernorm", "gain"),
                 ("softmax", "pre_learned", "rmsnorm", "gain")]
-CASES = ([(*c, "select", "bos") for c in SELECT] + [(*c, "count", "last") for c in LAST]
+CASES = ([(*c, "select", "bos") for c in SELECT + FOOT] + [(*c, "count", "last") for c in LAST]
          + [(*c, "count", "last") for c in SOFTMAX_LAST])
 #: the cells with a closed form
-CLOSED = [c for c in CASES if not (c[0] == "softmax" and c[5] == "last")]
+CLOSED = [c for c in CASES if not (c[0] == "softmax" and c[5] == "last") and c[:4] not in FOOT]
 
 
 def _cell(attention, variant, norm, affine, task, read, d=8) -> Cell:
@@ -205,7 +208,7 @@ def test_the_last_read_bound_meets_the_construction_where_the_offset_is_free(cas
     assert all(tasks.closed_form(cell, L)["B"] < count_closed_form(bos, L)["B"] for L in (2, 8, 64))
 
 
-REFUSED = [dict(attention="softmax", variant="pre_learned", task="select"),
+REFUSED = [dict(attention="softmax", variant="pre_learned", task="select", d=2),
            dict(attention="softmax", variant="pre_bare", task="select", d=2),
            dict(attention="linear", variant="pre_bare", task="select", d=2),
            dict(attention="softmax", variant="post_bare", read="last"),
@@ -213,15 +216,17 @@ REFUSED = [dict(attention="softmax", variant="pre_learned", task="select"),
            dict(attention="linear", variant="post_bare", read="last"),
            dict(attention="linear", variant="pre_learned", task="select", read="last"),
            dict(attention="linear", variant="none", readout="classification", read="last"),
-           dict(attention="softmax", variant="none", readout="classification", task="select"),
-           dict(attention="softmax", variant="post_bare", task="select", eps=0.01),
+           dict(attention="softmax", variant="pre_learned", readout="classification", task="select", d=2),
+           dict(attention="linear", variant="pre_learned", affine="gain", task="select", d=2),
            dict(attention="softmax", variant="pre_learned", read="last", eps=0.01)]
 
 
-@pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[10]], ids=_ids)
+@pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[10]] + [(*c, "select", "bos") for c in FOOT[:2]],
+                         ids=_ids)
 def test_classification_selects_with_the_count_task_s_margin(case):
     """The classification head on the select geometry: certified on every select input, with
-    the margin of the count task's head (the outputs z do not depend on n_b)."""
+    the margin of the count task's head (the outputs z do not depend on n_b), and the count
+    task's proven margin bound above it."""
     from bounds.search import classification_row
 
     cell = _cell(*case).replace(readout="classification")
@@ -230,6 +235,25 @@ def test_classification_selects_with_the_count_task_s_margin(case):
     assert row["certified"] and count["certified"]
     assert row["margin"] == pytest.approx(count["margin"], rel=1e-9)
     assert row["storage"] == count["storage"] + cell.d  # the embedding of b
+    assert row["margin_upper"] == count["margin_upper"] >= row["margin"]
+
+
+@pytest.mark.parametrize("case", FOOT, ids=_ids)
+def test_the_one_sided_arc_selects_at_the_count_task_s_cost(case):
+    """Linear attention with post-RMSNorm: e_b is orthogonal to e_s (it scores 0, so the
+    residual, which RMSNorm does not centre, is the count task's), and the sweep rows, certified
+    on every select input, are the count task's: B_min and the proven B_lower."""
+    cell = _cell(*case, "select", "bos", d=2)
+    with mpmath.workdps(40):
+        v = design(cell).build(7, _budget(cell, 7)).vectors
+        dot = lambda x, y: mpmath.fsum(p * q for p, q in zip(x, y))
+        assert abs(dot(v["e_s"], v["e_b"])) < mpmath.mpf(10) ** -30
+        assert dot(v["e_b"], v["e_b"]) == pytest.approx(dot(v["e_s"], v["e_s"]), rel=1e-30)
+    for L in (1, 5, 16):
+        row, count = search.regression_row(cell, L), search.regression_row(cell.replace(task="count"), L)
+        assert row["certified"] and count["certified"]
+        assert (row["B_min"], row["B_lower"]) == (count["B_min"], count["B_lower"])
+        assert row["B_lower"] <= row["B_min"]
 
 
 @pytest.mark.parametrize("kw", REFUSED, ids=lambda kw: "-".join(str(v) for v in kw.values()))
@@ -293,6 +317,35 @@ def test_readme_statements():
                  if laws.last_offset_budget(cell, L, laws.FLOAT) > last_line_lower(cell, L) * (1 + 1e-9)]
         want[name] = max(binds) + 1
     assert found == want
-    assert tasks.refusal(Cell("softmax", "pre_learned", task="select")) is not None
+    assert tasks.refusal(Cell("softmax", "pre_learned", task="select", d=2)) is not None
     assert tasks.refusal(Cell("softmax", "post_learned", task="select")) is None
     assert "nothing counts beyond `L = 2`" in text
+
+
+@settings(max_examples=30, deadline=None)
+@given(variant=st.sampled_from(["pre_bare", "pre_learned"]), seed=st.integers(0, 2**32 - 1))
+def test_nothing_selects_with_pre_layernorm_without_a_bias_at_d2(variant, seed):
+    """The refusal's proof: at d = 2 every value is +- one vector, so for any parameters the
+    inputs (s, a) and (s, b), targets 1 and 0, have one output (linear attention)."""
+    cell = Cell("linear", variant, "regression", d=2, affine="gain" if variant == "pre_learned" else None,
+                task="select")
+    assert "no parameters solve it" in tasks.refusal(cell)
+    rng = np.random.default_rng(seed)
+    vectors = {name: rng.normal(size=2) * rng.uniform(0.1, 3) for name in cell.vector_names()}
+    params = Params(cell, vectors, {"w0": float(rng.normal())})
+    with mpmath.workdps(40):
+        y_a, y_b = explicit(params, "sa", backend="mp40"), explicit(params, "sb", backend="mp40")
+        assert abs(y_a - y_b) < mpmath.mpf(10) ** -30 * (1 + abs(y_a))
+
+
+@pytest.mark.parametrize("variant", ["post_bare", "post_learned"])
+def test_softmax_post_norm_selects_with_eps(variant):
+    """eps > 0: e_b = -e_s leaves only the radial factor the norm sees; the screen judges every
+    select input and the certified rows lie above the count task's (a sub-task)."""
+    cell = Cell("softmax", variant, d=8, eps=1e-5, task="select")
+    assert tasks.refusal(cell) is None and tasks.screen_cell(cell) == cell
+    assert tasks.screen_cell(cell.replace(eps=0.0)) == cell.replace(eps=0.0, task="count")
+    for L in (4, 16):
+        row, count = search.regression_row(cell, L, lower=False), search.regression_row(cell.replace(task="count"), L, lower=False)
+        assert row["certified"] and count["certified"]
+        assert row["B_min"] >= count["B_min"] * (1 - 1e-6)
