@@ -237,10 +237,7 @@ def pair_budget(cell: Cell, rtol: float = 1e-12) -> float:
     """``B*``, the root of ``2 B^2 = D_lo(exp(-2 B^2/sqrt(d)))`` (module docstring), by
     bisection in floats: a screen (the bound is :func:`bounds.lower.last_pair_lower`)."""
     lo_B, hi_B = 1e-6, 2.0  # 2 B^2 = 8 > 1 > D_lo at the top; nothing counts at the bottom
-    while hi_B / lo_B > 1 + rtol:
-        mid = math.sqrt(lo_B * hi_B)
-        lo_B, hi_B = (lo_B, mid) if _pair_feasible(cell, mid) else (mid, hi_B)
-    return hi_B
+    return zoom.bisect_up(lambda b: _pair_feasible(cell, b), lo_B, hi_B, rtol)[1]
 
 
 class PairDesign(RegressionDesign):
@@ -427,10 +424,7 @@ class BareDesign(RegressionDesign):
             lo_B, up_B = up_B, up_B * 2
             if up_B > hi_B:
                 return None
-        while up_B / lo_B > 1 + max(rtol, 1e-9):
-            mid = math.sqrt(lo_B * up_B)
-            lo_B, up_B = (lo_B, mid) if feasible(mid) else (mid, up_B)
-        return up_B
+        return zoom.bisect_up(feasible, lo_B, up_B, max(rtol, 1e-9))[1]
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
         """The geometry at budget ``B`` with the searched ``(rho, D)`` and the middle ``K``."""
@@ -516,11 +510,7 @@ class LineDesign(RegressionDesign):
         feasible = lambda b: self.best_shape(L_value, b)[1] > 0
         if not feasible(hi_B):
             return None
-        lo_B, up_B = 1e-9, hi_B
-        while up_B / lo_B > 1 + rtol:
-            mid = math.sqrt(lo_B * up_B)
-            lo_B, up_B = (lo_B, mid) if feasible(mid) else (mid, up_B)
-        return up_B
+        return zoom.bisect_up(feasible, 1e-9, hi_B, rtol)[1]
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
         """The slope and constant of :meth:`_plan` and ``s`` in ``[0, B]`` solving ``delta(s) =``

@@ -599,12 +599,7 @@ class RegressionDesign:
             return None
         lo_B, up_B = 1e-12, hi_B
         for feasible, tol in ((coarse, 1e-3), (fine, rtol)):
-            while up_B / lo_B > 1 + tol:
-                mid = math.sqrt(lo_B * up_B)
-                if feasible(mid):
-                    up_B = mid
-                else:
-                    lo_B = mid
+            lo_B, up_B = zoom.bisect_up(feasible, lo_B, up_B, tol)
             # the zoomed search can only do better than the grid: step down until it fails
             lo_B = up_B / 1.01
             while lo_B > 1e-12 and fine(lo_B):

@@ -135,7 +135,7 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions import laws, segment
+from constructions import laws, segment, zoom
 from constructions.cell import Cell, Params
 from constructions.closed_forms import closed_form as count_closed_form
 from constructions.regression import (FootDesign, RegressionDesign, Step, _check_budget, _check_count,
@@ -463,10 +463,7 @@ class TaskDesign(RegressionDesign):
                 lo_B, up_B = up_B, up_B * 2
                 if up_B > hi_B:
                     return None
-            while up_B / lo_B > 1 + rtol:
-                mid = math.sqrt(lo_B * up_B)
-                lo_B, up_B = (lo_B, mid) if self._offset_ok(L_value, mid) else (mid, up_B)
-            return up_B
+            return zoom.bisect_up(lambda b: self._offset_ok(L_value, b), lo_B, up_B, rtol)[1]
 
         def feasible(b):
             _, top, floor = self._last_slope(L_value, b, laws.FLOAT)
@@ -474,11 +471,7 @@ class TaskDesign(RegressionDesign):
 
         if not feasible(hi_B):
             return None
-        lo_B, up_B = 1e-12, hi_B
-        while up_B / lo_B > 1 + rtol:
-            mid = math.sqrt(lo_B * up_B)
-            lo_B, up_B = (lo_B, mid) if feasible(mid) else (mid, up_B)
-        return up_B
+        return zoom.bisect_up(feasible, 1e-12, hi_B, rtol)[1]
 
     def best_shape(self, L_value: int, B_value: float):
         if not self.last or self.family == "segment":

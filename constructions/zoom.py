@@ -1,8 +1,21 @@
-"""Maximising a vectorised function of one positive variable by zooming log-spaced grids."""
+"""One positive variable: maximising a vectorised function by zooming log-spaced grids, and the
+threshold of a monotone predicate by geometric bisection."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+
+def bisect_up(feasible, lo: float, hi: float, rtol: float) -> tuple[float, float]:
+    """``(lo, hi)`` with ``hi/lo <= 1 + rtol`` bracketing the threshold of a predicate that holds
+    on an up-set ``[B*, oo)``, from a bracket with ``feasible(hi)`` and not ``feasible(lo)``
+    (not checked): each step halves ``log(hi/lo)`` at the geometric middle.  ``hi`` is feasible."""
+    while hi / lo > 1 + rtol:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
+    return lo, hi
 
 
 def maximize(f, lo: float, hi: float, points: int = 65, rounds: int = 5):

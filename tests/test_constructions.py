@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from constructions import arc, basis, classification, laws, regression, segment
+from constructions import arc, basis, classification, laws, regression, segment, zoom
 from constructions.basis import FrameVector
 from constructions.cell import ATTENTIONS, MAX_D, NORMS, Cell, Params
 from constructions.symbols import ARGS, C1, E1, ONE, P, A, B, C, L, t
@@ -545,3 +545,13 @@ def test_arc_screen_minimum_is_the_minimum_over_every_offset(L):
     xs = np.arange(L + 1) - L / 2
     whole = arc._hi_np(lam[:, None], xs[xs > 0]).min(axis=-1)
     assert np.array_equal(arc.interval_float(lam, L)[1], whole)
+
+
+@settings(max_examples=200, deadline=None)
+@given(log_t=st.floats(-20, 20), rtol=st.sampled_from([1e-3, 1e-7, 1e-12]))
+def test_bisect_up_brackets_the_threshold(log_t, rtol):
+    """:func:`constructions.zoom.bisect_up` on the up-set ``[t, oo)``: the bracket holds ``t``,
+    its upper end is feasible, and its width is within ``rtol``."""
+    threshold = float(np.exp(log_t))
+    lo, hi = zoom.bisect_up(lambda b: b >= threshold, 1e-10, 1e10, rtol)
+    assert lo < threshold <= hi and hi / lo <= 1 + rtol
