@@ -197,6 +197,21 @@ def _strictly_feasible(ns, lam: float, n0: float, slack: float = 1e-7) -> bool:
     return lp.status == 0
 
 
+def _box_and_point(L, S_rel, gam, log_width, aspect, point):
+    """The search's boxes at ``L``, one box of shapes ``[Sa, Sb] x [ca, cb]`` near the optimum
+    (slope ``S_rel`` times the optimal ``S*``, offset ``gam`` half-lengths, relative width
+    ``e^log_width`` stretched by ``e^aspect``) and the shape ``(S, c)`` at ``point`` of it."""
+    S_star = 1 / arc_closed_form(CELL, L)["lambda"]
+    width = math.exp(log_width)
+    Sa = np.array([S_star * S_rel])
+    Sb = Sa * (1 + width * math.exp(aspect))
+    ca = np.array([gam * S_star * L / 2])
+    cb = ca + width * S_star * L / 2
+    S = float(Sa[0] + point[0] * (Sb[0] - Sa[0]))
+    c = float(ca[0] + point[1] * (cb[0] - ca[0]))
+    return _Boxes(L), (Sa, Sb, ca, cb), (S, c)
+
+
 @settings(max_examples=80, deadline=None)
 @given(L=st.sampled_from([8, 64, 1000, 4096, 65536, 1048576]), S_rel=st.floats(0.5, 50.0),
        gam=st.floats(0.0, 20.0),
@@ -205,17 +220,9 @@ def _strictly_feasible(ns, lam: float, n0: float, slack: float = 1e-7) -> bool:
 def test_infeasible_boxes_hold_no_counting_shape(L, S_rel, gam, log_width, aspect, point):
     """Step 3b: a box called infeasible holds no shape at which the four constraints can be
     met (an LP at a shape of the box, with a little slack: open constraints)."""
-    S_star = 1 / arc_closed_form(CELL, L)["lambda"]
-    width = math.exp(log_width)
-    Sa = np.array([S_star * S_rel])
-    Sb = Sa * (1 + width * math.exp(aspect))
-    ca = np.array([gam * S_star * L / 2])
-    cb = ca + width * S_star * L / 2
-    boxes = _Boxes(L)
+    boxes, (Sa, Sb, ca, cb), (S, c) = _box_and_point(L, S_rel, gam, log_width, aspect, point)
     if not boxes.infeasible(Sa, Sb, ca, cb)[0]:
         return
-    S = float(Sa[0] + point[0] * (Sb[0] - Sa[0]))
-    c = float(ca[0] + point[1] * (cb[0] - ca[0]))
     assert not _strictly_feasible(boxes.ns, 1 / S, L / 2 - c / S)
 
 
@@ -278,16 +285,8 @@ def test_farkas_test_is_the_ratio_of_the_certificate(ns, log_S, c):
 def test_farkas_enclosure_holds_every_shape_of_the_box(L, S_rel, gam, log_width, aspect, point):
     """Over a box, the enclosures of the two sides of step 3b contain their values at any shape
     of the box (recomputed from the mpmath ratio, whose right side is enclosed at that point)."""
-    S_star = 1 / arc_closed_form(CELL, L)["lambda"]
-    width = math.exp(log_width)
-    Sa = np.array([S_star * S_rel])
-    Sb = Sa * (1 + width * math.exp(aspect))
-    ca = np.array([gam * S_star * L / 2])
-    cb = ca + width * S_star * L / 2
-    boxes = _Boxes(L)
+    boxes, (Sa, Sb, ca, cb), (S, c) = _box_and_point(L, S_rel, gam, log_width, aspect, point)
     lhs, rhs = boxes.farkas(*boxes._tangent_range(Sa, Sb, ca, cb), Sa, Sb)
-    S = float(Sa[0] + point[0] * (Sb[0] - Sa[0]))
-    c = float(ca[0] + point[1] * (cb[0] - ca[0]))
     with mpmath.workdps(40):
         T = [mpmath.mpf(c) + mpmath.mpf(S) * (int(n) - mpmath.mpf(L) / 2) for n in boxes.ns]
         t = [mpmath.tan(mpmath.atan(x) / 2) for x in T]
