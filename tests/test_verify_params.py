@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from decimal import Decimal
 
 import mpmath
 import numpy as np
@@ -26,6 +27,7 @@ from constructions.regression import design
 from helpers import ref_mp
 from verify import __main__ as verify_cli
 from verify import params_file
+from verify import report as verify_report
 from verify.judge import MAX_COUNTS, counts_to
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,6 +163,32 @@ def test_text_output_and_counts_past_L(tmp_path, capsys, post_bare_64):
     want = counts_to(post_bare_64, 200, "arb256").first_failure
     assert want is not None and rc == 1
     assert "does not count" in out and f"first failing input: n = {want}" in out
+
+
+def _printed(out, prefix):
+    line = next(l for l in out.splitlines() if l.startswith(prefix))
+    return Decimal(line[len(prefix):].split()[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(b=st.floats(1e-300, 1e300), err=st.floats(0, 0.5, exclude_max=True),
+       margin=st.floats(1e-300, 1e300))
+def test_the_text_keeps_each_number_s_claim(b, err, margin):
+    """Printed in the text report, B(theta) is still an upper bound on the reported B, the
+    smallest margin still a lower bound on the reported margin, and a worst error below 1/2
+    (a set that counts) does not print as 1/2: each printed decimal read back exactly."""
+    base = {"cell": {"attention": "softmax", "variant": "none", "readout": "regression", "d": 8,
+                     "eps": 0.0, "task": "count", "read": "bos"},
+            "L": 3, "verdict": "counts", "backend": "arb256", "certified": True,
+            "first_failure": None, "undecided": 0, "B": b, "B_min": None,
+            "B_min_source": "not known"}
+    out = verify_report.text({**base, "worst_error": err, "worst_error_at": 2})
+    assert _printed(out, "B(theta): ") >= Decimal(b)
+    worst = _printed(out, "worst |y - n|: ")
+    assert float(worst) == err and worst < Decimal("0.5")
+    out = verify_report.text({**base, "min_margin": margin,
+                              "min_margin_at": 1})
+    assert _printed(out, "smallest logit margin: ") <= Decimal(margin)
 
 
 def test_classification_b_min_is_an_infimum_and_ratio_undefined(tmp_path, capsys):
