@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
@@ -111,6 +112,29 @@ def test_cli_table_output():
         assert b[3] == "yes"
     with pytest.raises(ValueError):
         json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def small_results():
+    """One regression and one classification sweep, two rows each, whose numbers the test below
+    replaces."""
+    return [sweep_mod.sweep(Cell("softmax", "none", readout, d=4), [1, 2], rtol=1e-3)
+            for readout in ("regression", "classification")]
+
+
+@settings(max_examples=100, deadline=None)
+@given(bmin=st.floats(1e-300, 1e300), lower=st.floats(1e-300, 1e300),
+       margin=st.floats(1e-300, 1e300))
+def test_the_table_prints_each_bound_on_its_side(small_results, bmin, lower, margin):
+    """Every printed B_min is at least the certified bound, every printed B_lower and margin at
+    most the proven or certified one: each decimal in the table read back exactly."""
+    for result in small_results:
+        row = {**result["rows"][-1], "B_min": bmin, "B_lower": lower, "margin": margin}
+        lines = sweep_mod.table({**result, "rows": [row]}).splitlines()
+        cells = lines[lines.index(next(l for l in lines if l.split()[:2] == ["L", "B_min"])) + 1].split()
+        assert Decimal(cells[1]) >= Decimal(bmin) and Decimal(cells[2]) <= Decimal(lower)
+        if result["readout"] == "classification":
+            assert Decimal(cells[5]) <= Decimal(margin)
 
 
 # a few at the process level (each costs an interpreter start); test_bad_input covers all

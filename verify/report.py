@@ -86,7 +86,7 @@ def _input(at) -> str:
     return f"n = {at}" if isinstance(at, int) else f"counts {tuple(at) if isinstance(at, list) else at}"
 
 
-def _directed(x: float, rounding: str, digits: int = 10) -> str:
+def directed(x: float, rounding: str, digits: int = 10) -> str:
     """``x`` to ``digits`` significant digits, rounded in the direction ``rounding``
     (``ROUND_CEILING`` for an upper bound, ``ROUND_FLOOR`` for a lower bound), so that the
     printed decimal keeps the claim made of the number (``Decimal(x)`` is the double exactly)."""
@@ -110,9 +110,9 @@ def text(report: dict, source: str = "") -> str:
     if "worst_error" in report and report["worst_error"] is not None:
         lines.append(f"worst |y - n|: {float(report['worst_error'])!r} at {_input(report['worst_error_at'])}")
     if "min_margin" in report and report["min_margin"] is not None:
-        lines.append(f"smallest logit margin: {_directed(report['min_margin'], ROUND_FLOOR, 7)} at {_input(report['min_margin_at'])}"
+        lines.append(f"smallest logit margin: {directed(report['min_margin'], ROUND_FLOOR, 7)} at {_input(report['min_margin_at'])}"
                      + (" (a rigorous lower bound)" if report["certified"] else ""))
-    lines.append(f"B(theta): {_directed(report['B'], ROUND_CEILING)} (rigorous upper bound)")
+    lines.append(f"B(theta): {directed(report['B'], ROUND_CEILING)} (rigorous upper bound)")
     if report["B_min"] is None:
         lines.append(f"B_min(L): {report['B_min_source']}")
     else:
