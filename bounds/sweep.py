@@ -33,6 +33,7 @@ from bounds.search import row as sweep_row
 from constructions import __version__, cli, progress, regression, tasks
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS, Cell
 from constructions.cell import MAX_L as CELL_MAX_L
+from verify.judge import check_cost
 from verify.report import directed
 
 
@@ -144,15 +145,21 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
 
 def check_cell(cell: Cell, Lmax: int) -> None:
     """Refuse (``ValueError`` naming the reason) a cell the sweep cannot run up to ``Lmax``:
-    a cell without a derived construction, a classification cell whose largest row is beyond
-    the limits (the cost grows with L: the largest row decides)."""
+    a cell without a derived construction, a cell whose largest row is beyond the judge's limits
+    (:func:`verify.judge.check_cost`: the select task and the last read have about ``L^2/2`` and
+    ``L^2`` inputs) or, for classification, the head's (the cost grows with L: the largest row
+    decides; rows beyond a finite ``L*`` are null without a judgement)."""
+    star = cell_l_star(cell)
+    judged = Lmax if star is None else min(Lmax, star)
     if cell.readout == "regression":
         regression.design(cell)
+        check_cost(cell, judged)
         return
     from constructions import classification  # scipy: only classification sweeps load it
 
     classification.design(cell)
     classification.check_size(cell, Lmax)
+    check_cost(cell, judged)
 
 
 def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool) -> dict:

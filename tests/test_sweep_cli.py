@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import os
@@ -19,6 +20,7 @@ from bounds import sweep as sweep_mod
 from bounds.fit import fit, theory_exponent
 from bounds.lstar import l_star
 from constructions.cell import Cell
+from verify.judge import MAX_INPUTS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOP_KEYS = {"attention", "variant", "readout", "d", "eps", "rows", "fit", "L_star"}
@@ -292,6 +294,21 @@ def test_bad_input(argv, capsys):
     assert out == ""
     assert len(err.strip().splitlines()) == 1, err
     assert err.strip() and "Traceback" not in err
+
+
+def test_a_grid_beyond_the_judge_s_inputs_is_refused_up_front(capsys):
+    """The select task has (L+1)(L+2)/2 inputs: from the first L past verify.judge.MAX_INPUTS the
+    sweep is refused before any work (one line, exit 2); a grid whose rows past a finite L* are
+    null needs no judgement there and runs."""
+    L = next(L for L in itertools.count(1) if (L + 1) * (L + 2) // 2 > MAX_INPUTS)
+    argv = ["--attention", "softmax", "--variant", "none", "--task", "select", "--Lmin", str(L),
+            "--Lmax", str(L)]
+    with pytest.raises(ValueError, match="MAX_INPUTS"):
+        sweep_mod.parse(argv)
+    rc, out, err = run_main(argv + ["--quiet"], capsys)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "MAX_INPUTS" in err
+    sweep_mod.parse(["--attention", "softmax", "--variant", "pre_bare", "--task", "select",
+                     "--Lmin", str(L), "--Lmax", str(L)])
 
 
 def test_out_dir_that_is_a_file(tmp_path, capsys):
