@@ -191,6 +191,33 @@ def test_the_text_keeps_each_number_s_claim(b, err, margin):
     assert _printed(out, "smallest logit margin: ") <= Decimal(margin)
 
 
+@pytest.mark.parametrize("entry", ["1.7e308", "1e400"])
+def test_entries_beyond_the_doubles_give_strict_json_and_a_quiet_stderr(entry, tmp_path):
+    """A distractor of entries near or beyond the largest double: B(theta) (its norm exceeds
+    every double) and a worst error of an unbounded ball are null, never NaN or Infinity,
+    which JSON does not have; nothing but the report is printed."""
+    d = 8
+    unit = [["1" if i == j else "0" for i in range(d)] for j in range(3)]
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({
+        "cell": {"attention": "softmax", "variant": "none", "d": d, "task": "select"},
+        "vectors": {"e_s": unit[0], "e_a": unit[1], "e_b": [entry] * d, "w": unit[2]},
+        "scalars": {"w0": "0"}}))
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the JSON report"))
+
+    p = subprocess.run([sys.executable, "-m", "verify", "--params", str(path), "--L", "2", "--json"],
+                       capture_output=True, text=True, cwd=ROOT)
+    report = strict(p.stdout)
+    assert p.returncode == 1 and p.stderr == ""
+    assert report["verdict"] in ("does not count", "cannot certify")
+    assert report["B"] is None and report["ratio"] is None and report["worst_error_at"] is not None
+    out = verify_report.text(report)
+    assert "B(theta): beyond the largest double" in out and "nan" not in out.lower()
+    assert ("worst |y - n|: not a finite double" in out) == (report["worst_error"] is None)
+
+
 def test_classification_b_min_is_an_infimum_and_ratio_undefined(tmp_path, capsys):
     head = classification_design(Cell("softmax", "post_learned", "classification", d=4)).build(6)
     rc, out, _ = run(["--params", write_json(tmp_path, head), "--L", 6, "--json"], capsys)
