@@ -23,6 +23,7 @@ import json
 import math
 import os
 import sys
+from decimal import ROUND_CEILING, ROUND_FLOOR
 
 from bounds import fit as fitting
 from bounds import pool
@@ -32,6 +33,8 @@ from bounds.search import row as sweep_row
 from constructions import __version__, cli, progress, regression, tasks
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS, Cell
 from constructions.cell import MAX_L as CELL_MAX_L
+from verify.judge import check_cost
+from verify.report import directed
 
 
 MEANING = {
@@ -142,15 +145,21 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
 
 def check_cell(cell: Cell, Lmax: int) -> None:
     """Refuse (``ValueError`` naming the reason) a cell the sweep cannot run up to ``Lmax``:
-    a cell without a derived construction, a classification cell whose largest row is beyond
-    the limits (the cost grows with L: the largest row decides)."""
+    a cell without a derived construction, a cell whose largest row is beyond the judge's limits
+    (:func:`verify.judge.check_cost`: the select task and the last read have about ``L^2/2`` and
+    ``L^2`` inputs) or, for classification, the head's (the cost grows with L: the largest row
+    decides; rows beyond a finite ``L*`` are null without a judgement)."""
+    star = cell_l_star(cell)
+    judged = Lmax if star is None else min(Lmax, star)
     if cell.readout == "regression":
         regression.design(cell)
+        check_cost(cell, judged)
         return
     from constructions import classification  # scipy: only classification sweeps load it
 
     classification.design(cell)
     classification.check_size(cell, Lmax)
+    check_cost(cell, judged)
 
 
 def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool) -> dict:
@@ -225,15 +234,23 @@ def _fmt(v, spec="{:.7g}"):
     return spec.format(v)
 
 
+def _bound(v, rounding) -> str:
+    """A bound to 7 digits, rounded in its own direction, so that the printed decimal is still the
+    bound: ``B_min`` (a certified upper bound) up, ``B_lower`` and ``margin`` (a proven and a
+    certified lower bound) down."""
+    return "-" if v is None else directed(v, rounding, 7)
+
+
 def table(result: dict) -> str:
     cls = result["readout"] == "classification"
     head = ["L", "B_min", "B_lower", "certified", "seconds"] + (["margin", "storage"] if cls else [])
     lines = [" ".join(f"{h:>12}" for h in head)]
     for r in result["rows"]:
-        cells = [str(r["L"]), _fmt(r["B_min"]), _fmt(r["B_lower"]), _fmt(r["certified"]),
+        cells = [str(r["L"]), _bound(r["B_min"], ROUND_CEILING), _bound(r["B_lower"], ROUND_FLOOR),
+                 _fmt(r["certified"]),
                  _fmt(r["seconds"], "{:.3f}")]
         if cls:
-            cells += [_fmt(r["margin"], "{:.6e}"), _fmt(r["storage"], "{:d}")]
+            cells += [_bound(r["margin"], ROUND_FLOOR), _fmt(r["storage"], "{:d}")]
         line = " ".join(f"{c:>12}" for c in cells)
         if r.get("note"):
             line += f"   {r['note']}"

@@ -363,6 +363,10 @@ class BareDesign(RegressionDesign):
     def _slack(self, L_value: int, B_value: float, rho, frac):
         """``(D, K_lo, K_hi)`` on the grid ``rho x frac`` (``frac`` in ``(0, 1)`` places ``D``
         in ``(D_lo, min(D_hi, B X))``), float64."""
+        with np.errstate(over="ignore", invalid="ignore"):  # non-finite points are marked bad
+            return self._slack_grid(L_value, B_value, rho, frac)
+
+    def _slack_grid(self, L_value: int, B_value: float, rho, frac):
         d = self.cell.d
         rho = np.asarray(rho, dtype=float)[:, None]
         X = np.sqrt(-2 * math.sqrt(d) * np.log(rho))

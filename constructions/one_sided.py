@@ -159,7 +159,10 @@ def centre_point(L: int, foot: float, lam: float):
     programme ``max delta`` subject to ``|M x - n| <= 1/2 - delta``, ``delta <= 1/2``."""
     M, ns, mid = _system(L, foot, lam)
     if L >= 3:
-        E, x = _chebyshev(L, M, ns)
+        try:
+            E, x = _chebyshev(L, M, ns)
+        except np.linalg.LinAlgError:  # the angles of the counts no longer separate in float64
+            return -np.inf, None
         return 0.5 - E, _plain(x, mid)
     from scipy.optimize import linprog
 

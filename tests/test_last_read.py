@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -417,3 +418,16 @@ def test_readme_free_line_numbers():
     assert b_lower(cell, 1024, None) == pytest.approx(b1024, rel=1e-5)
     for L, bos in ((2, bos2), (8, bos8)):
         assert laws.budget(cell, 1 - 1 / L, laws.FLOAT) == pytest.approx(bos, rel=1e-5)
+
+
+@pytest.mark.parametrize("L", [3, 4])
+def test_the_bare_screen_is_quiet_at_large_d(L):
+    """At d = 65536 the float screen of the bare last read meets shapes whose amplitude
+    overflows (rho -> 1, X -> 0): they are marked bad, the screen's best shape stays finite and
+    no floating-point warning reaches stderr."""
+    design = regression.design(Cell("softmax", "pre_bare", "regression", d=65536, read="last"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for B in (0.01, 1.0, 10.0):
+            rho, D, _ = design._best(L, B)
+            assert 0 < rho < 1 and math.isfinite(D)

@@ -30,7 +30,7 @@ from test_new_cells import _norm, _reference_readout
 
 from bounds import search
 from bounds.arc_lower import arc_lower
-from constructions import classification, laws, regression
+from constructions import classification, laws, one_sided, regression
 from constructions.cell import Cell
 from constructions.closed_forms import arc_closed_form
 from verify import counts_to
@@ -276,3 +276,13 @@ def test_estimate_from_the_last_l_is_the_cold_one(cell):
     for L in (40, 41, 42):
         got = warm.estimate(L)
     assert got == pytest.approx(regression.FootDesign(cell).estimate(42), rel=2e-8)
+
+
+def test_a_shape_whose_counts_do_not_separate_in_float64_is_no_candidate():
+    """Far from the foot with a short read-out axis (the one-sided arc's search at large d, e.g.
+    d = 4096) the rows of the counts agree to float64 and the exchange's system is singular:
+    such a shape has no margin (``-inf``, no read-out), while a shape whose counts separate is
+    fitted as before (an error below 1/2, so a margin above 0)."""
+    assert one_sided.centre_point(4, -1e6, 1.0) == (-np.inf, None)
+    delta, x = one_sided.centre_point(4, -1e3, 1.0)
+    assert 0 < delta <= 0.5 and x is not None

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import os
 import signal
 import subprocess
 import sys
+from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +20,7 @@ from bounds import sweep as sweep_mod
 from bounds.fit import fit, theory_exponent
 from bounds.lstar import l_star
 from constructions.cell import Cell
+from verify.judge import MAX_INPUTS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOP_KEYS = {"attention", "variant", "readout", "d", "eps", "rows", "fit", "L_star"}
@@ -111,6 +114,29 @@ def test_cli_table_output():
         assert b[3] == "yes"
     with pytest.raises(ValueError):
         json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def small_results():
+    """One regression and one classification sweep, two rows each, whose numbers the test below
+    replaces."""
+    return [sweep_mod.sweep(Cell("softmax", "none", readout, d=4), [1, 2], rtol=1e-3)
+            for readout in ("regression", "classification")]
+
+
+@settings(max_examples=100, deadline=None)
+@given(bmin=st.floats(1e-300, 1e300), lower=st.floats(1e-300, 1e300),
+       margin=st.floats(1e-300, 1e300))
+def test_the_table_prints_each_bound_on_its_side(small_results, bmin, lower, margin):
+    """Every printed B_min is at least the certified bound, every printed B_lower and margin at
+    most the proven or certified one: each decimal in the table read back exactly."""
+    for result in small_results:
+        row = {**result["rows"][-1], "B_min": bmin, "B_lower": lower, "margin": margin}
+        lines = sweep_mod.table({**result, "rows": [row]}).splitlines()
+        cells = lines[lines.index(next(l for l in lines if l.split()[:2] == ["L", "B_min"])) + 1].split()
+        assert Decimal(cells[1]) >= Decimal(bmin) and Decimal(cells[2]) <= Decimal(lower)
+        if result["readout"] == "classification":
+            assert Decimal(cells[5]) <= Decimal(margin)
 
 
 # a few at the process level (each costs an interpreter start); test_bad_input covers all
@@ -268,6 +294,21 @@ def test_bad_input(argv, capsys):
     assert out == ""
     assert len(err.strip().splitlines()) == 1, err
     assert err.strip() and "Traceback" not in err
+
+
+def test_a_grid_beyond_the_judge_s_inputs_is_refused_up_front(capsys):
+    """The select task has (L+1)(L+2)/2 inputs: from the first L past verify.judge.MAX_INPUTS the
+    sweep is refused before any work (one line, exit 2); a grid whose rows past a finite L* are
+    null needs no judgement there and runs."""
+    L = next(L for L in itertools.count(1) if (L + 1) * (L + 2) // 2 > MAX_INPUTS)
+    argv = ["--attention", "softmax", "--variant", "none", "--task", "select", "--Lmin", str(L),
+            "--Lmax", str(L)]
+    with pytest.raises(ValueError, match="MAX_INPUTS"):
+        sweep_mod.parse(argv)
+    rc, out, err = run_main(argv + ["--quiet"], capsys)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "MAX_INPUTS" in err
+    sweep_mod.parse(["--attention", "softmax", "--variant", "pre_bare", "--task", "select",
+                     "--Lmin", str(L), "--Lmax", str(L)])
 
 
 def test_out_dir_that_is_a_file(tmp_path, capsys):

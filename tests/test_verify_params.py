@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from decimal import Decimal
 
 import mpmath
 import numpy as np
@@ -26,6 +27,7 @@ from constructions.regression import design
 from helpers import ref_mp
 from verify import __main__ as verify_cli
 from verify import params_file
+from verify import report as verify_report
 from verify.judge import MAX_COUNTS, counts_to
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,6 +163,59 @@ def test_text_output_and_counts_past_L(tmp_path, capsys, post_bare_64):
     want = counts_to(post_bare_64, 200, "arb256").first_failure
     assert want is not None and rc == 1
     assert "does not count" in out and f"first failing input: n = {want}" in out
+
+
+def _printed(out, prefix):
+    line = next(l for l in out.splitlines() if l.startswith(prefix))
+    return Decimal(line[len(prefix):].split()[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(b=st.floats(1e-300, 1e300), err=st.floats(0, 0.5, exclude_max=True),
+       margin=st.floats(1e-300, 1e300))
+def test_the_text_keeps_each_number_s_claim(b, err, margin):
+    """Printed in the text report, B(theta) is still an upper bound on the reported B, the
+    smallest margin still a lower bound on the reported margin, and a worst error below 1/2
+    (a set that counts) does not print as 1/2: each printed decimal read back exactly."""
+    base = {"cell": {"attention": "softmax", "variant": "none", "readout": "regression", "d": 8,
+                     "eps": 0.0, "task": "count", "read": "bos"},
+            "L": 3, "verdict": "counts", "backend": "arb256", "certified": True,
+            "first_failure": None, "undecided": 0, "B": b, "B_min": None,
+            "B_min_source": "not known"}
+    out = verify_report.text({**base, "worst_error": err, "worst_error_at": 2})
+    assert _printed(out, "B(theta): ") >= Decimal(b)
+    worst = _printed(out, "worst |y - n|: ")
+    assert float(worst) == err and worst < Decimal("0.5")
+    out = verify_report.text({**base, "min_margin": margin,
+                              "min_margin_at": 1})
+    assert _printed(out, "smallest logit margin: ") <= Decimal(margin)
+
+
+@pytest.mark.parametrize("entry", ["1.7e308", "1e400"])
+def test_entries_beyond_the_doubles_give_strict_json_and_a_quiet_stderr(entry, tmp_path):
+    """A distractor of entries near or beyond the largest double: B(theta) (its norm exceeds
+    every double) and a worst error of an unbounded ball are null, never NaN or Infinity,
+    which JSON does not have; nothing but the report is printed."""
+    d = 8
+    unit = [["1" if i == j else "0" for i in range(d)] for j in range(3)]
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({
+        "cell": {"attention": "softmax", "variant": "none", "d": d, "task": "select"},
+        "vectors": {"e_s": unit[0], "e_a": unit[1], "e_b": [entry] * d, "w": unit[2]},
+        "scalars": {"w0": "0"}}))
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the JSON report"))
+
+    p = subprocess.run([sys.executable, "-m", "verify", "--params", str(path), "--L", "2", "--json"],
+                       capture_output=True, text=True, cwd=ROOT)
+    report = strict(p.stdout)
+    assert p.returncode == 1 and p.stderr == ""
+    assert report["verdict"] in ("does not count", "cannot certify")
+    assert report["B"] is None and report["ratio"] is None and report["worst_error_at"] is not None
+    out = verify_report.text(report)
+    assert "B(theta): beyond the largest double" in out and "nan" not in out.lower()
+    assert ("worst |y - n|: not a finite double" in out) == (report["worst_error"] is None)
 
 
 def test_classification_b_min_is_an_infimum_and_ratio_undefined(tmp_path, capsys):

@@ -165,8 +165,10 @@ def _regression_chunk(bk, params: Params, nums, n: np.ndarray, n_b: np.ndarray, 
     y = outputs(params, nums, n, n_b, query=query)
     err = y - bk.vec(n.astype(object)) if y.dtype == object else y - n
     good, bad = bk.within(err, 0.5)  # decided in the backend's own numbers
-    # |y - n| to the nearest float, for reporting (the verdict above is exact)
-    return good, bad, np.abs(0.5 * bk.lower(err) + 0.5 * bk.upper(err))
+    # |y - n| to the nearest float, for reporting (the verdict above is exact); NaN where a
+    # ball is unbounded (inf - inf), which the tally ranks first
+    with np.errstate(invalid="ignore", over="ignore"):
+        return good, bad, np.abs(0.5 * bk.lower(err) + 0.5 * bk.upper(err))
 
 
 def _first_pass(bk, params: Params, nums):

@@ -25,6 +25,9 @@
 
 from __future__ import annotations
 
+import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
+
 from constructions.cell import BOS, COUNT, Params
 from constructions import closed_forms
 from verify.certify import certify, rigorous_bound
@@ -54,6 +57,12 @@ def _plain(x):
     return list(x) if isinstance(x, tuple) else x
 
 
+def _finite(x):
+    """``x``, or None where it is not a finite double (a ball without a finite midpoint, or a
+    bound beyond the largest double): JSON has no NaN or infinity."""
+    return x if x is None or math.isfinite(x) else None
+
+
 def check(params: Params, L: int, rounded: int = 0, exact: bool = True) -> dict:
     """The report of the module docstring, as one JSON-ready dict; ``rounded`` is the number of
     file entries that were not binary numbers (:func:`verify.params_file.read`); ``exact``:
@@ -64,12 +73,12 @@ def check(params: Params, L: int, rounded: int = 0, exact: bool = True) -> dict:
            "first_failure": _plain(res.first_failure), "undecided": len(res.undecided),
            "first_undecided": _plain(res.undecided[0]) if res.undecided else None}
     if params.cell.readout == "regression":
-        out.update(worst_error=res.worst_error, worst_error_at=_plain(res.worst_error_at))
+        out.update(worst_error=_finite(res.worst_error), worst_error_at=_plain(res.worst_error_at))
     else:
-        out.update(min_margin=res.min_margin, min_margin_at=_plain(res.min_margin_at))
-    out["B"] = rigorous_bound(params)
+        out.update(min_margin=_finite(res.min_margin), min_margin_at=_plain(res.min_margin_at))
+    out["B"] = _finite(rigorous_bound(params))
     out.update(_b_min(params, L, res.counts, exact))
-    out["ratio"] = out["B"] / out["B_min"] if out["B_min"] else None
+    out["ratio"] = out["B"] / out["B_min"] if out["B_min"] and out["B"] is not None else None
     out["rounded"] = rounded
     return out
 
@@ -82,6 +91,13 @@ def exit_status(report: dict) -> int:
 def _input(at) -> str:
     """An input as the judge names it: a count ``n``, or the counts of its tokens."""
     return f"n = {at}" if isinstance(at, int) else f"counts {tuple(at) if isinstance(at, list) else at}"
+
+
+def directed(x: float, rounding: str, digits: int = 10) -> str:
+    """``x`` to ``digits`` significant digits, rounded in the direction ``rounding``
+    (``ROUND_CEILING`` for an upper bound, ``ROUND_FLOOR`` for a lower bound), so that the
+    printed decimal keeps the claim made of the number (``Decimal(x)`` is the double exactly)."""
+    return format(Context(prec=digits, rounding=rounding).plus(Decimal(float(x))), "g")
 
 
 def text(report: dict, source: str = "") -> str:
@@ -98,12 +114,16 @@ def text(report: dict, source: str = "") -> str:
         lines.append(f"first failing input: {_input(report['first_failure'])}")
     if report["undecided"]:
         lines.append(f"undecided inputs: {report['undecided']}, the first {_input(report['first_undecided'])}")
-    if "worst_error" in report and report["worst_error"] is not None:
-        lines.append(f"worst |y - n|: {report['worst_error']:.10g} at {_input(report['worst_error_at'])}")
-    if "min_margin" in report and report["min_margin"] is not None:
-        lines.append(f"smallest logit margin: {report['min_margin']:.6e} at {_input(report['min_margin_at'])}"
+    if report.get("worst_error_at") is not None:
+        worst = "not a finite double" if report["worst_error"] is None else repr(float(report["worst_error"]))
+        lines.append(f"worst |y - n|: {worst} at {_input(report['worst_error_at'])}")
+    if report.get("min_margin_at") is not None:
+        least = ("not a finite double" if report["min_margin"] is None
+                 else directed(report["min_margin"], ROUND_FLOOR, 7))
+        lines.append(f"smallest logit margin: {least} at {_input(report['min_margin_at'])}"
                      + (" (a rigorous lower bound)" if report["certified"] else ""))
-    lines.append(f"B(theta): {report['B']:.10g} (rigorous upper bound)")
+    lines.append("B(theta): beyond the largest double" if report["B"] is None
+                 else f"B(theta): {directed(report['B'], ROUND_CEILING)} (rigorous upper bound)")
     if report["B_min"] is None:
         lines.append(f"B_min(L): {report['B_min_source']}")
     else:
