@@ -207,7 +207,7 @@ def _budget_law(cell: Cell):
 
     Each capacity branch increases in ``B``, so the capacity (their minimum) reaches ``A`` iff
     every branch does: the maximum of the branches' inverses.  The segment's are the law's
-    (:func:`constructions.laws.segment_budget`, with the score-gap reach), the arc's the inverse
+    (:func:`constructions.laws.segment_budget_branches`, with the score-gap reach), the arc's the inverse
     of its power of ``B`` (:func:`constructions.laws.budget`); no solving for either (the tests
     check both against the solved branches).  The line's branch is solved.
     """
@@ -219,7 +219,7 @@ def _budget_law(cell: Cell):
     if fam == "arc":
         return laws.budget(cell, A)
     if fam == "segment":
-        return sympy.Max(*laws.segment_budget(cell, A, sigma))
+        return sympy.Max(*laws.segment_budget_branches(cell, A, sigma))
     from constructions.regression import capacity_branches
 
     inverses = []
@@ -237,13 +237,7 @@ def budget(cell: Cell, amplitude, shape=None):
     from constructions.symbols import A
 
     if laws.family(cell) == "segment":
-        branches = laws.segment_budget(cell, amplitude, sympy.sqrt(cell.d) * sympy.log(shape))
-        if all(b.is_number for b in branches):  # the largest, decided at 60 digits (as Max would)
-            values = [sympy.N(b, 60) for b in branches]
-            top = max(values)
-            if sum(1 for v in values if v > top * (1 - sympy.Float(10) ** -50)) == 1:
-                return branches[values.index(top)]
-        return sympy.Max(*branches)
+        return sympy.Max(*laws.segment_budget_branches(cell, amplitude, sympy.sqrt(cell.d) * sympy.log(shape)))
     return _budget_law(cell).subs(A, amplitude)
 
 

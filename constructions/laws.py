@@ -185,7 +185,7 @@ def segment_budgets(cell: Cell, A, sigma, ops: Ops = SYMPY) -> dict:
       ``B = 2 sqrt(-sigma)/H``, where :func:`bounds.lower.segment_lower` uses it); values at the
       distance ``sqrt(2 sigma)`` (rigid, or on a line): ``A/sqrt(2 sigma)``.
     * ``reach``: ``X <= 2 V B``: ``sqrt(A/(2V))``.  Where ``H = V`` it is implied by the two
-      others (``sigma <= 2 H V B^2`` puts the root below ``2 V B``), and :func:`segment_budget`
+      others (``sigma <= 2 H V B^2`` puts the root below ``2 V B``), and :func:`segment_budget_branches`
       leaves it out.
     * ``score``: the score gap's reach ``sigma <= score_gap_max(B)``: ``sqrt(sigma /
       score_gap_max(1))`` (None for rigid values, whose domain is ``sigma <= 2d`` at every ``B``).
@@ -199,7 +199,7 @@ def segment_budgets(cell: Cell, A, sigma, ops: Ops = SYMPY) -> dict:
     return {"value": A / ops.sqrt(H * A + sigma), "reach": ops.sqrt(A / (2 * V)), "score": score}
 
 
-def segment_budget(cell: Cell, A, sigma, ops: Ops = SYMPY) -> list:
+def segment_budget_branches(cell: Cell, A, sigma, ops: Ops = SYMPY) -> list:
     """The branches of :func:`segment_budgets` whose maximum is the smallest budget reaching
     ``A`` at ``sigma > 0`` (``reach`` only where ``H != V``)."""
     b = segment_budgets(cell, A, sigma, ops)

@@ -98,7 +98,7 @@ def test_segment_budget_law_is_the_solved_capacity(cell):
     for _ in range(20):
         at = {A: sympy.Rational(rng.randint(1, 10**6), rng.randint(1, 1000)),
               sigma: sympy.Rational(rng.randint(1, 10**4), rng.randint(1, 1000))}
-        law = sympy.Max(*laws.segment_budget(cell, A, sigma)).xreplace(at)
+        law = sympy.Max(*laws.segment_budget_branches(cell, A, sigma)).xreplace(at)
         ref = sympy.Max(*solved).xreplace(at)
         assert abs(sympy.N(law - ref, 50)) < sympy.Float(10) ** -40 * sympy.N(ref, 50)
         if laws.value_reach(cell) is not None and not laws.on_a_line(cell):  # B X(B) = A on the root
