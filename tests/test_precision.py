@@ -13,6 +13,7 @@ import inspect
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -396,6 +397,10 @@ def test_the_one_sided_arc_walls_at_every_l_agree_with_a_run_per_l(monkeypatch):
         else:
             assert w.construction_failure is None and w.construction_reason == "none"
         assert 0 <= w.construction <= w.best <= Lmax
+        if w.construction_reason == "rounding_error":  # the exact value printed shows it counts
+            n = w.construction_failure["n"]
+            exact = float(re.search(r"exact (\S+):", w.construction_detail).group(1))
+            assert abs(exact - n) < 0.5, w.construction_detail
         member = design.build(w.member["L_target"], w.member["B"])
         assert max(run(member, w.best, ariths[name]).counts_up_to(), 0) >= w.best  # -1: fails at n = 0
     top = walls["float64"].construction

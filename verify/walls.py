@@ -310,7 +310,8 @@ def _against_exact(ps: Pass, n: int, params, where: str) -> tuple[str, str]:
         margin = 0.5 - abs(ye - n)
         if margin <= 0:
             return "construction_fails", f"y({n}) = {ye:.6g} in exact arithmetic: the member itself fails there"
-        return "rounding_error", (f"y({n}) = {y:.6g} in {where}, exact {ye:.9g}: the rounding error "
+        k = min(17, max(9, 3 + math.ceil(-math.log10(margin))))  # digits that show the margin
+        return "rounding_error", (f"y({n}) = {y:.{k}g} in {where}, exact {ye:.{k}g}: the rounding error "
                                   f"{y - ye:.3g} exceeds the margin {margin:.3g}")
     lg = np.array([float(v) for v in exact[0]])
     own = lg[n]
