@@ -75,3 +75,19 @@ def test_last_read_counts_where_bos_does_not(tmp_path, capsys):
     assert report["worst_error"] == 0.0
     rc, report, _ = _verify(capsys, "--params", path, "--L", 50, "--read", "bos")
     assert (rc, report["verdict"], report["first_failure"]) == (1, "does not count", 1)
+
+
+@pytest.mark.parametrize("task,read", [("select", "bos"), ("count", "last")])
+def test_a_certified_head_of_another_task_or_read_reports_the_infimum(task, read, tmp_path, capsys):
+    """Scaling only the head leaves the argmax, whatever the task or the read position: a
+    classification head certified to count has ``B_min = 0`` as an infimum."""
+    from constructions import classification
+    from constructions.cell import Cell
+    from verify.params_file import to_json
+
+    cell = Cell("linear", "pre_learned", "classification", d=4, task=task, read=read)
+    path = tmp_path / "head.json"
+    path.write_text(to_json(classification.design(cell).build(5)))
+    rc, report, err = _verify(capsys, "--params", path, "--L", 5)
+    assert (rc, report["verdict"]) == (0, "counts"), err
+    assert report["B_min"] == 0.0 and report["B_min_is_infimum"] is True and report["ratio"] is None

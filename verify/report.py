@@ -18,7 +18,7 @@
   float can differ from it in the last bit) and ``B_min_exact`` is None.  Classification: 0 as an infimum once some head
   counts to ``L`` (free biases make the argmax scale-free,
   :mod:`constructions.classification`), so a head that is certified to count shows it, and
-  ``ratio`` is undefined.
+  ``ratio`` is undefined (every task and read position: the argument scales only the head).
 
 :func:`exit_status` is 0 for ``counts`` and 1 otherwise.
 """
@@ -41,7 +41,7 @@ def _b_min(params: Params, L: int, counts: bool, exact: bool) -> dict:
     known = cell.task == COUNT and cell.read == BOS
     out = {"B_min": None, "B_min_exact": None, "B_min_is_infimum": False}
     if cell.readout == "classification":
-        if known and counts:
+        if counts:  # every task and read: the head's scale is free
             return {**out, "B_min": 0.0, "B_min_exact": "0", "B_min_is_infimum": True,
                     "B_min_source": "an infimum: with free biases the argmax is scale-free"}
         return {**out, "B_min_source": "not known here"}
