@@ -245,7 +245,7 @@ class ClassificationDesign:
         #: the foot ``F(1)`` of the one-sided arc (None: the symmetric arc's is free)
         self.foot = None if laws.foot_distance(cell, 1) is None else self.geometry.foot(1.0)
         #: the select task on the segment: the level head of :mod:`constructions.pencil`
-        self.pencil = (pencil.PencilDesign(cell, self.geometry)
+        self.pencil = (pencil.PencilDesign(cell)
                        if cell.distractor and self.family == "segment" else None)
 
     # ----------------------------------------------------------------- collinear outputs

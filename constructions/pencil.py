@@ -66,7 +66,6 @@ import math
 import mpmath
 import numpy as np
 
-from constructions import laws, zoom
 from constructions.cell import Cell, Params
 
 #: the free placements are searched at this L (or at L itself if smaller) and taken over beyond
@@ -186,101 +185,89 @@ def centred_pair(d: int, ctx=math):
 
 
 def free(cell: Cell) -> bool:
-    """Whether every placement of the values is searched (module docstring): no norm, or bare
-    pre-norm with a plane in the norm's image (RMSNorm; LayerNorm at ``d >= 3``)."""
-    return not cell.normed or (laws.rigid(cell) and not laws.two_values(cell)
-                               and (not cell.kind.centred or cell.d >= 3))
+    """Whether the values have a placement here (module docstring): no norm, or pre-norm with a
+    plane in the norm's image (RMSNorm; LayerNorm at ``d >= 3``)."""
+    return not cell.normed or (cell.pre and (not cell.kind.centred or cell.d >= 3))
 
 
 class PencilDesign:
-    """The level head on the select geometry of one cell (module docstring); ``geometry`` is the
-    regression construction at unit budget that places the values where they are not free."""
+    """The level head on the free placements of one cell (module docstring)."""
 
-    def __init__(self, cell: Cell, geometry):
+    def __init__(self, cell: Cell):
         self.cell = cell
-        self.geometry = geometry
-        self.free = free(cell)
 
     # ----------------------------------------------------------------- placements
     def embeddings(self, shape, ctx=math) -> dict:
-        """``e_s, e_a, e_b`` and the values ``_h_s, _h_a, _h_b`` of a free placement, as d-vectors
-        (floats, or mpf with ``ctx = mpmath``)."""
-        d = self.cell.d
-        kind = object if ctx is mpmath else float
+        """The vectors of a placement (module docstring): ``e_s, e_a, e_b``, a gain ``g`` (and a
+        zero bias ``beta``) where the cell has them, and the values ``_h_s, _h_a, _h_b``, as
+        d-vectors (floats, or mpf with ``ctx = mpmath``).  ``ValueError`` where the cell has no
+        placement (:func:`free`)."""
+        cell, d = self.cell, self.cell.d
+        if not free(cell):
+            raise ValueError(f"{cell.describe()}: the pencil has no placement of the values")
+        zero = mpmath.mpf(0) if ctx is mpmath else 0.0
+        axis = [np.array([zero] * d, dtype=object if ctx is mpmath else float) for _ in range(3)]
+        for i in range(min(d, 3)):
+            axis[i][i] += 1
         cs, sn = ctx.cos, ctx.sin
-        if not self.cell.normed:
+        if not cell.normed:
             s, theta, theta_b, phi = shape
-            if d == 2:
-                phi = 0
-            axis = [np.array([ctx.mpf(0) if ctx is mpmath else 0.0] * d, dtype=kind) for _ in range(3)]
-            for i in range(min(d, 3)):
-                axis[i][i] = 1
-            out = {"e_s": s * axis[0], "e_a": cs(theta) * axis[0] + sn(theta) * axis[1]}
-            side = cs(phi) * axis[1] + (sn(phi) * axis[2] if d > 2 else 0 * axis[1])
-            out["e_b"] = cs(theta_b) * axis[0] + sn(theta_b) * side
+            side = cs(phi) * axis[1] + sn(phi) * axis[2] if d > 2 else axis[1]
+            out = {"e_s": s * axis[0], "e_a": cs(theta) * axis[0] + sn(theta) * axis[1],
+                   "e_b": cs(theta_b) * axis[0] + sn(theta_b) * side}
             out.update({"_h_" + x: out["e_" + x] for x in "sab"})
             return out
-        gamma, psi = shape
-        if self.cell.kind.centred:
-            c1, c2 = centred_pair(d, ctx)
+        if cell.affine.gain:
+            chi, angles = shape[0], shape[1:]
         else:
-            c1 = np.array([ctx.mpf(0) if ctx is mpmath else 0.0] * d, dtype=kind)
-            c2 = c1.copy()
-            c1[0] = c2[1] = 1
-        gain = 1 / ctx.sqrt(1 / ctx.mpf(d) + ctx.mpf(self.cell.eps)) if ctx is mpmath else \
-            1 / math.sqrt(1 / d + self.cell.eps)
+            angles = (0, *shape)
+        c1, c2 = centred_pair(d, ctx) if cell.kind.centred else axis[:2]
+        one = ctx.mpf(1) if ctx is mpmath else 1.0
+        scale = 1 / ctx.sqrt(one / d + cell.eps)  # N(e) of a unit (centred) e
         out = {}
-        for x, angle in zip("sab", (0, gamma, psi)):
+        if cell.affine.gain:
+            out["g"] = cs(chi) * axis[0] + sn(chi) * axis[1]
+            if cell.affine.bias:
+                out["beta"] = 0 * axis[0]
+        for x, angle in zip("sab", angles):
             out["e_" + x] = cs(angle) * c1 + sn(angle) * c2
-            out["_h_" + x] = gain * out["e_" + x]
+            out["_h_" + x] = scale * out["e_" + x] * (out["g"] if cell.affine.gain else 1)
         return out
 
     def frame(self, shape, L: int, ctx=math) -> tuple[dict, Frame]:
-        """The vectors of a placement (free: :meth:`embeddings`; else the regression geometry at
-        unit budget and shape ``rho``, in mpf whatever ``ctx``) and its pencil."""
-        if self.free:
-            geo = self.embeddings(shape, ctx)
-        else:  # mpf (the construction evaluates in mpmath)
-            one = mpmath.mpf(1)
-            geo = self.geometry.evaluate(L, one, mpmath.mpf(shape), one, 0)
-        h_b = geo["_h_b"] if "_h_b" in geo else geo["e_b"]  # no norm: the value is the embedding
-        return geo, Frame(geo["e_s"], geo["_h_s"], geo["_h_a"], h_b, self.cell.d, ctx)
+        """The vectors of a placement (:meth:`embeddings`) and its pencil."""
+        geo = self.embeddings(shape, ctx)
+        return geo, Frame(geo["e_s"], geo["_h_s"], geo["_h_a"], geo["_h_b"], self.cell.d, ctx)
 
     def margin(self, shape, L: int) -> float:
         """The level head's float margin at a placement (0 where it degenerates or is out of its
         domain: ``0 < s <= 1`` without a norm)."""
-        if self.free and not self.cell.normed and not 0 < shape[0] <= 1:
+        if not self.cell.normed and not 0 < shape[0] <= 1:
             return 0.0
         try:
-            if self.free:
-                return self.frame(shape, L)[1].margin(L)
-            with mpmath.workdps(20):
-                return self.frame(shape, L, mpmath)[1].margin(L)
-        except (ZeroDivisionError, ValueError, OverflowError):
+            return self.frame(shape, L)[1].margin(L)
+        except (ZeroDivisionError, OverflowError):
             return 0.0
 
     @functools.lru_cache(maxsize=None)
-    def best_shape(self, L: int):
-        """The placement maximising the margin at ``min(L, FIT_L)``: free placements by
-        Nelder-Mead from the best of a grid; else ``rho`` over the admissible score gaps (the
-        largest kept off by a relative 1e-12: exp and log round, and beyond it the geometry has
-        no real turn)."""
-        fit = min(L, FIT_L)
-        if not self.free:
-            dom = self.geometry.domain(L, 1.0)
-            f = lambda tt: np.array([self.margin(float(v), L) for v in np.atleast_1d(tt)])
-            return zoom.maximize(f, 1.0, dom[1] * (1 - 1e-12), points=33)[0]
-        from scipy import optimize  # scipy loads only where a free placement is shaped
+    def best_shape(self, L: int) -> tuple:
+        """The placement maximising the margin at ``min(L, FIT_L)``: Nelder-Mead from the best
+        of a grid."""
+        from scipy import optimize  # scipy loads only where a placement is shaped
 
-        if self.cell.normed:
-            grid = [(g, p) for g in np.linspace(0.3, 2.7, 9) for p in np.linspace(2.4, 4.8, 9)]
-        else:
+        fit = min(L, FIT_L)
+        if not self.cell.normed:
             grid = [(1.0, th, tb, ph) for th in (2.2, 2.5, 2.8) for tb in (2.2, 2.5, 2.8)
                     for ph in (0.8, 1.6, 2.4)]
+        elif self.cell.affine.gain:
+            grid = [(chi, 0.0, ga, ps) for chi in (0.4, 0.7) for ga in np.linspace(1.5, 3.1, 5)
+                    for ps in np.linspace(0, 2 * math.pi, 8, endpoint=False)]
+        else:
+            grid = [(ga, ps) for ga in np.linspace(0.3, 2.7, 9) for ps in np.linspace(2.4, 4.8, 9)]
         f = lambda p: -self.margin(tuple(float(v) for v in p), fit)
         start = min(grid, key=f)
         res = optimize.minimize(f, start, method="Nelder-Mead",
-                                options={"xatol": 1e-7, "fatol": 1e-16, "maxiter": 800})
+                                options={"xatol": 1e-8, "fatol": 1e-18, "maxiter": 2000})
         best = res.x if res.fun < f(start) else np.array(start)
         return tuple(float(v) for v in best)
 
