@@ -43,19 +43,20 @@ q)_1 e + (p_c - q)_2 f)/R`` (logits divided by ``R``) has every ``|u_c| <= 1`` a
 line (large ``delta``) or near the middle of it (``a`` between ``x_0`` and ``x_L``).  The
 certified row's margin is the judge's, on all ``(L+1)(L+2)/2`` inputs.
 
-**The geometry** (:class:`PencilDesign`).  Where the values are free to place, the shape is
-searched over every placement at unit budget: without a norm (``h = e``) ``e_s = s E_1``,
-``e_a = cos(theta) E_1 + sin(theta) E_2``, ``e_b = cos(theta_b) E_1 + sin(theta_b)(cos(phi)
-E_2 + sin(phi) E_3)`` (``0 < s <= 1``; ``phi = 0`` at ``d = 2``) and with bare pre-norm the
-values ``h_x = sqrt(d) (cos(angle_x) c_1 + sin(angle_x) c_2)`` at the angles ``0, gamma, psi``
-of ``s, a, b`` in a plane of the norm's image (``e_x = h_x/sqrt(d)``: ``c_1, c_2`` the first
-two of :data:`E` for RMSNorm, the centred :func:`centred_pair` for LayerNorm; ``eps > 0``
-scales the values by ``1/sqrt(1 + d eps)``).  The bound of :mod:`bounds.select_margin` is the
-best of these placements up to what it cannot see: what keeps ``H`` off the count line costs
-the distractor weight (``beta``), and the supremum of the level bound sits where ``H`` is on
-it.  With a learned pre-norm the values are those of :mod:`constructions.select` at unit budget
-and shape ``rho`` (one parameter).  The shape maximising the float margin is searched
-(Nelder-Mead from the best of a grid) at ``min(L, FIT_L)``.
+**The geometry** (:class:`PencilDesign`).  The shape is searched over placements of the values
+at unit budget (the regression constructions of :mod:`constructions.select` serve ``y_b = y_s``,
+which a head does not need): without a norm (``h = e``) ``e_s = s E_1``, ``e_a = cos(theta) E_1
++ sin(theta) E_2``, ``e_b = cos(theta_b) E_1 + sin(theta_b)(cos(phi) E_2 + sin(phi) E_3)``
+(``0 < s <= 1``; no ``phi`` at ``d = 2``).  With pre-norm every embedding is a unit vector
+``e_x = cos(angle_x) c_1 + sin(angle_x) c_2`` of a plane of the norm's image (``c_1, c_2 = E_1,
+E_2`` for RMSNorm, the centred :func:`centred_pair` for LayerNorm), so ``N(e_x) = sqrt(d) e_x /
+sqrt(1 + d eps)``; bare, the values are these, at the angles ``0, gamma, psi`` of ``s, a, b``;
+with a gain ``g = cos(chi) E_1 + sin(chi) E_2`` (a bias, where the cell has one, is 0) the values
+``g * N(e_x)`` lie on an ellipse, at the angles ``angle_s, angle_a, angle_b``.  The shape
+maximising the float margin is searched (Nelder-Mead from the best of a grid) at
+``min(L, FIT_L)``.  :mod:`bounds.select_margin` bounds every placement, up to what it cannot
+see: what keeps ``H`` off the count line costs distractor weight (``beta``), and the supremum of
+its bound sits where ``H`` is on that line or ``beta`` is the smallest any values allow.
 """
 
 from __future__ import annotations
@@ -211,8 +212,8 @@ class PencilDesign:
             axis[i][i] += 1
         cs, sn = ctx.cos, ctx.sin
         if not cell.normed:
-            s, theta, theta_b, phi = shape
-            side = cs(phi) * axis[1] + sn(phi) * axis[2] if d > 2 else axis[1]
+            s, theta, theta_b, *phi = shape  # no phi at d = 2
+            side = cs(phi[0]) * axis[1] + sn(phi[0]) * axis[2] if phi else axis[1]
             out = {"e_s": s * axis[0], "e_a": cs(theta) * axis[0] + sn(theta) * axis[1],
                    "e_b": cs(theta_b) * axis[0] + sn(theta_b) * side}
             out.update({"_h_" + x: out["e_" + x] for x in "sab"})
@@ -257,18 +258,19 @@ class PencilDesign:
 
         fit = min(L, FIT_L)
         if not self.cell.normed:
-            grid = [(1.0, th, tb, ph) for th in (2.2, 2.5, 2.8) for tb in (2.2, 2.5, 2.8)
-                    for ph in (0.8, 1.6, 2.4)]
+            grid = [(1.0, th, tb) + ((ph,) if self.cell.d > 2 else ()) for th in (2.2, 2.5, 2.8)
+                    for tb in (2.2, 2.5, 2.8) for ph in ((0.8, 1.6, 2.4) if self.cell.d > 2 else (0,))]
         elif self.cell.affine.gain:
             grid = [(chi, 0.0, ga, ps) for chi in (0.4, 0.7) for ga in np.linspace(1.5, 3.1, 5)
                     for ps in np.linspace(0, 2 * math.pi, 8, endpoint=False)]
         else:
             grid = [(ga, ps) for ga in np.linspace(0.3, 2.7, 9) for ps in np.linspace(2.4, 4.8, 9)]
-        f = lambda p: -self.margin(tuple(float(v) for v in p), fit)
-        start = min(grid, key=f)
-        res = optimize.minimize(f, start, method="Nelder-Mead",
-                                options={"xatol": 1e-8, "fatol": 1e-18, "maxiter": 2000})
-        best = res.x if res.fun < f(start) else np.array(start)
+        value = lambda p: self.margin(tuple(float(v) for v in p), fit)
+        start = max(grid, key=value)
+        scale = value(start)  # the search stops at a relative change of 1e-13 in the margin
+        res = optimize.minimize(lambda p: -value(p) / scale, start, method="Nelder-Mead",
+                                options={"xatol": 1e-8, "fatol": 1e-13, "maxiter": 2000})
+        best = res.x if value(res.x) > scale else np.array(start)
         return tuple(float(v) for v in best)
 
     # ----------------------------------------------------------------- the head
