@@ -51,8 +51,9 @@ which a head does not need): without a norm (``h = e``) ``e_s = s E_1``, ``e_a =
 ``e_x = cos(angle_x) c_1 + sin(angle_x) c_2`` of a plane of the norm's image (``c_1, c_2 = E_1,
 E_2`` for RMSNorm, the centred :func:`centred_pair` for LayerNorm), so ``N(e_x) = sqrt(d) e_x /
 sqrt(1 + d eps)``; bare, the values are these, at the angles ``0, gamma, psi`` of ``s, a, b``;
-with a gain ``g = cos(chi) E_1 + sin(chi) E_2`` (a bias, where the cell has one, is 0) the values
-``g * N(e_x)`` lie on an ellipse, at the angles ``angle_s, angle_a, angle_b``.  The shape
+with a gain ``g = cos(chi) E_1 + sin(chi) E_2`` the values ``g * N(e_x)`` lie on an ellipse, at
+the angles ``angle_s, angle_a, angle_b``, shifted by the bias ``b_1 E_1 + b_2 E_2`` (``b_1^2 +
+b_2^2 <= 1``) where the cell has one.  The shape
 maximising the float margin is searched (Nelder-Mead from the best of a grid) at
 ``min(L, FIT_L)``.  :mod:`bounds.select_margin` bounds every placement, up to what it cannot
 see: what keeps ``H`` off the count line costs distractor weight (``beta``), and the supremum of
@@ -175,14 +176,19 @@ E = [np.eye(3)[i] for i in range(3)]
 
 
 def centred_pair(d: int, ctx=math):
-    """Two orthonormal centred d-vectors: ``(1, -1, 0..)/sqrt(2)`` and ``(1, 1, -2, 0..)/sqrt(6)``
-    (``d >= 3``), as d-vectors of floats or mpf."""
-    zero = mpmath.mpf(0) if ctx is mpmath else 0.0
-    c1 = np.array([zero] * d, dtype=object if ctx is mpmath else float)
-    c2 = c1.copy()
-    c1[0], c1[1] = 1 / ctx.sqrt(2), -1 / ctx.sqrt(2)
-    c2[0], c2[1], c2[2] = 1 / ctx.sqrt(6), 1 / ctx.sqrt(6), -2 / ctx.sqrt(6)
-    return c1, c2
+    """Two orthonormal centred d-vectors (``d >= 3``): ``c_1`` the unit centred part of ``E_1``
+    and ``c_2`` the unit part of the centred ``E_2`` orthogonal to ``c_1`` (the directions whose
+    LayerNorm reaches furthest along ``E_1``, then along ``E_2``), as floats or mpf."""
+    one = mpmath.mpf(1) if ctx is mpmath else 1.0
+    dot = (lambda u, v: mpmath.fsum(u * v)) if ctx is mpmath else (lambda u, v: float(np.dot(u, v)))
+    centred = []
+    for i in range(2):
+        v = np.array([-one / d] * d, dtype=object if ctx is mpmath else float)
+        v[i] += 1
+        centred.append(v)
+    c1 = centred[0] / ctx.sqrt(dot(centred[0], centred[0]))
+    w = centred[1] - dot(centred[1], c1) * c1
+    return c1, w / ctx.sqrt(dot(w, w))
 
 
 def free(cell: Cell) -> bool:
@@ -219,9 +225,9 @@ class PencilDesign:
             out.update({"_h_" + x: out["e_" + x] for x in "sab"})
             return out
         if cell.affine.gain:
-            chi, angles = shape[0], shape[1:]
+            chi, angles, bias = shape[0], shape[1:4], shape[4:]
         else:
-            angles = (0, *shape)
+            angles, bias = (0, *shape), ()
         c1, c2 = centred_pair(d, ctx) if cell.kind.centred else axis[:2]
         one = ctx.mpf(1) if ctx is mpmath else 1.0
         scale = 1 / ctx.sqrt(one / d + cell.eps)  # N(e) of a unit (centred) e
@@ -229,10 +235,12 @@ class PencilDesign:
         if cell.affine.gain:
             out["g"] = cs(chi) * axis[0] + sn(chi) * axis[1]
             if cell.affine.bias:
-                out["beta"] = 0 * axis[0]
+                b1, b2 = bias or (0, 0)
+                out["beta"] = b1 * axis[0] + b2 * axis[1]
         for x, angle in zip("sab", angles):
             out["e_" + x] = cs(angle) * c1 + sn(angle) * c2
-            out["_h_" + x] = scale * out["e_" + x] * (out["g"] if cell.affine.gain else 1)
+            h = scale * out["e_" + x] * (out["g"] if cell.affine.gain else 1)
+            out["_h_" + x] = h + out["beta"] if "beta" in out else h
         return out
 
     def frame(self, shape, L: int, ctx=math) -> tuple[dict, Frame]:
@@ -245,6 +253,8 @@ class PencilDesign:
         domain: ``0 < s <= 1`` without a norm)."""
         if not self.cell.normed and not 0 < shape[0] <= 1:
             return 0.0
+        if self.cell.normed and len(shape) == 6 and shape[4] ** 2 + shape[5] ** 2 > 1:
+            return 0.0  # the bias's norm
         try:
             return self.frame(shape, L)[1].margin(L)
         except (ZeroDivisionError, OverflowError):
@@ -253,9 +263,7 @@ class PencilDesign:
     @functools.lru_cache(maxsize=None)
     def best_shape(self, L: int) -> tuple:
         """The placement maximising the margin at ``min(L, FIT_L)``: Nelder-Mead from the best
-        of a grid."""
-        from scipy import optimize  # scipy loads only where a placement is shaped
-
+        of a grid (with a bias: then from the best of a grid of biases added to it)."""
         fit = min(L, FIT_L)
         if not self.cell.normed:
             grid = [(1.0, th, tb) + ((ph,) if self.cell.d > 2 else ()) for th in (2.2, 2.5, 2.8)
@@ -266,12 +274,21 @@ class PencilDesign:
         else:
             grid = [(ga, ps) for ga in np.linspace(0.3, 2.7, 9) for ps in np.linspace(2.4, 4.8, 9)]
         value = lambda p: self.margin(tuple(float(v) for v in p), fit)
-        start = max(grid, key=value)
-        scale = value(start)  # the search stops at a relative change of 1e-13 in the margin
+        best = self._search(value, max(grid, key=value))
+        if self.cell.normed and self.cell.affine.bias:  # then the bias, from the best without it
+            grid = [best + (b1, b2) for b1 in np.linspace(-0.9, 0.9, 7) for b2 in np.linspace(-0.9, 0.9, 7)]
+            best = self._search(value, max(grid + [best + (0.0, 0.0)], key=value))
+        return best
+
+    @staticmethod
+    def _search(value, start: tuple) -> tuple:
+        """Nelder-Mead from ``start`` on the margin ``value``, to a relative change of 1e-13."""
+        from scipy import optimize  # scipy loads only where a placement is shaped
+
+        scale = value(start)
         res = optimize.minimize(lambda p: -value(p) / scale, start, method="Nelder-Mead",
                                 options={"xatol": 1e-8, "fatol": 1e-13, "maxiter": 2000})
-        best = res.x if value(res.x) > scale else np.array(start)
-        return tuple(float(v) for v in best)
+        return tuple(float(v) for v in (res.x if value(res.x) > scale else start))
 
     # ----------------------------------------------------------------- the head
     def build(self, L: int, dps: int) -> Params:
