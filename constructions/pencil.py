@@ -72,6 +72,8 @@ from constructions.cell import Cell, Params
 
 #: the free placements are searched at this L (or at L itself if smaller) and taken over beyond
 FIT_L = 1024
+#: every trainable vector of a placement has norm at most this (an exact binary number below 1)
+SHRINK = 1 - 2.0**-40
 
 
 def weights(rho, beta, L: int, n):
@@ -172,9 +174,6 @@ class Frame:
         return margin(x, t, self.a, self.delta)
 
 
-E = [np.eye(3)[i] for i in range(3)]
-
-
 def centred_pair(d: int, ctx=math):
     """Two orthonormal centred d-vectors (``d >= 3``): ``c_1`` the unit centred part of ``E_1``
     and ``c_2`` the unit part of the centred ``E_2`` orthogonal to ``c_1`` (the directions whose
@@ -205,10 +204,11 @@ class PencilDesign:
 
     # ----------------------------------------------------------------- placements
     def embeddings(self, shape, ctx=math) -> dict:
-        """The vectors of a placement (module docstring): ``e_s, e_a, e_b``, a gain ``g`` (and a
-        zero bias ``beta``) where the cell has them, and the values ``_h_s, _h_a, _h_b``, as
-        d-vectors (floats, or mpf with ``ctx = mpmath``).  ``ValueError`` where the cell has no
-        placement (:func:`free`)."""
+        """The vectors of a placement (module docstring): ``e_s, e_a, e_b``, a gain ``g`` and a
+        bias ``beta`` where the cell has them, and the values ``_h_s, _h_a, _h_b``, as d-vectors
+        (floats, or mpf with ``ctx = mpmath``).  Every trainable vector is shrunk by
+        :data:`SHRINK`, so that rounding cannot lift its norm above 1 (the head is read from the
+        vectors as they are).  ``ValueError`` where the cell has no placement (:func:`free`)."""
         cell, d = self.cell, self.cell.d
         if not free(cell):
             raise ValueError(f"{cell.describe()}: the pencil has no placement of the values")
@@ -222,6 +222,7 @@ class PencilDesign:
             side = cs(phi[0]) * axis[1] + sn(phi[0]) * axis[2] if phi else axis[1]
             out = {"e_s": s * axis[0], "e_a": cs(theta) * axis[0] + sn(theta) * axis[1],
                    "e_b": cs(theta_b) * axis[0] + sn(theta_b) * side}
+            out = {k: v * SHRINK for k, v in out.items()}
             out.update({"_h_" + x: out["e_" + x] for x in "sab"})
             return out
         if cell.affine.gain:
@@ -229,16 +230,16 @@ class PencilDesign:
         else:
             angles, bias = (0, *shape), ()
         c1, c2 = centred_pair(d, ctx) if cell.kind.centred else axis[:2]
-        one = ctx.mpf(1) if ctx is mpmath else 1.0
-        scale = 1 / ctx.sqrt(one / d + cell.eps)  # N(e) of a unit (centred) e
-        out = {}
+        out = {"e_" + x: cs(angle) * c1 + sn(angle) * c2 for x, angle in zip("sab", angles)}
         if cell.affine.gain:
             out["g"] = cs(chi) * axis[0] + sn(chi) * axis[1]
             if cell.affine.bias:
                 b1, b2 = bias or (0, 0)
                 out["beta"] = b1 * axis[0] + b2 * axis[1]
-        for x, angle in zip("sab", angles):
-            out["e_" + x] = cs(angle) * c1 + sn(angle) * c2
+        out = {k: v * SHRINK for k, v in out.items()}
+        one = ctx.mpf(1) if ctx is mpmath else 1.0
+        scale = 1 / ctx.sqrt(one * SHRINK**2 / d + cell.eps)  # N(e) = scale e: e centred, |e| = SHRINK
+        for x in "sab":
             h = scale * out["e_" + x] * (out["g"] if cell.affine.gain else 1)
             out["_h_" + x] = h + out["beta"] if "beta" in out else h
         return out
