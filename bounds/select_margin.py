@@ -50,11 +50,13 @@ values at ``rho = 1``, and the supremum of ``G`` over ``[1, rho_max]`` (``rho_ma
 (``X = 0``) and ``rho_max``: there the bound is ``G(rho_max)``.
 
 *What it does not see.*  The bound drops the part of ``u_c`` orthogonal to ``e``: it is reached
-only if the head's separators can follow the rays through ``H`` (the pencil of
-:mod:`constructions.pencil`) at no cost in norm, i.e. with ``H`` far from the count line.  Its
-supremum sits where ``beta = kappa rho`` is smallest, ``h_b = -h_s`` at the largest norm: without a
-norm that is ``h_b = h_a = -h_s``, where ``H`` is on the count line and no head separates at all; the construction's margin is below it by the
-price of keeping ``H`` off the line (module docstring of :mod:`constructions.pencil`).
+only if the head's separators can follow the rays through ``H`` (the level head of
+:mod:`constructions.pencil`) at no cost in norm, i.e. with ``H`` far from the count line or
+beside its middle.  Its supremum takes ``beta = kappa rho`` (``h_b = -h_s`` at the largest norm)
+together with the largest ``X``: without a norm that is ``h_b = h_a = -h_s``, where ``H`` is on
+the count line and no head separates at all; with pre-norm ``H`` projects beyond the end of the
+count line, where the head's rows drift off the ``e`` axis.  The construction's margin is below
+it by the price of keeping ``H`` off the line or beside it.
 """
 
 from __future__ import annotations
