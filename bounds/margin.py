@@ -239,7 +239,9 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     The select task read at ``s``: the count task's bound.  *Proof.*  Its inputs ``(s, a^n)``
     are select inputs (``n_b = 0``) with the same classes, so a select head's margin is at most
     its margin on them, which is that of the same parameters without ``e_b`` on the count task,
-    a parameter set of the count cell with every vector of norm at most 1."""
+    a parameter set of the count cell with every vector of norm at most 1.  With softmax
+    attention without post-norm the smaller of that and the level bound of
+    :mod:`bounds.select_margin`, which sees the distractor."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
     if cell.read.last and not cell.distractor:
@@ -248,7 +250,11 @@ def margin_upper(cell: Cell, L: int) -> float | None:
         return last_margin_upper(cell, L)
     if (cell.eps > 0 and cell.normed) or cell.read.last:
         return None
+    level = None
     if cell.distractor:
+        from bounds.select_margin import applies, level_upper  # it builds on this module
+
+        level = level_upper(cell, L) if applies(cell, L) else None
         cell = cell.replace(task="count")
     with flint.ctx.workprec(PREC):
         fam = laws.family(cell)
@@ -258,4 +264,5 @@ def margin_upper(cell: Cell, L: int) -> float | None:
             value = _segment(cell, L)
         else:
             value = _arc(cell, L)
-        return arb_ceil(value)
+        bound = arb_ceil(value)
+    return bound if level is None else min(bound, level)

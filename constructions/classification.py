@@ -71,9 +71,10 @@ head is max-min to that tolerance.
 
 **The select task.**  Where the distractor changes no output the head is the count task's on the
 geometry with ``e_b``.  Softmax attention without post-norm moves the outputs off the segment,
-towards ``e_s + h_b``: the head is then the pencil head of :mod:`constructions.pencil`
-(the weighted line head made homogeneous about that point), on the geometry of
-:mod:`constructions.select` at unit budget, its shape ``rho`` chosen for that head's margin.
+towards ``e_s + h_b``: the head is then the level head of :mod:`constructions.pencil`
+(separators parallel to the rays through that point), on a placement of the values searched
+for that head's margin (with a learned pre-norm the geometry of :mod:`constructions.select` at
+unit budget, its shape ``rho``).
 
 The scale of the collinear families is the capacity of :func:`constructions.laws.capacity` at
 budget 1 (the regression amplitude a unit read-out reaches at that shape).
@@ -243,9 +244,9 @@ class ClassificationDesign:
         self.geometry = regression_design(cell.replace(readout="regression"))
         #: the foot ``F(1)`` of the one-sided arc (None: the symmetric arc's is free)
         self.foot = None if laws.foot_distance(cell, 1) is None else self.geometry.foot(1.0)
-        #: the select task on the segment: the pencil head of :mod:`constructions.pencil`
-        self.pencil = cell.distractor and self.family == "segment"
-        self._pencil_shapes: dict = {}  # L -> its best shape (found once)
+        #: the select task on the segment: the level head of :mod:`constructions.pencil`
+        self.pencil = (pencil.PencilDesign(cell)
+                       if cell.distractor and self.family == "segment" else None)
 
     # ----------------------------------------------------------------- collinear outputs
     def scale(self, t_value, ctx=np):
@@ -262,8 +263,7 @@ class ClassificationDesign:
         if self.family == "arc":
             raise ValueError("the arc's margin is that of its head on the circle (arc_margin)")
         if self.pencil:
-            m = np.array([self._pencil_margin(float(v), L_value) for v in np.atleast_1d(t_value)])
-            return m if np.ndim(t_value) else float(m[0])
+            return self.pencil.margin(t_value, L_value)
         tv = np.atleast_1d(np.asarray(t_value, dtype=np.float64))
         x = np.stack([positions(self.cell, v, L_value) for v in tv])
         gaps = np.diff(x, axis=1)
@@ -280,55 +280,10 @@ class ClassificationDesign:
             return None
         if self.family == "arc":
             return self.arc_shape(L_value)
-        dom = self.geometry.domain(L_value, 1.0)
-        if self.pencil and L_value in self._pencil_shapes:
-            return self._pencil_shapes[L_value]
-        if self.pencil:  # any admissible score gap (the regression's window is its own), the
-            # largest kept off by a relative 1e-12: exp and log round, and beyond it the geometry
-            # has no real turn
-            dom = (1.0, dom[1] * (1 - 1e-12))
-        best = zoom.maximize(lambda tt: self.margin(tt, L_value), dom[0], dom[1], points=33)[0]
         if self.pencil:
-            self._pencil_shapes[L_value] = best
-        return best
-
-    # ----------------------------------------------------------------- the pencil (select)
-    def _pencil_frame(self, L_value: int, rho):
-        """The geometry at unit budget and shape ``rho`` (mpmath, current precision) and its
-        pencil (:mod:`constructions.pencil`): ``(geo, P_0, e, f, X, a, delta, H, beta)``."""
-        one = mpmath.mpf(1)
-        geo = self.geometry.evaluate(L_value, one, mpmath.mpf(rho), one, 0)
-        dot = lambda u, v: mpmath.fsum(u * v)
-        h_s, h_a = geo["_h_s"], geo["_h_a"]
-        h_b = geo["_h_b"] if "_h_b" in geo else geo["e_b"]  # no norm: the value is the embedding
-        X = mpmath.sqrt(dot(h_a - h_s, h_a - h_s))
-        e = (h_a - h_s) / X
-        P0, H = geo["e_s"] + h_s, geo["e_s"] + h_b
-        a = dot(H - P0, e)
-        perp = H - P0 - a * e
-        delta = mpmath.sqrt(dot(perp, perp))
-        beta = mpmath.exp((dot(h_s, h_b) - dot(h_s, h_a)) / mpmath.sqrt(self.cell.d))
-        return geo, P0, e, -perp / delta, X, a, delta, H, beta
-
-    def _pencil_line(self, L_value: int, rho, X, beta):
-        """The count positions ``x_n`` and the weights ``t_n`` (object arrays of mpf)."""
-        n = np.array([mpmath.mpf(v) for v in range(L_value + 1)], dtype=object)
-        r = mpmath.mpf(rho)
-        return X * n / (r + n), pencil.weights(r, beta, L_value, n)
-
-    def _pencil_margin(self, rho: float, L_value: int) -> float:
-        """The pencil head's margin at shape ``rho`` (a float screen; 0 where ``H`` is on the line
-        or the geometry degenerates, ``h_a = h_s`` at ``rho = 1``)."""
-        with mpmath.workdps(20):
-            try:
-                _, _, _, _, X, a, delta, _, beta = self._pencil_frame(L_value, rho)
-            except ZeroDivisionError:
-                return 0.0
-            if not (delta > 0 and X > 0):
-                return 0.0
-            n = np.arange(L_value + 1, dtype=np.float64)
-            x = float(X) * n / (rho + n)
-            return pencil.margin(x, pencil.weights(rho, float(beta), L_value, n), float(a), float(delta))
+            return self.pencil.best_shape(L_value)
+        dom = self.geometry.domain(L_value, 1.0)
+        return zoom.maximize(lambda tt: self.margin(tt, L_value), dom[0], dom[1], points=33)[0]
 
     # ----------------------------------------------------------------- the arc
     def _plane(self, omega: float):
@@ -380,7 +335,7 @@ class ClassificationDesign:
         if self.family == "arc":
             return self._build_arc(L_value, dps)
         if self.pencil:
-            return self._build_pencil(L_value, dps)
+            return self.pencil.build(L_value, dps)
         t_value = self.best_shape(L_value)
         with mpmath.workdps(dps):
             tv = mpmath.mpf(t_value) if t_value is not None else mpmath.mpf(1)
@@ -392,25 +347,6 @@ class ClassificationDesign:
             x = positions(self.cell, tv, L_value, ctx=mpmath) * spread
             vec["u"], b = collinear_head(list(x), direction, offset)
             return Params(self.cell, vec, {"b": b})
-
-    def _build_pencil(self, L_value: int, dps: int) -> Params:
-        """The pencil head (:mod:`constructions.pencil`) on the select geometry at unit budget:
-        the weighted line head in exact arithmetic, centred on a float centre ``q`` and divided
-        by the exact ``R`` (enlarged by ``2^-40``, so that every ``|u_c| <= 1``), biases
-        ``-<u_c, H>``."""
-        rho = self.best_shape(L_value)
-        with mpmath.workdps(dps):
-            geo, _, e, f, X, a, delta, H, beta = self._pencil_frame(L_value, rho)
-            x, t = self._pencil_line(L_value, rho, X, beta)
-            _, k, b = pencil.line_head(x, t, a)
-            j = b / delta
-            q = pencil.centre(np.column_stack([k.astype(float), j.astype(float)]))
-            k, j = k - mpmath.mpf(q[0]), j - mpmath.mpf(q[1])
-            R = max(mpmath.sqrt(kc * kc + jc * jc) for kc, jc in zip(k, j)) * (1 + mpmath.mpf(2) ** -40)
-            vec = {name: geo[name] for name in self.cell.vector_names() if name in geo and name != "w"}
-            u = np.array([(kc * e + jc * f) / R for kc, jc in zip(k, j)], dtype=object)
-            vec["u"] = u
-            return Params(self.cell, vec, {"b": [-mpmath.fsum(row * H) for row in u]})
 
     def _build_arc(self, L_value: int, dps: int) -> Params:
         """The arc's head: embeddings of the symmetric arc (turned into the plane of the gain),

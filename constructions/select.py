@@ -120,8 +120,9 @@ nu (alpha c_1 +- beta p)``; the centring gives ``h_a = -g_1 sqrt(d-1) e_1 + kapp
 values leave ``b`` no place (refused).
 
 *Classification.*  The distractor moves ``z`` off the count task's segment, towards the point
-``e_s + h_b``; the head of :mod:`constructions.pencil` reads this geometry at unit budget with
-logits homogeneous about that point, so that every select input keeps a margin.
+``e_s + h_b``; the level head of :mod:`constructions.pencil` separates the rays from that
+point, on placements of its own (a head needs no ``y_b = y_s``), so that every select input
+keeps a margin.
 
 Not built: pre-LayerNorm at ``d = 2``, bare or learned (two values: ``b`` is a copy of ``s`` or
 of ``a``).

@@ -13,7 +13,6 @@ import math
 from fractions import Fraction
 
 import mpmath
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -226,7 +225,7 @@ def test_the_sweep_json(variant, L_star, capsys):
 def test_what_is_refused():
     assert tasks.refusal(_cell()) is None
     assert tasks.refusal(Cell("softmax", "pre_bare", d=2, norm="rmsnorm", task="select")) is None
-    assert tasks.refusal(_cell().replace(readout="classification")) is None  # the pencil head
+    assert tasks.refusal(_cell().replace(readout="classification")) is None  # the level head of constructions.pencil
     assert tasks.refusal(Cell("softmax", "pre_bare", d=2, task="select")) is not None  # LayerNorm
     for affine in ("gain", "gain_bias"):
         assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, d=2, task="select")) is not None
@@ -512,90 +511,6 @@ def test_the_mirror_image_scores_least_among_values_read_as_s(seed, d):
             h_b = [p * a + mpmath.sqrt(d - p * p) * b for a, b in zip(u, side)]
             assert abs(_dot(u, h_b) - p) < mpmath.mpf(10) ** -30
             assert _dot(h_s, h_b) >= least - mpmath.mpf(10) ** -30
-
-
-# ----------------------------------------------------------------- classification: the pencil head
-
-@settings(max_examples=60, deadline=None)
-@given(gaps=st.lists(st.fractions(Fraction(1, 50), 5, max_denominator=50), min_size=1, max_size=9),
-       raw=st.lists(st.fractions(Fraction(1, 20), 1, max_denominator=20), min_size=10, max_size=10),
-       a=st.fractions(-3, 3, max_denominator=10))
-def test_the_weighted_line_head_keeps_margin_m_over_t_at_every_count(gaps, raw, a):
-    """Exact (Fractions): the lines ``k_c (x - a) + b_c`` give every count ``x_n`` the margin
-    ``m/t_n`` against every other class (not only neighbours), with equality at some count."""
-    from constructions import pencil
-
-    x = np.array([Fraction(0)] + [sum(gaps[:i + 1]) for i in range(len(gaps))], dtype=object)
-    t = np.array(sorted(raw[:len(x) - 1]) + [Fraction(1)], dtype=object)
-    m, k, b = pencil.line_head(x, t, a)
-    assert m == 1 / sum(1 / (t[i] * gaps[i]) for i in range(len(gaps)))
-    assert k[0] == -1 and k[-1] == 1
-    tight = False
-    for n in range(len(x)):
-        logit = [k[c] * (x[n] - a) + b[c] for c in range(len(x))]
-        own = logit[n]
-        rival = max(v for c, v in enumerate(logit) if c != n)
-        assert own - rival >= m / t[n]
-        tight |= own - rival == m / t[n]
-    assert tight
-
-
-@pytest.mark.parametrize("variant,norm,d,Ls", [("none", "layernorm", 8, (2, 9, 40)), ("none", "layernorm", 3, (7,)),
-                                               ("pre_bare", "layernorm", 3, (5, 12)), ("pre_bare", "rmsnorm", 2, (6,)),
-                                               ("pre_bare", "rmsnorm", 8, (34,)), ("pre_learned", "rmsnorm", 8, (6,)),
-                                               ("pre_learned", "layernorm", 3, (5,))])
-def test_the_pencil_head_is_certified_on_every_select_input(variant, norm, d, Ls):
-    """The judge certifies the head on all (L+1)(L+2)/2 inputs; its smallest margin is the
-    pencil's m/R (every logit gap scales with t about e_s + h_b), below the count task's
-    proven margin_upper; every row of the head has norm at most 1."""
-    from bounds.margin import margin_upper
-    from constructions import classification
-
-    cell = Cell("softmax", variant, "classification", d=d, norm=norm, task="select")
-    des = classification.design(cell)
-    for L in Ls:
-        row = search.classification_row(cell, L)
-        assert row["certified"], row
-        rho = des.best_shape(L)
-        assert row["margin"] == pytest.approx(des.margin(rho, L), rel=1e-6)
-        assert row["margin"] <= row["margin_upper"] == margin_upper(cell.replace(task="count"), L)
-        params = des.build(L)
-        assert max(mpmath.fsum(x * x for x in u) for u in params.vectors["u"]) <= 1
-        assert row["storage"] == (L + 1) * (d + 1) + (len(cell.vector_names()) - 1) * d
-
-
-def test_the_pencil_head_in_the_sweep_json(capsys):
-    argv = ["--variant", "none", "--attention", "softmax", "--task", "select", "--readout",
-            "classification", "--Lmax", "8", "--json", "--jobs", "1"]
-    assert sweep_mod.main(argv) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert {"attention", "variant", "readout", "d", "eps", "rows", "fit", "L_star"} <= set(result)
-    assert (result["task"], result["readout"]) == ("select", "classification")
-    assert [r["L"] for r in result["rows"]] == [2, 4, 8]
-    assert all(r["certified"] and 0 < r["margin"] <= r["margin_upper"] for r in result["rows"])
-
-
-def test_readme_classification_table():
-    """The README's pencil table: each margin is the head's (certified rows where cheap, the
-    float margin of the head at its shape beyond), the count task's column its certified
-    margin, ``margin_upper`` the count task's proven bound, and the ratio theirs."""
-    from bounds.margin import margin_upper
-    from constructions import classification
-    from tests.test_readme import _table
-
-    rows = [r for r in _table("Selective classification without post-norm") if r[1].isdigit()]
-    assert len(rows) == 5
-    for text, L, select_m, count_m, upper, ratio in rows:
-        cell = Cell("softmax", text.split(", ")[1], "classification", task="select")
-        L = int(L)
-        des = classification.design(cell)
-        got = des.margin(des.best_shape(L), L)
-        assert got == pytest.approx(float(select_m), rel=1e-3)
-        bound = margin_upper(cell, L)
-        assert bound == pytest.approx(float(upper), rel=1e-3) and bound / got == pytest.approx(float(ratio), rel=1e-3)
-        if L <= 34:
-            count = search.classification_row(cell.replace(task="count"), L)
-            assert count["certified"] and count["margin"] == pytest.approx(float(count_m), rel=1e-3)
 
 
 @pytest.mark.parametrize("norm,affine", [("rmsnorm", "gain"), ("layernorm", "gain_bias")])
