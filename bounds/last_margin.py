@@ -44,32 +44,56 @@ import flint
 from bounds.margin import PREC, _branch_and_bound, _geometric
 from constructions import laws
 from constructions.cell import Cell
+from constructions.last_read import mobius_sum, pair_margin
 from verify.backends import arb_ceil
 
 
 def _segment(cell: Cell, L: int) -> flint.arb:
-    """``sup X rho/S(rho)`` over the reachable shapes (module docstring)."""
-    H, V = (flint.arb(v) for v in laws.value_reach(cell, laws.ARB))
+    """``sup X rho/S(rho)`` over the reachable shapes (module docstring; bare pre-norm: ``X =
+    sqrt(-2 sigma)`` on ``[exp(-2 sqrt d), 1]``)."""
     sd = flint.arb(cell.d).sqrt()
     Lp = flint.arb(L - 1)
-    c = (Lp**3 - Lp) / 3
-    peak = (1 + Lp + c / Lp).sqrt()
+    peak = (1 + Lp + (Lp * Lp - 1) / 3).sqrt()
+    if laws.rigid(cell):
+        X = lambda rho: (-2 * sd * rho.log()).max(flint.arb(0)).sqrt()
+        low, high = (-2 * sd).exp(), flint.arb(1)
+    else:
+        H, V = (flint.arb(v) for v in laws.value_reach(cell, laws.ARB))
 
-    def X(rho):
-        sigma = sd * rho.log()
-        return (2 * V).min(_arb(laws.last_value_gap(cell, 1, sigma, laws.ARB)))
+        def X(rho):
+            sigma = sd * rho.log()
+            return (2 * V).min(_arb(laws.last_value_gap(cell, 1, sigma, laws.ARB)))
+
+        low = (-2 * H * V / sd).exp()
+        high = (_arb(laws.last_score_gap_max(cell, 1, laws.ARB)) / sd).exp()
 
     def shape(rho):
-        rp = rho + 1
-        return rho / (Lp * rp * rp + Lp * Lp * rp + c)
+        return rho / mobius_sum(rho, L)
 
     def box(a, b):
         p = peak.min(b).max(a)
         return X(a) * shape(p)
 
-    low = (-2 * H * V / sd).exp()
-    high = (_arb(laws.last_score_gap_max(cell, 1, laws.ARB)) / sd).exp()
     return _branch_and_bound(box, lambda r: X(r) * shape(r), low, high, _geometric)
+
+
+def _pair(cell: Cell, L: int) -> flint.arb:
+    """Softmax attention without a norm: ``sup_rho Xmax(rho)/(S(rho)/rho + (rho+1)/(rho+2))``
+    (:func:`constructions.last_read.pair_margin`; module docstring)."""
+    sd = flint.arb(cell.d).sqrt()
+    Lp = flint.arb(L - 1)
+    peak = (1 + Lp + (Lp * Lp - 1) / 3).sqrt()
+
+    def X(rho):
+        return (2 * flint.arb(1)).min(_arb(laws.last_value_gap(cell, 1, sd * rho.log(), laws.ARB)))
+
+    def box(a, b):
+        p = peak.min(b).max(a)
+        return X(a) / (mobius_sum(p, L) / p + (a + 1) / (a + 2))
+
+    low = (-2 / sd).exp()
+    high = (_arb(laws.last_score_gap_max(cell, 1, laws.ARB)) / sd).exp()
+    return _branch_and_bound(box, lambda r: pair_margin(X(r), r, L), low, high, _geometric)
 
 
 def _arb(x) -> flint.arb:
@@ -79,16 +103,20 @@ def _arb(x) -> flint.arb:
 def last_margin_upper(cell: Cell, L: int) -> float | None:
     """A float ``U >= m`` for every parameter set of ``cell`` (classification, the count task at
     the last read) with every vector of norm <= 1 (module docstring); None where no proof
-    applies: no pre-norm).  Only upper bounds on ``|h|`` and ``|h_a - h_s|`` are used, which hold
-    for every ``eps`` (``|N(v)| <= sqrt(d)``, ``|N(v)_i| <= M``)."""
-    if not cell.pre:
+    applies (post-norm; bare pre-norm softmax with ``eps > 0``).  Only upper bounds on ``|h|``
+    and ``|h_a - h_s|`` are used, which hold for every ``eps`` (``|N(v)| <= sqrt(d)``,
+    ``|N(v)_i| <= M``), except the exact ``X = sqrt(-2 sigma)`` of bare pre-norm (``eps = 0``)."""
+    if cell.post or (cell.attention == "softmax" and laws.rigid(cell) and cell.eps > 0):
         return None
     with flint.ctx.workprec(PREC):
         if laws.family(cell) == "line":
             cap = _arb(laws.capacity(cell, 1, 1, laws.ARB))
             value = 2 + 3 * cap if L == 1 else cap / (L - 1)
+        elif not cell.normed:
+            value = _pair(cell, L)
         elif L == 1:
-            value = 2 + 2 * _arb(laws.value_reach(cell, laws.ARB)[1])
+            reach = 2 * flint.arb(cell.d).sqrt() if laws.rigid(cell) else 2 * _arb(laws.value_reach(cell, laws.ARB)[1])
+            value = 2 + reach
         else:
             value = _segment(cell, L)
         return arb_ceil(value)

@@ -191,6 +191,8 @@ class LastReadHead(ClassificationDesign):
         """The unit-norm head: the geometry at budget 1 and the 1-D head on the positions
         (refused beyond the limits of :func:`constructions.classification.check_size`)."""
         check_size(self.cell, L_value)
+        if pair_cell(self.cell) or plane_cell(self.cell):
+            return build_more(self.cell, L_value, dps)
         t_value = self.best_shape(L_value)
         with mpmath.workdps(dps):
             geo = self.geometry_at(L_value, t_value)
@@ -539,3 +541,214 @@ class LineDesign(RegressionDesign):
             out = self.evaluate(L_value, Bv, (a + b) / 2, kv, Kv)
             vectors = {n: v for n, v in out.items() if n != "w0" and not n.startswith("_")}
             return Params(self.cell, vectors, {"w0": out["w0"]})
+
+
+# ---------------------------------------------------------------------- classification: more cells
+# The heads of the last-read classification cells whose outputs z_0 (read at s) leave the line of
+# z_1..z_L (the plane head) or lie on it as the image of the count 0 (the pair head); module
+# docstring of this section: :func:`plane_head`, :func:`pair_head`.
+
+#: the centred part of the embeddings of bare pre-LayerNorm softmax (their ``one`` part carries
+#: ``z_0`` off the line; LayerNorm removes it)
+PLANE_NU = mpmath.mpf(2) ** -10
+#: every embedding is scaled by ``1 - SHRINK_UNIT`` so that its rounded norm stays below 1
+SHRINK_UNIT = mpmath.mpf(2) ** -40
+
+
+def mobius_sum(rho, L: int):
+    """``S(rho) = sum_{c=1}^{L-1} (rho+c)(rho+c+1) = L' rho'^2 + L'^2 rho' + (L'^3 - L')/3`` with
+    ``L' = L - 1``, ``rho' = rho + 1`` (plain arithmetic): ``X rho/S(rho)`` is ``1/sum 1/gap`` of the
+    segment points ``X n/(rho+n)``, ``n = 1..L`` (their gaps are ``X rho/((rho+c)(rho+c+1))``).
+    *Proof of the closed form.*  With ``j = c - 1`` running over ``0..L'-1``, ``(rho'+j)(rho'+j+1)
+    = rho'^2 + rho'(2j+1) + j(j+1)``, and ``sum (2j+1) = L'^2``, ``sum j(j+1) = (L'^3 - L')/3``."""
+    Lp = L - 1
+    rp = rho + 1
+    return Lp * rp * rp + Lp * Lp * rp + (Lp - 1) * Lp * (Lp + 1) // 3  # an integer: three consecutive
+
+
+def pair_margin(X, rho, L: int):
+    """``1/sum 1/gap`` of the outputs of softmax attention without a norm at the last read,
+    ``x_0 = -X`` and ``x_n = X n/(rho+n)`` (:func:`pair_head`): ``X/(S(rho)/rho + (rho+1)/(rho+2))``,
+    the first gap being ``X (1 + 1/(rho+1))`` (plain arithmetic)."""
+    return X / (mobius_sum(rho, L) / rho + (rho + 1) / (rho + 2))
+
+
+def plane_cell(cell: Cell) -> bool:
+    """Whether the last-read classification head of ``cell`` is :func:`plane_head` on the geometry
+    of :func:`plane_vectors`: linear attention without a norm or with bare pre-norm (values in a
+    plane: RMSNorm, LayerNorm at ``d >= 3``), softmax with bare pre-LayerNorm (``d >= 3``,
+    ``eps = 0``)."""
+    if not cell.read.last or cell.distractor or cell.readout != "classification" or cell.post:
+        return False
+    if cell.attention == "linear":
+        return not cell.normed or (laws.rigid(cell) and cell.kind.image_dim(cell.d) >= 2)
+    return laws.rigid(cell) and cell.kind.centred and cell.d >= 3 and cell.eps == 0
+
+
+def pair_cell(cell: Cell) -> bool:
+    """Whether the head is :func:`pair_head`: softmax attention without a norm, the count read last."""
+    return (cell.read.last and not cell.distractor and cell.readout == "classification"
+            and cell.attention == "softmax" and not cell.normed)
+
+
+def _unit_axes(cell: Cell):
+    """``top, across`` of :func:`constructions.regression.axes` as d-vectors of mpf."""
+    from constructions.classification import _mp_vector
+
+    return tuple(_mp_vector(a, cell.d) for a in axes(cell))
+
+
+def plane_shape(cell: Cell, L: int):
+    """Softmax: the ``rho`` in ``(exp(-2 sqrt d), 1)`` maximising ``X rho/S(rho)``, ``X =
+    sqrt(-2 sqrt(d) log rho)`` (a float screen; :mod:`bounds.last_margin` bounds the supremum);
+    linear attention: None (no shape)."""
+    if cell.attention == "linear":
+        return None
+    sd = math.sqrt(cell.d)
+
+    def value(rho):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.sqrt(-2 * sd * np.log(rho)) * rho / mobius_sum(rho, max(L, 2))
+
+    return zoom.maximize(value, math.exp(-2 * sd) * (1 + 1e-9), 1 - 1e-9, points=65)[0]
+
+
+def plane_vectors(cell: Cell, rho=None) -> dict:
+    """The embeddings at unit budget (mpf, current precision), module docstring of
+    :func:`plane_head`: linear attention ``e_a = top``, ``e_s = across``; softmax with bare
+    pre-LayerNorm ``e_s = nu top + mu one``, ``e_a = nu (cos g top + sin g across) - mu one`` with
+    ``cos g = 1 + log(rho)/sqrt(d)`` (``nu = PLANE_NU``, ``mu = sqrt(1 - nu^2)``)."""
+    top, across = _unit_axes(cell)
+    keep = 1 - SHRINK_UNIT
+    if cell.attention == "linear":
+        return {"e_a": top * keep, "e_s": across * keep}
+    from constructions.classification import _mp_vector
+
+    one = _mp_vector(ONE, cell.d)
+    cos = 1 + mpmath.log(mpmath.mpf(rho)) / mpmath.sqrt(cell.d)
+    sin = mpmath.sqrt(max(mpmath.mpf(0), 1 - cos * cos))
+    mu = mpmath.sqrt(1 - PLANE_NU**2)
+    return {"e_s": (PLANE_NU * top + mu * one) * keep,
+            "e_a": (PLANE_NU * (cos * top + sin * across) - mu * one) * keep}
+
+
+def pair_shape(cell: Cell, L: int) -> float:
+    """The ``rho`` maximising :func:`pair_margin` with ``X`` the law's (:func:`constructions.laws.
+    last_value_gap`) over ``[exp(-2/sqrt d), exp(1/(4 sqrt d))]`` (a float screen)."""
+    sd = math.sqrt(cell.d)
+
+    def value(rho):
+        with np.errstate(invalid="ignore"):
+            X = laws.last_value_gap(cell, 1.0, sd * np.log(rho), laws.NUMPY)
+            return np.where(np.isfinite(X), pair_margin(X, rho, L), -np.inf)
+
+    hi = math.exp(float(laws.last_score_gap_max(cell, 1.0, laws.FLOAT)) / sd) * (1 - 1e-12)
+    return zoom.maximize(value, math.exp(-2 / sd), hi, points=65)[0]
+
+
+def pair_vectors(cell: Cell, rho) -> dict:
+    """``e_s = top``, ``e_a = (1 - X) top`` with ``X = last_value_gap(sigma)``, ``sigma = sqrt(d)
+    log rho`` (mpf): then ``<e_a, e_s - e_a> = X (1 - X) = sigma`` (``X`` solves ``X^2 - X + sigma
+    = 0``) and ``|e_a - e_s| = X``, the law's largest value gap at that score gap."""
+    top, _ = _unit_axes(cell)
+    X = laws.last_value_gap(cell, mpmath.mpf(1), mpmath.sqrt(cell.d) * mpmath.log(mpmath.mpf(rho)), laws.MPMATH)
+    keep = 1 - SHRINK_UNIT
+    return {"e_s": top * keep, "e_a": (1 - X) * top * keep}
+
+
+def last_outputs(cell: Cell, vectors: dict, L: int, dps: int):
+    """The outputs ``z_0..z_L`` (rows of mpf) of the verifier's forward pass at ``dps`` digits for
+    the embeddings ``vectors`` (the head a placeholder)."""
+    from verify.forward import reduced
+
+    params = Params(cell, {**vectors, "u": np.zeros((L + 1, cell.d))}, {"b": [0] * (L + 1)})
+    return reduced(params, list(range(L + 1)), backend=f"mp{dps}", readout=False)
+
+
+def _dot(p, q):
+    return mpmath.fsum(p * q)
+
+
+def _direction(p):
+    return p / mpmath.sqrt(_dot(p, p))
+
+
+def pair_head(z):
+    """``(u, b)``: the collinear head (:func:`constructions.classification.collinear_head`) on
+    outputs ``z_0..z_L`` that lie on one line in order (softmax attention without a norm at the
+    last read: ``z_0 = 2 e_s`` and ``z_n = e_a + e_s + phi(n)(e_a - e_s)``, so ``z_0`` is the
+    point at ``phi = -1``); a ``ValueError`` if they are not in order along it."""
+    v = _direction(z[-1] - z[0])
+    x = [_dot(v, zc) for zc in z]
+    if not all(b > a for a, b in zip(x, x[1:])):
+        raise ValueError("the outputs are not in order along their line")
+    return collinear_head(x, v)
+
+
+def _best_turn(P: float, x0: float, x, F) -> float:
+    """The ``alpha`` in ``[-1, 1]`` maximising ``sqrt(1 - alpha^2) P + alpha x0 - max_c (alpha x_c
+    - F_c)`` (concave: a concave term minus a maximum of linear ones), by two grids (floats)."""
+    lo, hi = -1.0, 1.0
+    best = 0.0
+    for _ in range(4):
+        a = np.linspace(lo, hi, 401)
+        g = np.sqrt(np.maximum(0.0, 1 - a * a)) * P + a * x0 - np.max(np.outer(a, x) - F[None, :], axis=1)
+        j = int(np.argmax(g))
+        best = float(a[j])
+        step = (hi - lo) / 400
+        lo, hi = max(-1.0, best - step), min(1.0, best + step)
+    return best
+
+
+def plane_head(z):
+    """``(u, b)`` on outputs ``z_0..z_L`` (rows of mpf) with ``z_1..z_L`` collinear in order and
+    ``z_0`` off their line (module docstring of :func:`plane_head`'s section, ``L >= 2``).
+
+    The counts ``1..L`` get :func:`~constructions.classification.collinear_head` along the unit
+    direction ``v`` of their line, margin ``m = 1/sum_{c=1}^{L-1} 1/gap_c`` (slopes ``k_c`` from
+    -1 to 1).  With ``P`` the distance of ``z_0`` from the line and ``p`` the unit direction of its
+    offset, class 0 reads ``u_0 = alpha v + sqrt(1 - alpha^2) p``.  Its conditions against every
+    class ``c >= 1`` are ``l_0(z_0) - l_c(z_0) >= m`` and ``l_c(z_c) - l_0(z_c) >= m``, i.e.
+    ``Lo <= b_0 <= Hi`` with ``Lo = max_c (<u_c, z_0> + b_c) - <u_0, z_0> + m`` and ``Hi = min_c
+    (<u_c, z_c> + b_c - <u_0, z_c>) - m``; ``Hi - Lo + 2m = sqrt(1 - alpha^2) P + alpha x_0 -
+    max_c (alpha x_c - F_c) - F(x_0)`` (``x = <v, z>``, ``F_c`` the logit of ``c`` at ``z_c``,
+    ``F(x_0)`` the chain's largest logit at ``z_0``), concave in ``alpha``: its maximiser is found
+    in floats (:func:`_best_turn`) and ``b_0 = (Lo + Hi)/2`` exactly, so every pair with class 0
+    keeps ``m + (Hi - Lo)/2``, at least ``m`` when ``Hi >= Lo``.  The pairs of the chain keep ``m``
+    (:mod:`constructions.classification`), so the head's margin is ``m``: that of the counts
+    ``1..L`` alone, which bounds every head for them (:mod:`bounds.last_margin`).  The judge
+    certifies every row."""
+    L = len(z) - 1
+    v = _direction(z[L] - z[1])
+    x = [_dot(v, zc) for zc in z]
+    if not all(b > a for a, b in zip(x[1:], x[2:])):
+        raise ValueError("the outputs z_1..z_L are not in order along their line")
+    rows, b = collinear_head(x[1:], v)
+    m = 1 / mpmath.fsum(1 / (q - p_) for p_, q in zip(x[1:], x[2:]))
+    off = z[0] - z[1] - (x[0] - x[1]) * v
+    P = mpmath.sqrt(_dot(off, off))
+    p = off / P
+    k = np.array([float(_dot(r, v)) for r in rows])
+    xf = np.array([float(c) for c in x[1:]])
+    F = k * xf + np.array([float(c) for c in b])
+    alpha = mpmath.mpf(_best_turn(float(P), float(x[0]), xf, F))
+    u0 = (alpha * v + mpmath.sqrt(1 - alpha * alpha) * p) * (1 - mpmath.mpf(2) ** -50)
+    lo = max(_dot(r, z[0]) + bc for r, bc in zip(rows, b)) - _dot(u0, z[0]) + m
+    hi = min(_dot(r, zc) + bc - _dot(u0, zc) for r, bc, zc in zip(rows, b, z[1:])) - m
+    return np.vstack([u0[None, :], rows]), [(lo + hi) / 2] + list(b)
+
+
+def build_more(cell: Cell, L: int, dps: int = 50) -> Params:
+    """The unit-norm head of a :func:`plane_cell` or :func:`pair_cell` at ``L`` (mpmath at ``dps``
+    digits; the outputs from the verifier's forward pass)."""
+    check_size(cell, L)
+    with mpmath.workdps(dps):
+        if pair_cell(cell):
+            vec = pair_vectors(cell, pair_shape(cell, L))
+            z = last_outputs(cell, vec, L, dps)
+            u, b = pair_head(z)
+        else:
+            vec = plane_vectors(cell, plane_shape(cell, L))
+            z = last_outputs(cell, vec, L, dps)
+            u, b = pair_head(z) if L == 1 else plane_head(z)
+        return Params(cell, {**vec, "u": u}, {"b": b})

@@ -623,7 +623,10 @@ def last_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
 def last_score_gap_max(cell: Cell, B, ops: Ops = SYMPY):
     """The largest score gap ``sigma = <h_a, h_s - h_a>`` seen from ``a`` at budget ``B`` (softmax,
     pre-norm with a gain, the last read): ``H^2 B^2/4``, where :func:`last_value_gap` has a real
-    root (at the BOS read :func:`score_gap_max`, ``2 H V B^2``, is far larger)."""
+    root (at the BOS read :func:`score_gap_max`, ``2 H V B^2``, is far larger).  Bare pre-norm
+    (rigid values, ``eps = 0``): 0, since ``<h_a, h_s> <= |h_a| |h_s| = d = |h_a|^2``."""
+    if rigid(cell) and cell.eps == 0:
+        return 0 * B
     H, _ = value_reach(cell, ops)
     return (H * B) ** 2 / 4
 
