@@ -1,7 +1,7 @@
 """A proven upper bound on the max-min margin of classification read at the last position.
 
 The question is :mod:`bounds.margin`'s (every trainable vector of norm at most 1, free biases),
-for the count task read at the last position with pre-norm (:mod:`constructions.last_read`).
+for the count task read at the last position without post-norm (:mod:`constructions.last_read`).
 For ``n >= 1`` the query is ``h_a`` whatever the parameters, so the outputs ``z_1..z_L`` are
 collinear; ``z_0`` (read at ``s``) may lie anywhere.  The bound uses only ``z_1..z_L``: the
 pair inequality of neighbours ``c, c+1`` in ``1..L`` summed as in (C) of :mod:`bounds.margin`
@@ -11,7 +11,9 @@ pair inequality of neighbours ``c, c+1`` in ``1..L`` summed as in (C) of :mod:`b
 
 *Line (linear attention).*  ``z_n = e_a + tau <h_a, h_s> h_s + n tau |h_a|^2 h_a``: every gap is
 ``kappa = tau |h_a|^3 <= cap(1, 1)`` (the line capacity of :func:`constructions.laws.capacity`
-at unit budget: ``|h| <= H``, or ``|h| = sqrt(d)`` bare), so ``m <= cap(1, 1)/(L - 1)``.
+at unit budget: ``|h| <= H``, ``|h| = sqrt(d)`` bare, ``|h| = |e| <= 1`` without a norm), so
+``m <= cap(1, 1)/(L - 1)``.  The plane head of :mod:`constructions.last_read` attains it (bare
+pre-norm and no norm), so there it is the max-min margin.
 
 *Segment (softmax, pre-norm with a gain).*  ``z_n = e_a + h_s + phi(n)(h_a - h_s)``,
 ``phi(n) = n/(rho+n)``, ``rho = exp(tau <h_a, h_s - h_a>)``: the gaps are
@@ -30,9 +32,30 @@ L')/3 - L' rho^2``).  The supremum over that interval is bounded by branch and b
 the point of ``[a, b]`` nearest ``rho*``.  Shapes ``rho < 1``, which the construction does not
 use (there ``X`` may exceed its value at ``rho = 1``), are covered too.
 
+*Segment, bare pre-norm* (``eps = 0``).  ``|h_a| = |h_s| = sqrt(d)``, so ``sigma = <h_a, h_s> - d
+<= 0`` (``rho <= 1``), ``sigma >= -2d`` (``rho >= exp(-2 sqrt d)``) and ``X^2 = |h_a - h_s|^2 = 2d -
+2 <h_a, h_s> = -2 sigma``: ``X = sqrt(-2 sqrt(d) log rho)``, decreasing in ``rho``; the same branch
+and bound on ``[exp(-2 sqrt d), 1]``, attained by the plane head at every ``rho``.  (With ``eps >
+0``, ``|h| < sqrt(d)`` and no bound is returned.)
+
+*Pair (softmax without a norm).*  ``h = e``, the count 0 is read at ``s`` with ``A = e_s``, so
+``z_0 = 2 e_s = (e_a + e_s) - (e_a - e_s)``: for every parameter set ``z_0`` is the point of the
+line at ``phi = -1``, and (C) of :mod:`bounds.margin` over all ``L + 1`` points gives, with the
+first gap ``X (1 + 1/(rho+1))``,
+
+    m <= X / (S(rho)/rho + (rho+1)/(rho+2))     (:func:`constructions.last_read.pair_margin`)
+
+(``X = 0`` leaves one output: no head counts).  ``X <= Xmax(sigma)`` and ``rho`` in
+``[exp(-2/sqrt d), exp(1/(4 sqrt d))]`` as for the segment (``H = V = 1``).  On ``[a, b]``:
+``Xmax`` at ``a`` (it decreases), ``S(rho)/rho`` at its smallest, the point nearest ``rho*``
+(``rho/S`` increases up to ``rho*`` and decreases beyond), and ``(rho+1)/(rho+2)``, increasing,
+at ``a``.  The construction realises ``Xmax`` at every ``rho``
+(:func:`constructions.last_read.pair_vectors`), so the supremum is the max-min margin.
+
 *L = 1.*  Only the pair ``0, 1``: ``2m <= <u_1 - u_0, z_1 - z_0> <= 2 |z_1 - z_0|`` and
 ``|z_1 - z_0| <= |e_a| + |e_s| + |A(1) - A(0)|``, at most ``2 + 3 cap(1, 1)`` (line:
-``|A(0)| <= cap``, ``|A(1)| <= 2 cap``) or ``2 + 2V`` (segment: ``|A(1) - A(0)| = phi(1) X``).
+``|A(0)| <= cap``, ``|A(1)| <= 2 cap``) or ``2 + 2V`` (segment: ``|A(1) - A(0)| = phi(1) X``;
+``2 + 2 sqrt(d)`` bare, ``X <= 2 sqrt(d)``).
 
 Evaluated in ball arithmetic and rounded up: ``O(1)`` in ``L`` and ``d``.
 """

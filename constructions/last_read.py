@@ -25,6 +25,43 @@ segment).  The outputs are read along ``u`` by the 1-D head of
 (:mod:`constructions.classification`); the softmax shape ``rho`` maximises it.  The proven
 upper bound over every parameter set is :mod:`bounds.last_margin`.
 
+**Classification where ``z_0`` leaves the line: the plane head** (:func:`plane_cell`,
+:func:`plane_head`).  Linear attention without a norm or with bare pre-norm (values in a plane:
+RMSNorm, LayerNorm at ``d >= 3``) and softmax with bare pre-LayerNorm (``d >= 3``, ``eps = 0``)
+need no offset at all: the bound of the counts ``1..L`` alone (:mod:`bounds.last_margin`) is met
+by putting ``z_0`` *beside* the line, where class 0 reads it along the perpendicular and the chain
+of the counts ``1..L`` keeps all its slopes from -1 to 1 (:func:`plane_vectors`):
+
+* linear attention, ``e_a = top``, ``e_s = across`` (orthogonal unit vectors whose values are
+  ``|h| top`` and ``|h| across``): ``<h_a, h_s> = 0``, so ``z_n = (1 + n kappa) top`` with
+  ``kappa = tau |h|^3`` the capacity at unit budget (``tau`` without a norm, ``d`` bare) and
+  ``z_0 = (1 + tau |h|^2) across``, at distance ``1 + tau |h|^2`` from the line;
+* softmax with bare pre-LayerNorm, ``e_s = nu top + mu one``, ``e_a = nu (cos g top + sin g
+  across) - mu one`` (``nu = PLANE_NU``, ``mu = sqrt(1 - nu^2)``): LayerNorm removes ``one``, so
+  ``h_s = sqrt(d) top``, ``h_a = sqrt(d)(cos g top + sin g across)``, ``sigma = <h_a, h_s - h_a>
+  = d (cos g - 1) = sqrt(d) log rho`` and ``X = |h_a - h_s| = sqrt(-2 sigma)``, the only value gap
+  at that score gap; ``z_0 - z_1`` has the part ``2 mu one`` off the line.  ``rho`` maximises
+  ``X rho/S(rho)`` (:func:`plane_shape`).
+
+The margin is then ``kappa/(L-1)`` (line) or ``X rho/S(rho)`` (segment), the bound's value at the
+shape: max-min over every parameter set to the bound's tolerance, from ``L = 3`` (no norm), ``6``
+(bare linear, ``d = 8``) and ``2`` (softmax) on.  Below, class 0 binds and the chain gives up
+part of its range (:func:`plane_head`).
+
+**Softmax attention without a norm: the pair head** (:func:`pair_cell`, :func:`pair_head`).  Here
+``z_0 = 2 e_s = (e_a + e_s) - (e_a - e_s)`` lies on the line of the counts, at ``phi = -1``, for
+every parameter set: the outputs are collinear at ``x_0 = -X``, ``x_n = X n/(rho+n)``, and the
+collinear head's margin ``X/(S(rho)/rho + (rho+1)/(rho+2))`` (:func:`pair_margin`) is the
+max-min for them.  The geometry ``e_s = top``, ``e_a = (1 - X) top`` (:func:`pair_vectors`)
+realises the law's largest ``X`` at every score gap, so at the ``rho`` maximising the margin
+(:func:`pair_shape`) the construction attains the proven supremum of
+:func:`bounds.last_margin.last_margin_upper`.  Counting needs only distinct points, so it
+does not stop at the regression ``L* = 2``; nor does bare pre-norm at its ``L* = 4``.
+
+*Rates* (:func:`constructions.laws.margin_exponent`): ``-1`` on the line (``kappa/(L-1)``), and
+``-3`` for softmax, where ``rho`` is bounded at unit norm (``rho <= 1`` bare, ``rho <= exp(1/(4
+sqrt d))`` without a norm) so that ``S(rho) ~ L^3/3``.
+
 **Softmax attention without a norm: counting stops at L = 2** (:class:`PairDesign`).  With
 ``e = h`` the count ``n = 0`` is read at ``s`` with ``r = 2 e_s``, so ``y(0) = K - D`` and
 ``y(n) = K + D phi(n)`` (``n >= 1``), ``K = <w, e_a + e_s> + w0``, ``D = <w, e_a - e_s>``,
@@ -685,39 +722,56 @@ def pair_head(z):
     return collinear_head(x, v)
 
 
-def _best_turn(P: float, x0: float, x, F) -> float:
-    """The ``alpha`` in ``[-1, 1]`` maximising ``sqrt(1 - alpha^2) P + alpha x0 - max_c (alpha x_c
-    - F_c)`` (concave: a concave term minus a maximum of linear ones), by two grids (floats)."""
+def _best_turn(P: float, x0: float, x, F) -> tuple:
+    """``(alpha, value)``: the ``alpha`` in ``[-1, 1]`` maximising ``sqrt(1 - alpha^2) P + alpha x0
+    - max_c (alpha x_c - F_c)`` (concave: a concave term minus a maximum of linear ones) and that
+    maximum, by four nested grids (floats)."""
     lo, hi = -1.0, 1.0
-    best = 0.0
+    best, value = 0.0, -np.inf
     for _ in range(4):
         a = np.linspace(lo, hi, 401)
         g = np.sqrt(np.maximum(0.0, 1 - a * a)) * P + a * x0 - np.max(np.outer(a, x) - F[None, :], axis=1)
         j = int(np.argmax(g))
-        best = float(a[j])
+        if g[j] > value:
+            best, value = float(a[j]), float(g[j])
         step = (hi - lo) / 400
         lo, hi = max(-1.0, best - step), min(1.0, best + step)
-    return best
+    return best, value
+
+
+def _class_zero(s: float, P: float, x0: float, x, k, b, m: float) -> tuple:
+    """``(alpha, margin)`` of the plane head whose chain slopes start at ``s`` (floats; the
+    chain's rows ``k`` and biases ``b`` are those starting at -1, ``m`` their margin)."""
+    ks, bs = (1 - s) / 2 * k + (1 + s) / 2, (1 - s) / 2 * b
+    F = ks * x + bs
+    alpha, value = _best_turn(P, x0, x, F)
+    m0 = (value - np.max(ks * x0 + bs)) / 2
+    return alpha, min((1 - s) / 2 * m, m0)
 
 
 def plane_head(z):
-    """``(u, b)`` on outputs ``z_0..z_L`` (rows of mpf) with ``z_1..z_L`` collinear in order and
-    ``z_0`` off their line (module docstring of :func:`plane_head`'s section, ``L >= 2``).
+    """``(u, b)`` on outputs ``z_0..z_L`` (rows of mpf, ``L >= 2``) with ``z_1..z_L`` collinear in
+    order along a unit direction ``v`` and ``z_0`` at distance ``P >= 0`` from their line, in the
+    unit direction ``p`` (any unit vector orthogonal to ``v`` if ``P = 0``).
 
-    The counts ``1..L`` get :func:`~constructions.classification.collinear_head` along the unit
-    direction ``v`` of their line, margin ``m = 1/sum_{c=1}^{L-1} 1/gap_c`` (slopes ``k_c`` from
-    -1 to 1).  With ``P`` the distance of ``z_0`` from the line and ``p`` the unit direction of its
-    offset, class 0 reads ``u_0 = alpha v + sqrt(1 - alpha^2) p``.  Its conditions against every
-    class ``c >= 1`` are ``l_0(z_0) - l_c(z_0) >= m`` and ``l_c(z_c) - l_0(z_c) >= m``, i.e.
-    ``Lo <= b_0 <= Hi`` with ``Lo = max_c (<u_c, z_0> + b_c) - <u_0, z_0> + m`` and ``Hi = min_c
-    (<u_c, z_c> + b_c - <u_0, z_c>) - m``; ``Hi - Lo + 2m = sqrt(1 - alpha^2) P + alpha x_0 -
-    max_c (alpha x_c - F_c) - F(x_0)`` (``x = <v, z>``, ``F_c`` the logit of ``c`` at ``z_c``,
-    ``F(x_0)`` the chain's largest logit at ``z_0``), concave in ``alpha``: its maximiser is found
-    in floats (:func:`_best_turn`) and ``b_0 = (Lo + Hi)/2`` exactly, so every pair with class 0
-    keeps ``m + (Hi - Lo)/2``, at least ``m`` when ``Hi >= Lo``.  The pairs of the chain keep ``m``
-    (:mod:`constructions.classification`), so the head's margin is ``m``: that of the counts
-    ``1..L`` alone, which bounds every head for them (:mod:`bounds.last_margin`).  The judge
-    certifies every row."""
+    *The chain.*  The counts ``1..L`` get :func:`~constructions.classification.collinear_head`
+    along ``v`` (slopes ``k_c`` from -1 to 1, margin ``m = 1/sum_{c=1}^{L-1} 1/gap_c``), squeezed
+    to start at ``s`` in ``[-1, 1)``: ``k'_c = (1-s)/2 k_c + (1+s)/2``, ``b'_c = (1-s)/2 b_c``.  The
+    added ``(1+s)/2 <v, z>`` is the same for every class ``c >= 1``, so the chain's margin is
+    ``(1-s) m/2``, and its logits are still a convex envelope (non-neighbours are beaten).
+    *Class 0* reads ``u_0 = alpha v + sqrt(1 - alpha^2) p``.  Its conditions against every class
+    ``c >= 1`` are ``l_0(z_0) - l_c(z_0) >= m'`` and ``l_c(z_c) - l_0(z_c) >= m'``, i.e. ``Lo <= b_0
+    <= Hi`` with ``Lo = max_c (<u_c, z_0> + b_c) - <u_0, z_0> + m'`` and ``Hi = min_c (<u_c, z_c> +
+    b_c - <u_0, z_c>) - m'``; with ``b_0 = (Lo + Hi)/2`` every pair with class 0 keeps ``m' + (Hi -
+    Lo)/2``, and ``Hi - Lo + 2m' = sqrt(1 - alpha^2) P + alpha x_0 - max_c (alpha x_c - F_c) -
+    F(x_0)`` (``x = <v, z>``, ``F_c`` the logit of ``c`` at ``z_c``, ``F(x_0)`` the chain's largest
+    logit at ``z_0``), concave in ``alpha``.  The head's margin is the smaller of the two.
+    ``s = -1`` keeps the chain's whole margin ``m`` (the bound of the counts ``1..L`` alone,
+    :mod:`bounds.last_margin`) whenever ``z_0`` is far enough off the line; where it is not,
+    ``s`` rises until the two margins meet (with ``P = 0`` and ``z_0`` before ``z_1`` this is the
+    collinear head on all ``L + 1`` points).  ``alpha`` and ``s`` are found in floats
+    (:func:`_best_turn`, a bisection on ``s``: the chain's margin falls and class 0's rises with
+    ``s``), ``b_0`` exactly; the judge certifies every row."""
     L = len(z) - 1
     v = _direction(z[L] - z[1])
     x = [_dot(v, zc) for zc in z]
@@ -727,14 +781,37 @@ def plane_head(z):
     m = 1 / mpmath.fsum(1 / (q - p_) for p_, q in zip(x[1:], x[2:]))
     off = z[0] - z[1] - (x[0] - x[1]) * v
     P = mpmath.sqrt(_dot(off, off))
-    p = off / P
-    k = np.array([float(_dot(r, v)) for r in rows])
+    if P > 0:
+        p = off / P
+    else:  # any unit vector orthogonal to v
+        e = np.array([mpmath.mpf(0)] * len(v), dtype=object)
+        e[int(np.argmin([abs(float(c)) for c in v]))] = 1
+        p = _direction(e - _dot(e, v) * v)
+    kf = np.array([float(_dot(r, v)) for r in rows])
     xf = np.array([float(c) for c in x[1:]])
-    F = k * xf + np.array([float(c) for c in b])
-    alpha = mpmath.mpf(_best_turn(float(P), float(x[0]), xf, F))
+    bf = np.array([float(c) for c in b])
+    args = (float(P), float(x[0]), xf, kf, bf, float(m))
+    alpha, got = _class_zero(-1.0, *args)
+    s = -1.0
+    if got < float(m) * (1 - 1e-12):  # class 0 binds: raise s until the margins meet
+        lo, hi = -1.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            a_mid, g_mid = _class_zero(mid, *args)
+            if g_mid >= (1 - mid) / 2 * float(m):
+                hi = mid
+            else:
+                lo = mid
+        s = hi
+        alpha = _class_zero(s, *args)[0]
+    sv, alpha = mpmath.mpf(s), mpmath.mpf(alpha)
+    unit = v * (1 - mpmath.mpf(2) ** -50)
+    rows = np.array([(1 - sv) / 2 * r + (1 + sv) / 2 * unit for r in rows], dtype=object)
+    b = [(1 - sv) / 2 * bc for bc in b]
+    mp = (1 - sv) / 2 * m
     u0 = (alpha * v + mpmath.sqrt(1 - alpha * alpha) * p) * (1 - mpmath.mpf(2) ** -50)
-    lo = max(_dot(r, z[0]) + bc for r, bc in zip(rows, b)) - _dot(u0, z[0]) + m
-    hi = min(_dot(r, zc) + bc - _dot(u0, zc) for r, bc, zc in zip(rows, b, z[1:])) - m
+    lo = max(_dot(r, z[0]) + bc for r, bc in zip(rows, b)) - _dot(u0, z[0]) + mp
+    hi = min(_dot(r, zc) + bc - _dot(u0, zc) for r, bc, zc in zip(rows, b, z[1:])) - mp
     return np.vstack([u0[None, :], rows]), [(lo + hi) / 2] + list(b)
 
 
