@@ -202,3 +202,20 @@ def test_the_pair_head_reads_collinear_outputs_in_order():
     with pytest.raises(ValueError, match="not in order"):
         last_read.pair_head(np.array([[1.0, 0.0], [0.0, 0.0], [2.0, 0.0]], dtype=object))
     assert last_read.pair_cell(cell) and not last_read.plane_cell(cell)
+
+
+def test_readme_table_of_the_new_heads():
+    from tests.test_readme import README
+
+    section = README.split("The cells of the plane and pair heads", 1)[1].split("\n* ", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("  | 16 ") or line.startswith("  | 1024 ")]
+    assert len(rows) == 6
+    for L, text, margin, ratio, bos in rows:
+        attention, variant = text.split(" ")
+        cell = _cell(dict(attention=attention, variant=variant))
+        row = classification_row(cell, int(L))
+        assert row["certified"]
+        assert row["margin"] == pytest.approx(float(margin), rel=1e-5)
+        assert row["margin_ratio"] == pytest.approx(float(ratio), abs=2e-6)
+        assert classification_row(cell.replace(read="bos"), int(L))["margin"] == pytest.approx(float(bos), rel=1e-5)
