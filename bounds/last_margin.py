@@ -35,7 +35,9 @@ use (there ``X`` may exceed its value at ``rho = 1``), are covered too.
 *Segment, bare pre-norm* (``eps = 0``).  ``|h_a| = |h_s| = sqrt(d)``, so ``sigma = <h_a, h_s> - d
 <= 0`` (``rho <= 1``), ``sigma >= -2d`` (``rho >= exp(-2 sqrt d)``) and ``X^2 = |h_a - h_s|^2 = 2d -
 2 <h_a, h_s> = -2 sigma``: ``X = sqrt(-2 sqrt(d) log rho)``, decreasing in ``rho``; the same branch
-and bound on ``[exp(-2 sqrt d), 1]``, attained by the plane head at every ``rho``.  (With ``eps >
+and bound on ``[exp(-2 sqrt d), 1]``, attained by the plane head at every ``rho``.  LayerNorm at
+``d = 2`` realises only ``h_a = h_s`` (``X = 0``: one output for every ``n >= 1``) and ``h_a =
+-h_s`` (``rho = exp(-2 sqrt d)``): the bound is its value there.  (With ``eps >
 0``, ``|h| < sqrt(d)`` and no bound is returned.)
 
 *Pair (softmax without a norm).*  ``h = e``, the count 0 is read at ``s`` with ``A = e_s``, so
@@ -80,6 +82,8 @@ def _segment(cell: Cell, L: int) -> flint.arb:
     if laws.rigid(cell):
         X = lambda rho: (-2 * sd * rho.log()).max(flint.arb(0)).sqrt()
         low, high = (-2 * sd).exp(), flint.arb(1)
+        if laws.two_values(cell):  # h_a = +-h_s: X = 0, or rho = exp(-2 sqrt d)
+            return X(low) * low / mobius_sum(low, L)
     else:
         H, V = (flint.arb(v) for v in laws.value_reach(cell, laws.ARB))
 

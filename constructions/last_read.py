@@ -27,7 +27,7 @@ upper bound over every parameter set is :mod:`bounds.last_margin`.
 
 **Classification where ``z_0`` leaves the line: the plane head** (:func:`plane_cell`,
 :func:`plane_head`).  Linear attention without a norm or with bare pre-norm (values in a plane:
-RMSNorm, LayerNorm at ``d >= 3``) and softmax with bare pre-LayerNorm (``d >= 3``, ``eps = 0``)
+RMSNorm, LayerNorm at ``d >= 3``) and softmax with bare pre-norm (either kind, ``eps = 0``)
 need no offset at all: the bound of the counts ``1..L`` alone (:mod:`bounds.last_margin`) is met
 by putting ``z_0`` *beside* the line, where class 0 reads it along the perpendicular and the chain
 of the counts ``1..L`` keeps all its slopes from -1 to 1 (:func:`plane_vectors`):
@@ -41,11 +41,16 @@ of the counts ``1..L`` keeps all its slopes from -1 to 1 (:func:`plane_vectors`)
   ``h_s = sqrt(d) top``, ``h_a = sqrt(d)(cos g top + sin g across)``, ``sigma = <h_a, h_s - h_a>
   = d (cos g - 1) = sqrt(d) log rho`` and ``X = |h_a - h_s| = sqrt(-2 sigma)``, the only value gap
   at that score gap; ``z_0 - z_1`` has the part ``2 mu one`` off the line.  ``rho`` maximises
-  ``X rho/S(rho)`` (:func:`plane_shape`).
+  ``X rho/S(rho)`` (:func:`plane_shape`).  At ``d = 2`` LayerNorm has only ``h = +-sqrt(2) c_1``:
+  ``cos g = -1``, ``h_a = -h_s``, ``rho = exp(-2 sqrt 2)``, the one shape with ``X > 0``;
+* softmax with bare pre-RMSNorm, ``e_s = top``, ``e_a = nu (cos g top + sin g across)``: the same
+  values (RMSNorm keeps only the direction), and ``z_0 - z_1 = e_s - e_a`` leaves the line by
+  about ``cos(g/2)``.
 
 The margin is then ``kappa/(L-1)`` (line) or ``X rho/S(rho)`` (segment), the bound's value at the
-shape: max-min over every parameter set to the bound's tolerance, from ``L = 3`` (no norm), ``6``
-(bare linear, ``d = 8``) and ``2`` (softmax) on.  Below, class 0 binds and the chain gives up
+shape: max-min over every parameter set to the bound's tolerance, from ``L = 3`` (linear, no
+norm), ``6`` (bare linear, ``d = 8``), ``2`` (softmax, bare pre-LayerNorm) and ``3`` (softmax,
+bare pre-RMSNorm) on.  Below, class 0 binds and the chain gives up
 part of its range (:func:`plane_head`).
 
 **Softmax attention without a norm: the pair head** (:func:`pair_cell`, :func:`pair_head`).  Here
@@ -146,6 +151,10 @@ class LastReadHead(ClassificationDesign):
     def __init__(self, cell: Cell):
         if not cell.read.last or cell.distractor:
             raise ValueError("LastReadHead is for the count task read at the last position")
+        if plane_cell(cell) or pair_cell(cell):  # :func:`build_more`: no regression geometry
+            self.cell, self.family, self.geometry = cell, laws.family(cell), None
+            self.foot, self.pencil, self._pencil_shapes = None, False, {}
+            return
         super().__init__(cell)
         if self.family not in ("line", "segment"):
             raise ValueError(f"{cell.describe()}: no last-read head without pre-norm")
@@ -187,6 +196,10 @@ class LastReadHead(ClassificationDesign):
     def best_shape(self, L_value: int):
         """``rho`` maximising :meth:`margin` over the last-read domain at unit budget (segment);
         None (line)."""
+        if pair_cell(self.cell):
+            return pair_shape(self.cell, L_value)
+        if plane_cell(self.cell):
+            return plane_shape(self.cell, L_value)
         if self.family == "line":
             return None
         dom = self.geometry.domain(L_value, 1.0)
@@ -613,13 +626,12 @@ def pair_margin(X, rho, L: int):
 def plane_cell(cell: Cell) -> bool:
     """Whether the last-read classification head of ``cell`` is :func:`plane_head` on the geometry
     of :func:`plane_vectors`: linear attention without a norm or with bare pre-norm (values in a
-    plane: RMSNorm, LayerNorm at ``d >= 3``), softmax with bare pre-LayerNorm (``d >= 3``,
-    ``eps = 0``)."""
+    plane: RMSNorm, LayerNorm at ``d >= 3``), softmax with bare pre-norm (``eps = 0``)."""
     if not cell.read.last or cell.distractor or cell.readout != "classification" or cell.post:
         return False
     if cell.attention == "linear":
         return not cell.normed or (laws.rigid(cell) and cell.kind.image_dim(cell.d) >= 2)
-    return laws.rigid(cell) and cell.kind.centred and cell.d >= 3 and cell.eps == 0
+    return laws.rigid(cell) and cell.eps == 0
 
 
 def pair_cell(cell: Cell) -> bool:
@@ -642,6 +654,8 @@ def plane_shape(cell: Cell, L: int):
     if cell.attention == "linear":
         return None
     sd = math.sqrt(cell.d)
+    if laws.two_values(cell):  # h_a = -h_s, the only shape with X > 0
+        return math.exp(-2 * sd)
 
     def value(rho):
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -654,16 +668,19 @@ def plane_vectors(cell: Cell, rho=None) -> dict:
     """The embeddings at unit budget (mpf, current precision), module docstring of
     :func:`plane_head`: linear attention ``e_a = top``, ``e_s = across``; softmax with bare
     pre-LayerNorm ``e_s = nu top + mu one``, ``e_a = nu (cos g top + sin g across) - mu one`` with
-    ``cos g = 1 + log(rho)/sqrt(d)`` (``nu = PLANE_NU``, ``mu = sqrt(1 - nu^2)``)."""
+    ``cos g = 1 + log(rho)/sqrt(d)`` (``nu = PLANE_NU``, ``mu = sqrt(1 - nu^2)``; at ``d = 2``
+    ``cos g = -1``), with bare pre-RMSNorm ``e_s = top``, ``e_a = nu (cos g top + sin g across)``."""
     top, across = _unit_axes(cell)
     keep = 1 - SHRINK_UNIT
     if cell.attention == "linear":
         return {"e_a": top * keep, "e_s": across * keep}
     from constructions.classification import _mp_vector
 
-    one = _mp_vector(ONE, cell.d)
     cos = 1 + mpmath.log(mpmath.mpf(rho)) / mpmath.sqrt(cell.d)
     sin = mpmath.sqrt(max(mpmath.mpf(0), 1 - cos * cos))
+    if not cell.kind.centred:
+        return {"e_s": top * keep, "e_a": PLANE_NU * (cos * top + sin * across) * keep}
+    one = _mp_vector(ONE, cell.d)
     mu = mpmath.sqrt(1 - PLANE_NU**2)
     return {"e_s": (PLANE_NU * top + mu * one) * keep,
             "e_a": (PLANE_NU * (cos * top + sin * across) - mu * one) * keep}

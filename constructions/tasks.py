@@ -185,12 +185,12 @@ def refusal(cell: Cell) -> str | None:
             # the head of constructions.last_read on the last-read regression geometry
             if cell.attention == "softmax" and not cell.affine.gain:
                 # constructions.last_read: the pair head (no norm), the plane head (bare
-                # pre-LayerNorm, d >= 3, eps = 0)
-                if not cell.normed or (cell.pre and cell.kind.centred and cell.d >= 3 and cell.eps == 0):
+                # pre-norm, eps = 0)
+                if not cell.normed or (cell.pre and cell.eps == 0):
                     return None
                 return (f"{what} has no construction yet for classification with softmax attention "
-                        "and bare pre-norm RMSNorm, LayerNorm at d = 2 or eps > 0, or post-norm "
-                        "(built: no norm, bare pre-LayerNorm at d >= 3, pre_learned)")
+                        "and bare pre-norm with eps > 0, or post-norm (built: no norm, bare pre-norm "
+                        "at eps = 0, pre_learned)")
             return refusal(cell.replace(readout="regression")) or (
                 None if not cell.post else f"{what} has no construction yet for classification with post-norm")
         # the head of constructions.classification on the regression geometry: where e_b

@@ -37,10 +37,12 @@ NEW = [dict(attention="linear", variant="none"),
        dict(attention="linear", variant="pre_bare"),
        dict(attention="linear", variant="pre_bare", norm="rmsnorm"),
        dict(attention="softmax", variant="pre_bare"),
-       dict(attention="softmax", variant="none")]
+       dict(attention="softmax", variant="none"),
+       dict(attention="softmax", variant="pre_bare", norm="rmsnorm")]
 #: the first L from which the plane head meets the bound (module docstring of last_read), at d = 8
-MEETS_FROM = {("linear", "none"): 3, ("linear", "pre_bare"): 6, ("softmax", "pre_bare"): 2,
-              ("softmax", "none"): 1}
+MEETS_FROM = {("linear", "none", "layernorm"): 3, ("linear", "pre_bare", "layernorm"): 6,
+              ("linear", "pre_bare", "rmsnorm"): 6, ("softmax", "pre_bare", "layernorm"): 2,
+              ("softmax", "none", "layernorm"): 1, ("softmax", "pre_bare", "rmsnorm"): 3}
 
 
 def _cell(kw, d=8) -> Cell:
@@ -73,7 +75,7 @@ def test_small_L_agrees_with_the_exact_max_min(kw):
     polygon), and from the stated length on the inscribed polygon's head, the construction and the
     proven bound coincide (to the polygon's ``2e-5`` and the bound's ``1e-6``)."""
     cell = _cell(kw)
-    start = MEETS_FROM[(kw["attention"], kw["variant"])]
+    start = MEETS_FROM[(kw["attention"], kw["variant"], kw.get("norm", "layernorm"))]
     for L in range(2, 9):
         params = classification.design(cell).build(L)
         m = _margin(params, L)
@@ -95,7 +97,7 @@ def test_the_bound_is_met_from_sixteen(kw):
 
 def test_every_built_softmax_and_bare_cell_is_within_one_percent():
     """The ratio of the last-read cells whose bound closes (softmax with a learned pre-norm too)."""
-    for kw in NEW[1:4] + [dict(attention="softmax", variant="pre_learned")]:
+    for kw in NEW[1:] + [dict(attention="softmax", variant="pre_learned")]:
         row = classification_row(_cell(kw), 16)
         assert row["certified"] and row["margin_ratio"] <= 1.01
 
@@ -185,8 +187,20 @@ def test_the_sweep_rows(attention, variant, theory, capsys):
     assert result["rows"][-1]["margin_ratio"] <= 1 + 1e-5
 
 
-@pytest.mark.parametrize("kw", [dict(attention="softmax", variant="pre_bare", norm="rmsnorm"),
-                                dict(attention="softmax", variant="pre_bare", d=2)], ids=_ids)
+def test_bare_layernorm_at_width_two_has_one_shape():
+    """``h = +-sqrt(2) c_1``: the head sits at ``h_a = -h_s`` and meets the bound, which is its value
+    there (``X = 2 sqrt 2``, ``rho = exp(-4/sqrt 2)``, points ``X n/(rho+n)``)."""
+    cell = _cell(dict(attention="softmax", variant="pre_bare"), 2)
+    rho, X = math.exp(-4 / math.sqrt(2)), 2 * math.sqrt(2)
+    for L in (2, 9):
+        x = X * np.arange(1, L + 1) / (rho + np.arange(1, L + 1))
+        by_hand = 1 / np.sum(1 / np.diff(x))
+        assert margin_upper(cell, L) == pytest.approx(by_hand, rel=1e-12)
+        assert _margin(classification.design(cell).build(L), L) == pytest.approx(by_hand, rel=1e-9)
+
+
+@pytest.mark.parametrize("kw", [dict(attention="softmax", variant="pre_bare", eps=0.01),
+                                dict(attention="softmax", variant="post_bare")], ids=_ids)
 def test_the_softmax_cells_still_unbuilt_are_refused(kw, capsys):
     kw = dict(kw)
     argv = ["--variant", kw.pop("variant"), "--readout", "classification", "--read", "last", "--Lmax", "8"]
