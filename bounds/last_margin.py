@@ -57,7 +57,9 @@ at ``a``.  The construction realises ``Xmax`` at every ``rho``
 *L = 1.*  Only the pair ``0, 1``: ``2m <= <u_1 - u_0, z_1 - z_0> <= 2 |z_1 - z_0|`` and
 ``|z_1 - z_0| <= |e_a| + |e_s| + |A(1) - A(0)|``, at most ``2 + 3 cap(1, 1)`` (line:
 ``|A(0)| <= cap``, ``|A(1)| <= 2 cap``) or ``2 + 2V`` (segment: ``|A(1) - A(0)| = phi(1) X``;
-``2 + 2 sqrt(d)`` bare, ``X <= 2 sqrt(d)``).
+bare, ``phi(1) X = X/(1 + rho)`` with both factors decreasing in ``rho``, at most their values at
+``rho = exp(-2 sqrt d)``: ``2 + 2 sqrt(d)/(1 + exp(-2 sqrt d))``).  Without a norm, and for
+bare pre-norm, the plane head at ``L = 1`` (``e_s = -e_a``) attains these.
 
 Evaluated in ball arithmetic and rounded up: ``O(1)`` in ``L`` and ``d``.
 """
@@ -141,9 +143,11 @@ def last_margin_upper(cell: Cell, L: int) -> float | None:
             value = 2 + 3 * cap if L == 1 else cap / (L - 1)
         elif not cell.normed:
             value = _pair(cell, L)
+        elif L == 1 and laws.rigid(cell):
+            sd = flint.arb(cell.d).sqrt()
+            value = 2 + 2 * sd / (1 + (-2 * sd).exp())
         elif L == 1:
-            reach = 2 * flint.arb(cell.d).sqrt() if laws.rigid(cell) else 2 * _arb(laws.value_reach(cell, laws.ARB)[1])
-            value = 2 + reach
+            value = 2 + 2 * _arb(laws.value_reach(cell, laws.ARB)[1])
         else:
             value = _segment(cell, L)
         return arb_ceil(value)

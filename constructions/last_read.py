@@ -48,9 +48,9 @@ of the counts ``1..L`` keeps all its slopes from -1 to 1 (:func:`plane_vectors`)
   about ``cos(g/2)``.
 
 The margin is then ``kappa/(L-1)`` (line) or ``X rho/S(rho)`` (segment), the bound's value at the
-shape: max-min over every parameter set to the bound's tolerance, from ``L = 3`` (linear, no
-norm), ``6`` (bare linear, ``d = 8``), ``2`` (softmax, bare pre-LayerNorm) and ``3`` (softmax,
-bare pre-RMSNorm) on.  Below, class 0 binds and the chain gives up
+shape: max-min over every parameter set to the bound's tolerance, at ``L = 1`` (:func:`build_more`)
+and from ``L = 3`` (linear, no norm), ``6`` (bare linear, ``d = 8``), ``2`` (softmax, bare
+pre-LayerNorm) and ``3`` (softmax, bare pre-RMSNorm) on.  Below, class 0 binds and the chain gives up
 part of its range (:func:`plane_head`).
 
 **Softmax attention without a norm: the pair head** (:func:`pair_cell`, :func:`pair_head`).  Here
@@ -834,15 +834,23 @@ def plane_head(z):
 
 def build_more(cell: Cell, L: int, dps: int = 50) -> Params:
     """The unit-norm head of a :func:`plane_cell` or :func:`pair_cell` at ``L`` (mpmath at ``dps``
-    digits; the outputs from the verifier's forward pass)."""
+    digits; the outputs from the verifier's forward pass).  At ``L = 1`` a plane cell's two
+    outputs are read along their difference, whose length is the margin: ``e_s = -e_a = top``
+    makes it ``2 + 3 kappa`` (linear: ``z_1 = (1 + 2 kappa) top``, ``z_0 = -(1 + kappa) top``) or
+    ``2 + 2 sqrt(d)/(1 + rho)`` at ``h_a = -h_s`` (softmax), the bounds of
+    :mod:`bounds.last_margin` at ``L = 1``."""
     check_size(cell, L)
     with mpmath.workdps(dps):
         if pair_cell(cell):
             vec = pair_vectors(cell, pair_shape(cell, L))
             z = last_outputs(cell, vec, L, dps)
             u, b = pair_head(z)
+        elif L == 1:  # two outputs: the margin is their distance, largest at e_s = -e_a
+            top, _ = _unit_axes(cell)
+            vec = {"e_a": top * (1 - SHRINK_UNIT), "e_s": -top * (1 - SHRINK_UNIT)}
+            u, b = pair_head(last_outputs(cell, vec, L, dps))
         else:
             vec = plane_vectors(cell, plane_shape(cell, L))
             z = last_outputs(cell, vec, L, dps)
-            u, b = pair_head(z) if L == 1 else plane_head(z)
+            u, b = plane_head(z)
         return Params(cell, {**vec, "u": u}, {"b": b})

@@ -87,6 +87,23 @@ def test_small_L_agrees_with_the_exact_max_min(kw):
             assert m == pytest.approx(upper, rel=3e-6) and inner == pytest.approx(m, rel=3e-5)
 
 
+@pytest.mark.parametrize("d", [2, 8])
+def test_one_count_meets_the_bound(d):
+    """``L = 1``: the margin is ``|z_1 - z_0|``, at ``e_s = -e_a`` the bound's ``2 + 3 kappa`` (linear)
+    or ``2 + 2 sqrt(d)/(1 + exp(-2 sqrt d))`` (bare softmax), computed here by hand."""
+    sd = math.sqrt(d)
+    hand = {("linear", "none"): 2 + 3 / sd, ("linear", "pre_bare"): 2 + 3 * d,
+            ("softmax", "pre_bare"): 2 + 2 * sd / (1 + math.exp(-2 * sd))}
+    for kw in NEW:
+        cell = _cell(kw, d)
+        if (kw["attention"], kw["variant"]) == ("linear", "pre_bare") and d == 2 and "norm" not in kw:
+            continue  # LayerNorm at d = 2 maps onto a line: the collinear head of the regression geometry
+        m, upper = _margin(classification.design(cell).build(1), 1), margin_upper(cell, 1)
+        assert m == pytest.approx(upper, rel=1e-9)
+        if (kw["attention"], kw["variant"]) in hand:
+            assert upper == pytest.approx(hand[(kw["attention"], kw["variant"])], rel=1e-12)
+
+
 @pytest.mark.parametrize("kw", NEW, ids=_ids)
 def test_the_bound_is_met_from_sixteen(kw):
     cell = _cell(kw)
