@@ -53,6 +53,18 @@ and from ``L = 3`` (linear, no norm), ``6`` (bare linear, ``d = 8``), ``2`` (sof
 pre-LayerNorm) and ``3`` (softmax, bare pre-RMSNorm) on.  Below, class 0 binds and the chain gives up
 part of its range (:func:`plane_head`).
 
+**Linear attention with a gain: the opposed embeddings** (:func:`opposed_cell`,
+:func:`opposed_vectors`).  The largest gap ``kappa = tau H^3`` needs ``g = e_1`` (and ``beta = e_1``),
+so every value is a multiple of ``e_1`` and ``z_0`` can leave the line only through the embeddings
+(by ``2/sqrt(d)`` for LayerNorm, not at all for RMSNorm).  ``e_s = -e_a = -top`` puts it as far
+before ``z_1`` as the values allow: with ``h_s = c h_a``, ``z_n = e_a + (c^2 + n) kappa e_1`` and
+``z_0 = e_s + c^3 kappa e_1``, so the first gap along ``e_1`` is ``G = kappa (1 + c^2 - c^3) +
+2 <e_1, top>``, largest at the smallest ``c = (b - M)/(b + M)`` (``-1`` without a bias: ``G = 3
+kappa + 2 <e_1, top>``).  :func:`plane_head` reads these outputs (class 0 binds, the chain is
+squeezed): the margin is about ``1/((L-1)/kappa + 1/G)``, and ``margin_upper/margin`` is about
+``1 + kappa/((L-1) G)`` (the bound ignores ``z_0``): 1.047 (LayerNorm with a bias), 1.020 (no
+bias) at ``L = 16``, ``d = 8``.
+
 **Softmax attention without a norm: the pair head** (:func:`pair_cell`, :func:`pair_head`).  Here
 ``z_0 = 2 e_s = (e_a + e_s) - (e_a - e_s)`` lies on the line of the counts, at ``phi = -1``, for
 every parameter set: the outputs are collinear at ``x_0 = -X``, ``x_n = X n/(rho+n)``, and the
@@ -151,7 +163,7 @@ class LastReadHead(ClassificationDesign):
     def __init__(self, cell: Cell):
         if not cell.read.last or cell.distractor:
             raise ValueError("LastReadHead is for the count task read at the last position")
-        if plane_cell(cell) or pair_cell(cell):  # :func:`build_more`: no regression geometry
+        if plane_cell(cell) or pair_cell(cell) or opposed_cell(cell):  # :func:`build_more`
             self.cell, self.family, self.geometry = cell, laws.family(cell), None
             self.foot, self.pencil, self._pencil_shapes = None, False, {}
             return
@@ -241,7 +253,7 @@ class LastReadHead(ClassificationDesign):
         """The unit-norm head: the geometry at budget 1 and the 1-D head on the positions
         (refused beyond the limits of :func:`constructions.classification.check_size`)."""
         check_size(self.cell, L_value)
-        if pair_cell(self.cell) or plane_cell(self.cell):
+        if pair_cell(self.cell) or plane_cell(self.cell) or opposed_cell(self.cell):
             return build_more(self.cell, L_value, dps)
         t_value = self.best_shape(L_value)
         with mpmath.workdps(dps):
@@ -634,6 +646,31 @@ def plane_cell(cell: Cell) -> bool:
     return laws.rigid(cell) and cell.eps == 0
 
 
+def opposed_cell(cell: Cell) -> bool:
+    """Whether the head is :func:`plane_head` on :func:`opposed_vectors`: linear attention with
+    pre-norm and a gain (either kind, with or without a bias)."""
+    return (cell.read.last and not cell.distractor and cell.readout == "classification"
+            and cell.attention == "linear" and cell.pre and cell.affine.gain)
+
+
+def opposed_vectors(cell: Cell) -> dict:
+    """``e_a = top``, ``e_s = -top``, ``g = e_1`` and ``beta = e_1`` where the cell has a bias (mpf):
+    the first coordinate of ``N(+-top)`` is ``+-M`` (:func:`constructions.regression.axes`), so
+    ``h_a = (M + b) e_1`` has the largest norm ``H`` (``kappa = tau H^3 = cap(1, 1)``) and ``h_s =
+    (b - M) e_1 = c h_a``, ``c = (b - M)/(b + M)`` (``b = 1`` with a bias, else 0; module
+    docstring)."""
+    from constructions.classification import _mp_vector
+    from constructions.symbols import E1
+
+    top = _unit_axes(cell)[0]
+    e1 = _mp_vector(E1, cell.d)
+    keep = 1 - SHRINK_UNIT
+    vec = {"e_a": top * keep, "e_s": -top * keep, "g": e1 * keep}
+    if cell.affine.bias:
+        vec["beta"] = e1 * keep
+    return vec
+
+
 def pair_cell(cell: Cell) -> bool:
     """Whether the head is :func:`pair_head`: softmax attention without a norm, the count read last."""
     return (cell.read.last and not cell.distractor and cell.readout == "classification"
@@ -833,7 +870,7 @@ def plane_head(z):
 
 
 def build_more(cell: Cell, L: int, dps: int = 50) -> Params:
-    """The unit-norm head of a :func:`plane_cell` or :func:`pair_cell` at ``L`` (mpmath at ``dps``
+    """The unit-norm head of a :func:`plane_cell`, :func:`opposed_cell` or :func:`pair_cell` at ``L`` (mpmath at ``dps``
     digits; the outputs from the verifier's forward pass).  At ``L = 1`` a plane cell's two
     outputs are read along their difference, whose length is the margin: ``e_s = -e_a = top``
     makes it ``2 + 3 kappa`` (linear: ``z_1 = (1 + 2 kappa) top``, ``z_0 = -(1 + kappa) top``) or
@@ -845,6 +882,10 @@ def build_more(cell: Cell, L: int, dps: int = 50) -> Params:
             vec = pair_vectors(cell, pair_shape(cell, L))
             z = last_outputs(cell, vec, L, dps)
             u, b = pair_head(z)
+        elif opposed_cell(cell):
+            vec = opposed_vectors(cell)
+            z = last_outputs(cell, vec, L, dps)
+            u, b = pair_head(z) if L == 1 else plane_head(z)
         elif L == 1:  # two outputs: the margin is their distance, largest at e_s = -e_a
             top, _ = _unit_axes(cell)
             vec = {"e_a": top * (1 - SHRINK_UNIT), "e_s": -top * (1 - SHRINK_UNIT)}
