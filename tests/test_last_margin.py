@@ -10,7 +10,8 @@ point at ``phi = -1`` (the pair head), and the proven ``margin_upper`` of those 
   the line at ``phi = -1`` without a norm; ``X = sqrt(-2 sigma)`` bare) and no head for them beats
   the bound;
 * the bound by hand (``kappa/(L-1)``) and by an independent dense grid (softmax);
-* ``margin_upper/margin`` within 1% from ``L = 16`` (to ``1e-5`` for these cells);
+* ``margin_upper/margin`` within 1% from ``L = 16`` (to ``1e-5`` for these cells); linear attention
+  with a gain: the opposed embeddings keep the collinear margin of their first gap (by hand);
 * the theory exponents and the sweep's rows; the cells still refused say so.
 """
 
@@ -250,3 +251,26 @@ def test_readme_table_of_the_new_heads():
         assert row["margin"] == pytest.approx(float(margin), rel=1e-5)
         assert row["margin_ratio"] == pytest.approx(float(ratio), abs=2e-6)
         assert classification_row(cell.replace(read="bos"), int(L))["margin"] == pytest.approx(float(bos), rel=1e-5)
+
+
+@pytest.mark.parametrize("norm, affine, M, b, top_1", [
+    ("layernorm", "gain_bias", math.sqrt(7), 1, math.sqrt(7 / 8)),
+    ("layernorm", "gain", math.sqrt(7), 0, math.sqrt(7 / 8)),
+    ("rmsnorm", "gain", math.sqrt(8), 0, 1.0),
+    ("rmsnorm", "gain_bias", math.sqrt(8), 1, 1.0)])
+def test_the_opposed_embeddings_of_linear_attention_with_a_gain(norm, affine, M, b, top_1):
+    """``h_a = (M + b) e_1``, ``h_s = (b - M) e_1``: gaps ``kappa = tau (M + b)^3`` (the bound's
+    capacity), first gap ``G = kappa (1 + c^2 - c^3) + 2 <e_1, top>``; the head keeps at least the
+    collinear margin ``1/((L-1)/kappa + 1/G)`` of the points projected on ``e_1`` (by hand, ``d = 8``)
+    and the bound is within ``1 + kappa/((L-1) G)`` of it."""
+    cell = _cell(dict(attention="linear", variant="pre_learned", norm=norm, affine=affine))
+    assert last_read.opposed_cell(cell) and not last_read.plane_cell(cell)
+    kappa = (M + b) ** 3 / math.sqrt(8)
+    c = (b - M) / (b + M)
+    G = kappa * (1 + c * c - c**3) + 2 * top_1
+    for L in (2, 16, 40):
+        m = _margin(classification.design(cell).build(L), L)
+        collinear = 1 / ((L - 1) / kappa + 1 / G)
+        assert m >= collinear * (1 - 1e-9)
+        assert margin_upper(cell, L) == pytest.approx(kappa / (L - 1), rel=1e-12)
+        assert margin_upper(cell, L) / m <= 1 + kappa / ((L - 1) * G) + 1e-9
