@@ -1,4 +1,5 @@
-"""Classification at the last read: the unit-norm head on the last-read regression geometry.
+"""Classification at the last read: the unit-norm heads (on the last-read regression geometry,
+the plane head, the pair head) and the regression designs without a norm or with bare pre-norm.
 
 The count task read at the last position (:mod:`constructions.tasks`) gives, for ``n >= 1``,
 outputs on a line (the query is ``h_a`` for every ``n >= 1``) and for ``n = 0`` the output of
@@ -606,9 +607,9 @@ class LineDesign(RegressionDesign):
 
 
 # ---------------------------------------------------------------------- classification: more cells
-# The heads of the last-read classification cells whose outputs z_0 (read at s) leave the line of
-# z_1..z_L (the plane head) or lie on it as the image of the count 0 (the pair head); module
-# docstring of this section: :func:`plane_head`, :func:`pair_head`.
+# The heads of the last-read classification cells whose output z_0 (read at s) leaves the line of
+# z_1..z_L (the plane head, on the plane or the opposed embeddings) or lies on it as the image of
+# the count 0 (the pair head): the module docstring; the proofs in plane_head and pair_head.
 
 #: the centred part of the embeddings of bare pre-LayerNorm softmax (their ``one`` part carries
 #: ``z_0`` off the line; LayerNorm removes it)
