@@ -3,7 +3,8 @@
 The question is :mod:`bounds.margin`'s (every trainable vector of norm at most 1, free biases),
 for the count task read at the last position without post-norm (:mod:`constructions.last_read`).
 For ``n >= 1`` the query is ``h_a`` whatever the parameters, so the outputs ``z_1..z_L`` are
-collinear; ``z_0`` (read at ``s``) may lie anywhere.  The bound uses only ``z_1..z_L``: the
+collinear; ``z_0`` (read at ``s``) may lie anywhere.  The bound uses only ``z_1..z_L`` (but for
+softmax without a norm, where ``z_0`` is on their line: *Pair* below): the
 pair inequality of neighbours ``c, c+1`` in ``1..L`` summed as in (C) of :mod:`bounds.margin`
 (``k_c = <u_c, v>`` in ``[-1, 1]`` along the unit direction ``v`` of the line) gives
 
@@ -13,7 +14,10 @@ pair inequality of neighbours ``c, c+1`` in ``1..L`` summed as in (C) of :mod:`b
 ``kappa = tau |h_a|^3 <= cap(1, 1)`` (the line capacity of :func:`constructions.laws.capacity`
 at unit budget: ``|h| <= H``, ``|h| = sqrt(d)`` bare, ``|h| = |e| <= 1`` without a norm), so
 ``m <= cap(1, 1)/(L - 1)``.  The plane head of :mod:`constructions.last_read` attains it (bare
-pre-norm and no norm), so there it is the max-min margin.
+pre-norm and no norm), so there it is the max-min margin.  With a gain the largest ``kappa``
+leaves ``z_0`` on or near the line (:func:`constructions.last_read.opposed_vectors`), and this
+bound, which ignores ``z_0``, stays about ``1 + kappa/((L-1) G)`` above the construction (``G``
+its first gap).
 
 *Segment (softmax, pre-norm with a gain).*  ``z_n = e_a + h_s + phi(n)(h_a - h_s)``,
 ``phi(n) = n/(rho+n)``, ``rho = exp(tau <h_a, h_s - h_a>)``: the gaps are
