@@ -185,7 +185,9 @@ def warm_up(cell: Cell) -> None:
     else:
         from constructions import classification
 
-        classification.design(cell).geometry.compiled()
+        geometry = classification.design(cell).geometry
+        if geometry is not None:  # the last read's plane and pair heads have no symbolic geometry
+            geometry.compiled()
 
 
 def row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,

@@ -1,4 +1,5 @@
-"""Classification at the last read: the unit-norm head on the last-read regression geometry.
+"""Classification at the last read: the unit-norm heads (on the last-read regression geometry,
+the plane head, the pair head) and the regression designs without a norm or with bare pre-norm.
 
 The count task read at the last position (:mod:`constructions.tasks`) gives, for ``n >= 1``,
 outputs on a line (the query is ``h_a`` for every ``n >= 1``) and for ``n = 0`` the output of
@@ -24,6 +25,60 @@ segment).  The outputs are read along ``u`` by the 1-D head of
 :func:`constructions.classification.collinear_head`, whose margin is ``1/sum_c 1/gap_c``
 (:mod:`constructions.classification`); the softmax shape ``rho`` maximises it.  The proven
 upper bound over every parameter set is :mod:`bounds.last_margin`.
+
+**Classification where ``z_0`` leaves the line: the plane head** (:func:`plane_cell`,
+:func:`plane_head`).  Linear attention without a norm or with bare pre-norm (values in a plane:
+RMSNorm, LayerNorm at ``d >= 3``) and softmax with bare pre-norm (either kind, ``eps = 0``)
+need no offset at all: the bound of the counts ``1..L`` alone (:mod:`bounds.last_margin`) is met
+by putting ``z_0`` *beside* the line, where class 0 reads it along the perpendicular and the chain
+of the counts ``1..L`` keeps all its slopes from -1 to 1 (:func:`plane_vectors`):
+
+* linear attention, ``e_a = top``, ``e_s = across`` (orthogonal unit vectors whose values are
+  ``|h| top`` and ``|h| across``): ``<h_a, h_s> = 0``, so ``z_n = (1 + n kappa) top`` with
+  ``kappa = tau |h|^3`` the capacity at unit budget (``tau`` without a norm, ``d`` bare) and
+  ``z_0 = (1 + tau |h|^2) across``, at distance ``1 + tau |h|^2`` from the line;
+* softmax with bare pre-LayerNorm, ``e_s = nu top + mu one``, ``e_a = nu (cos g top + sin g
+  across) - mu one`` (``nu = PLANE_NU``, ``mu = sqrt(1 - nu^2)``): LayerNorm removes ``one``, so
+  ``h_s = sqrt(d) top``, ``h_a = sqrt(d)(cos g top + sin g across)``, ``sigma = <h_a, h_s - h_a>
+  = d (cos g - 1) = sqrt(d) log rho`` and ``X = |h_a - h_s| = sqrt(-2 sigma)``, the only value gap
+  at that score gap; ``z_0 - z_1`` has the part ``2 mu one`` off the line.  ``rho`` maximises
+  ``X rho/S(rho)`` (:func:`plane_shape`).  At ``d = 2`` LayerNorm has only ``h = +-sqrt(2) c_1``:
+  ``cos g = -1``, ``h_a = -h_s``, ``rho = exp(-2 sqrt 2)``, the one shape with ``X > 0``;
+* softmax with bare pre-RMSNorm, ``e_s = top``, ``e_a = nu (cos g top + sin g across)``: the same
+  values (RMSNorm keeps only the direction), and ``z_0 - z_1 = e_s - e_a`` leaves the line by
+  about ``cos(g/2)``.
+
+The margin is then ``kappa/(L-1)`` (line) or ``X rho/S(rho)`` (segment), the bound's value at the
+shape: max-min over every parameter set to the bound's tolerance, at ``L = 1`` (:func:`build_more`)
+and from ``L = 3`` (linear, no norm), ``6`` (bare linear, ``d = 8``), ``2`` (softmax, bare
+pre-LayerNorm) and ``3`` (softmax, bare pre-RMSNorm) on.  Below, class 0 binds and the chain gives up
+part of its range (:func:`plane_head`).
+
+**Linear attention with a gain: the opposed embeddings** (:func:`opposed_cell`,
+:func:`opposed_vectors`).  The largest gap ``kappa = tau H^3`` needs ``g = e_1`` (and ``beta = e_1``),
+so every value is a multiple of ``e_1`` and ``z_0`` can leave the line only through the embeddings
+(by ``2/sqrt(d)`` for LayerNorm, not at all for RMSNorm).  ``e_s = -e_a = -top`` puts it as far
+before ``z_1`` as the values allow: with ``h_s = c h_a``, ``z_n = e_a + (c^2 + n) kappa e_1`` and
+``z_0 = e_s + c^3 kappa e_1``, so the first gap along ``e_1`` is ``G = kappa (1 + c^2 - c^3) +
+2 <e_1, top>``, largest at the smallest ``c = (b - M)/(b + M)`` (``-1`` without a bias: ``G = 3
+kappa + 2 <e_1, top>``).  :func:`plane_head` reads these outputs (class 0 binds, the chain is
+squeezed): the margin is about ``1/((L-1)/kappa + 1/G)``, and ``margin_upper/margin`` is about
+``1 + kappa/((L-1) G)`` (the bound ignores ``z_0``): 1.047 (LayerNorm with a bias), 1.020 (no
+bias) at ``L = 16``, ``d = 8``.
+
+**Softmax attention without a norm: the pair head** (:func:`pair_cell`, :func:`pair_head`).  Here
+``z_0 = 2 e_s = (e_a + e_s) - (e_a - e_s)`` lies on the line of the counts, at ``phi = -1``, for
+every parameter set: the outputs are collinear at ``x_0 = -X``, ``x_n = X n/(rho+n)``, and the
+collinear head's margin ``X/(S(rho)/rho + (rho+1)/(rho+2))`` (:func:`pair_margin`) is the
+max-min for them.  The geometry ``e_s = top``, ``e_a = (1 - X) top`` (:func:`pair_vectors`)
+realises the law's largest ``X`` at every score gap, so at the ``rho`` maximising the margin
+(:func:`pair_shape`) the construction attains the proven supremum of
+:func:`bounds.last_margin.last_margin_upper`.  Counting needs only distinct points, so it
+does not stop at the regression ``L* = 2``; nor does bare pre-norm at its ``L* = 4``.
+
+*Rates* (:func:`constructions.laws.margin_exponent`): ``-1`` on the line (``kappa/(L-1)``), and
+``-3`` for softmax, where ``rho`` is bounded at unit norm (``rho <= 1`` bare, ``rho <= exp(1/(4
+sqrt d))`` without a norm) so that ``S(rho) ~ L^3/3``.
 
 **Softmax attention without a norm: counting stops at L = 2** (:class:`PairDesign`).  With
 ``e = h`` the count ``n = 0`` is read at ``s`` with ``r = 2 e_s``, so ``y(0) = K - D`` and
@@ -109,6 +164,10 @@ class LastReadHead(ClassificationDesign):
     def __init__(self, cell: Cell):
         if not cell.read.last or cell.distractor:
             raise ValueError("LastReadHead is for the count task read at the last position")
+        if plane_cell(cell) or pair_cell(cell) or opposed_cell(cell):  # :func:`build_more`
+            self.cell, self.family, self.geometry = cell, laws.family(cell), None
+            self.foot, self.pencil, self._pencil_shapes = None, False, {}
+            return
         super().__init__(cell)
         if self.family not in ("line", "segment"):
             raise ValueError(f"{cell.describe()}: no last-read head without pre-norm")
@@ -150,6 +209,10 @@ class LastReadHead(ClassificationDesign):
     def best_shape(self, L_value: int):
         """``rho`` maximising :meth:`margin` over the last-read domain at unit budget (segment);
         None (line)."""
+        if pair_cell(self.cell):
+            return pair_shape(self.cell, L_value)
+        if plane_cell(self.cell):
+            return plane_shape(self.cell, L_value)
         if self.family == "line":
             return None
         dom = self.geometry.domain(L_value, 1.0)
@@ -191,6 +254,8 @@ class LastReadHead(ClassificationDesign):
         """The unit-norm head: the geometry at budget 1 and the 1-D head on the positions
         (refused beyond the limits of :func:`constructions.classification.check_size`)."""
         check_size(self.cell, L_value)
+        if pair_cell(self.cell) or plane_cell(self.cell) or opposed_cell(self.cell):
+            return build_more(self.cell, L_value, dps)
         t_value = self.best_shape(L_value)
         with mpmath.workdps(dps):
             geo = self.geometry_at(L_value, t_value)
@@ -539,3 +604,295 @@ class LineDesign(RegressionDesign):
             out = self.evaluate(L_value, Bv, (a + b) / 2, kv, Kv)
             vectors = {n: v for n, v in out.items() if n != "w0" and not n.startswith("_")}
             return Params(self.cell, vectors, {"w0": out["w0"]})
+
+
+# ---------------------------------------------------------------------- classification: more cells
+# The heads of the last-read classification cells whose output z_0 (read at s) leaves the line of
+# z_1..z_L (the plane head, on the plane or the opposed embeddings) or lies on it as the image of
+# the count 0 (the pair head): the module docstring; the proofs in plane_head and pair_head.
+
+#: the centred part of the embeddings of bare pre-LayerNorm softmax (their ``one`` part carries
+#: ``z_0`` off the line; LayerNorm removes it)
+PLANE_NU = mpmath.mpf(2) ** -10
+#: every embedding is scaled by ``1 - SHRINK_UNIT`` so that its rounded norm stays below 1
+SHRINK_UNIT = mpmath.mpf(2) ** -40
+
+
+def mobius_sum(rho, L: int):
+    """``S(rho) = sum_{c=1}^{L-1} (rho+c)(rho+c+1) = L' rho'^2 + L'^2 rho' + (L'^3 - L')/3`` with
+    ``L' = L - 1``, ``rho' = rho + 1`` (plain arithmetic): ``X rho/S(rho)`` is ``1/sum 1/gap`` of the
+    segment points ``X n/(rho+n)``, ``n = 1..L`` (their gaps are ``X rho/((rho+c)(rho+c+1))``).
+    *Proof of the closed form.*  With ``j = c - 1`` running over ``0..L'-1``, ``(rho'+j)(rho'+j+1)
+    = rho'^2 + rho'(2j+1) + j(j+1)``, and ``sum (2j+1) = L'^2``, ``sum j(j+1) = (L'^3 - L')/3``."""
+    Lp = L - 1
+    rp = rho + 1
+    return Lp * rp * rp + Lp * Lp * rp + (Lp - 1) * Lp * (Lp + 1) // 3  # an integer: three consecutive
+
+
+def pair_margin(X, rho, L: int):
+    """``1/sum 1/gap`` of the outputs of softmax attention without a norm at the last read,
+    ``x_0 = -X`` and ``x_n = X n/(rho+n)`` (:func:`pair_head`): ``X/(S(rho)/rho + (rho+1)/(rho+2))``,
+    the first gap being ``X (1 + 1/(rho+1))`` (plain arithmetic)."""
+    return X / (mobius_sum(rho, L) / rho + (rho + 1) / (rho + 2))
+
+
+def plane_cell(cell: Cell) -> bool:
+    """Whether the last-read classification head of ``cell`` is :func:`plane_head` on the geometry
+    of :func:`plane_vectors`: linear attention without a norm or with bare pre-norm (values in a
+    plane: RMSNorm, LayerNorm at ``d >= 3``), softmax with bare pre-norm (``eps = 0``)."""
+    if not cell.read.last or cell.distractor or cell.readout != "classification" or cell.post:
+        return False
+    if cell.attention == "linear":
+        return not cell.normed or (laws.rigid(cell) and cell.kind.image_dim(cell.d) >= 2)
+    return laws.rigid(cell) and cell.eps == 0
+
+
+def opposed_cell(cell: Cell) -> bool:
+    """Whether the head is :func:`plane_head` on :func:`opposed_vectors`: linear attention with
+    pre-norm and a gain (either kind, with or without a bias)."""
+    return (cell.read.last and not cell.distractor and cell.readout == "classification"
+            and cell.attention == "linear" and cell.pre and cell.affine.gain)
+
+
+def opposed_vectors(cell: Cell) -> dict:
+    """``e_a = top``, ``e_s = -top``, ``g = e_1`` and ``beta = e_1`` where the cell has a bias (mpf):
+    the first coordinate of ``N(+-top)`` is ``+-M`` (:func:`constructions.regression.axes`), so
+    ``h_a = (M + b) e_1`` has the largest norm ``H`` (``kappa = tau H^3 = cap(1, 1)``) and ``h_s =
+    (b - M) e_1 = c h_a``, ``c = (b - M)/(b + M)`` (``b = 1`` with a bias, else 0; module
+    docstring)."""
+    from constructions.classification import _mp_vector
+    from constructions.symbols import E1
+
+    top = _unit_axes(cell)[0]
+    e1 = _mp_vector(E1, cell.d)
+    keep = 1 - SHRINK_UNIT
+    vec = {"e_a": top * keep, "e_s": -top * keep, "g": e1 * keep}
+    if cell.affine.bias:
+        vec["beta"] = e1 * keep
+    return vec
+
+
+def pair_cell(cell: Cell) -> bool:
+    """Whether the head is :func:`pair_head`: softmax attention without a norm, the count read last."""
+    return (cell.read.last and not cell.distractor and cell.readout == "classification"
+            and cell.attention == "softmax" and not cell.normed)
+
+
+def _unit_axes(cell: Cell):
+    """``top, across`` of :func:`constructions.regression.axes` as d-vectors of mpf."""
+    from constructions.classification import _mp_vector
+
+    return tuple(_mp_vector(a, cell.d) for a in axes(cell))
+
+
+def plane_shape(cell: Cell, L: int):
+    """Softmax: the ``rho`` in ``(exp(-2 sqrt d), 1)`` maximising ``X rho/S(rho)``, ``X =
+    sqrt(-2 sqrt(d) log rho)`` (a float screen; :mod:`bounds.last_margin` bounds the supremum);
+    linear attention: None (no shape)."""
+    if cell.attention == "linear":
+        return None
+    sd = math.sqrt(cell.d)
+    if laws.two_values(cell):  # h_a = -h_s, the only shape with X > 0
+        return math.exp(-2 * sd)
+
+    def value(rho):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.sqrt(-2 * sd * np.log(rho)) * rho / mobius_sum(rho, max(L, 2))
+
+    return zoom.maximize(value, math.exp(-2 * sd) * (1 + 1e-9), 1 - 1e-9, points=65)[0]
+
+
+def plane_vectors(cell: Cell, rho=None) -> dict:
+    """The embeddings at unit budget (mpf, current precision), module docstring of
+    :func:`plane_head`: linear attention ``e_a = top``, ``e_s = across``; softmax with bare
+    pre-LayerNorm ``e_s = nu top + mu one``, ``e_a = nu (cos g top + sin g across) - mu one`` with
+    ``cos g = 1 + log(rho)/sqrt(d)`` (``nu = PLANE_NU``, ``mu = sqrt(1 - nu^2)``; at ``d = 2``
+    ``cos g = -1``), with bare pre-RMSNorm ``e_s = top``, ``e_a = nu (cos g top + sin g across)``."""
+    top, across = _unit_axes(cell)
+    keep = 1 - SHRINK_UNIT
+    if cell.attention == "linear":
+        return {"e_a": top * keep, "e_s": across * keep}
+    from constructions.classification import _mp_vector
+
+    cos = 1 + mpmath.log(mpmath.mpf(rho)) / mpmath.sqrt(cell.d)
+    sin = mpmath.sqrt(max(mpmath.mpf(0), 1 - cos * cos))
+    if not cell.kind.centred:
+        return {"e_s": top * keep, "e_a": PLANE_NU * (cos * top + sin * across) * keep}
+    one = _mp_vector(ONE, cell.d)
+    mu = mpmath.sqrt(1 - PLANE_NU**2)
+    return {"e_s": (PLANE_NU * top + mu * one) * keep,
+            "e_a": (PLANE_NU * (cos * top + sin * across) - mu * one) * keep}
+
+
+def pair_shape(cell: Cell, L: int) -> float:
+    """The ``rho`` maximising :func:`pair_margin` with ``X`` the law's (:func:`constructions.laws.
+    last_value_gap`) over ``[exp(-2/sqrt d), exp(1/(4 sqrt d))]`` (a float screen)."""
+    sd = math.sqrt(cell.d)
+
+    def value(rho):
+        with np.errstate(invalid="ignore"):
+            X = laws.last_value_gap(cell, 1.0, sd * np.log(rho), laws.NUMPY)
+            return np.where(np.isfinite(X), pair_margin(X, rho, L), -np.inf)
+
+    hi = math.exp(float(laws.last_score_gap_max(cell, 1.0, laws.FLOAT)) / sd) * (1 - 1e-12)
+    return zoom.maximize(value, math.exp(-2 / sd), hi, points=65)[0]
+
+
+def pair_vectors(cell: Cell, rho) -> dict:
+    """``e_s = top``, ``e_a = (1 - X) top`` with ``X = last_value_gap(sigma)``, ``sigma = sqrt(d)
+    log rho`` (mpf): then ``<e_a, e_s - e_a> = X (1 - X) = sigma`` (``X`` solves ``X^2 - X + sigma
+    = 0``) and ``|e_a - e_s| = X``, the law's largest value gap at that score gap."""
+    top, _ = _unit_axes(cell)
+    X = laws.last_value_gap(cell, mpmath.mpf(1), mpmath.sqrt(cell.d) * mpmath.log(mpmath.mpf(rho)), laws.MPMATH)
+    keep = 1 - SHRINK_UNIT
+    return {"e_s": top * keep, "e_a": (1 - X) * top * keep}
+
+
+def last_outputs(cell: Cell, vectors: dict, L: int, dps: int):
+    """The outputs ``z_0..z_L`` (rows of mpf) of the verifier's forward pass at ``dps`` digits for
+    the embeddings ``vectors`` (the head a placeholder)."""
+    from verify.forward import reduced
+
+    params = Params(cell, {**vectors, "u": np.zeros((L + 1, cell.d))}, {"b": [0] * (L + 1)})
+    return reduced(params, list(range(L + 1)), backend=f"mp{dps}", readout=False)
+
+
+def _dot(p, q):
+    return mpmath.fsum(p * q)
+
+
+def _direction(p):
+    return p / mpmath.sqrt(_dot(p, p))
+
+
+def pair_head(z):
+    """``(u, b)``: the collinear head (:func:`constructions.classification.collinear_head`) on
+    outputs ``z_0..z_L`` that lie on one line in order (softmax attention without a norm at the
+    last read: ``z_0 = 2 e_s`` and ``z_n = e_a + e_s + phi(n)(e_a - e_s)``, so ``z_0`` is the
+    point at ``phi = -1``); a ``ValueError`` if they are not in order along it."""
+    v = _direction(z[-1] - z[0])
+    x = [_dot(v, zc) for zc in z]
+    if not all(b > a for a, b in zip(x, x[1:])):
+        raise ValueError("the outputs are not in order along their line")
+    return collinear_head(x, v)
+
+
+def _best_turn(P: float, x0: float, x, F) -> tuple:
+    """``(alpha, value)``: the ``alpha`` in ``[-1, 1]`` maximising ``sqrt(1 - alpha^2) P + alpha x0
+    - max_c (alpha x_c - F_c)`` (concave: a concave term minus a maximum of linear ones) and that
+    maximum, by four nested grids (floats)."""
+    lo, hi = -1.0, 1.0
+    best, value = 0.0, -np.inf
+    for _ in range(4):
+        a = np.linspace(lo, hi, 401)
+        g = np.sqrt(np.maximum(0.0, 1 - a * a)) * P + a * x0 - np.max(np.outer(a, x) - F[None, :], axis=1)
+        j = int(np.argmax(g))
+        if g[j] > value:
+            best, value = float(a[j]), float(g[j])
+        step = (hi - lo) / 400
+        lo, hi = max(-1.0, best - step), min(1.0, best + step)
+    return best, value
+
+
+def _class_zero(s: float, P: float, x0: float, x, k, b, m: float) -> tuple:
+    """``(alpha, margin)`` of the plane head whose chain slopes start at ``s`` (floats; the
+    chain's rows ``k`` and biases ``b`` are those starting at -1, ``m`` their margin)."""
+    ks, bs = (1 - s) / 2 * k + (1 + s) / 2, (1 - s) / 2 * b
+    F = ks * x + bs
+    alpha, value = _best_turn(P, x0, x, F)
+    m0 = (value - np.max(ks * x0 + bs)) / 2
+    return alpha, min((1 - s) / 2 * m, m0)
+
+
+def plane_head(z):
+    """``(u, b)`` on outputs ``z_0..z_L`` (rows of mpf, ``L >= 2``) with ``z_1..z_L`` collinear in
+    order along a unit direction ``v`` and ``z_0`` at distance ``P >= 0`` from their line, in the
+    unit direction ``p`` (any unit vector orthogonal to ``v`` if ``P = 0``).
+
+    *The chain.*  The counts ``1..L`` get :func:`~constructions.classification.collinear_head`
+    along ``v`` (slopes ``k_c`` from -1 to 1, margin ``m = 1/sum_{c=1}^{L-1} 1/gap_c``), squeezed
+    to start at ``s`` in ``[-1, 1)``: ``k'_c = (1-s)/2 k_c + (1+s)/2``, ``b'_c = (1-s)/2 b_c``.  The
+    added ``(1+s)/2 <v, z>`` is the same for every class ``c >= 1``, so the chain's margin is
+    ``(1-s) m/2``, and its logits are still a convex envelope (non-neighbours are beaten).
+    *Class 0* reads ``u_0 = alpha v + sqrt(1 - alpha^2) p``.  Its conditions against every class
+    ``c >= 1`` are ``l_0(z_0) - l_c(z_0) >= m'`` and ``l_c(z_c) - l_0(z_c) >= m'``, i.e. ``Lo <= b_0
+    <= Hi`` with ``Lo = max_c (<u_c, z_0> + b_c) - <u_0, z_0> + m'`` and ``Hi = min_c (<u_c, z_c> +
+    b_c - <u_0, z_c>) - m'``; with ``b_0 = (Lo + Hi)/2`` every pair with class 0 keeps ``m' + (Hi -
+    Lo)/2``, and ``Hi - Lo + 2m' = sqrt(1 - alpha^2) P + alpha x_0 - max_c (alpha x_c - F_c) -
+    F(x_0)`` (``x = <v, z>``, ``F_c`` the logit of ``c`` at ``z_c``, ``F(x_0)`` the chain's largest
+    logit at ``z_0``), concave in ``alpha``.  The head's margin is the smaller of the two.
+    ``s = -1`` keeps the chain's whole margin ``m`` (the bound of the counts ``1..L`` alone,
+    :mod:`bounds.last_margin`) whenever ``z_0`` is far enough off the line; where it is not,
+    ``s`` rises until the two margins meet (with ``P = 0`` and ``z_0`` before ``z_1`` this is the
+    collinear head on all ``L + 1`` points).  ``alpha`` and ``s`` are found in floats
+    (:func:`_best_turn`, a bisection on ``s``: the chain's margin falls and class 0's rises with
+    ``s``), ``b_0`` exactly; the judge certifies every row."""
+    L = len(z) - 1
+    v = _direction(z[L] - z[1])
+    x = [_dot(v, zc) for zc in z]
+    if not all(b > a for a, b in zip(x[1:], x[2:])):
+        raise ValueError("the outputs z_1..z_L are not in order along their line")
+    rows, b = collinear_head(x[1:], v)
+    m = 1 / mpmath.fsum(1 / (q - p_) for p_, q in zip(x[1:], x[2:]))
+    off = z[0] - z[1] - (x[0] - x[1]) * v
+    P = mpmath.sqrt(_dot(off, off))
+    if P > 0:
+        p = off / P
+    else:  # any unit vector orthogonal to v
+        e = np.array([mpmath.mpf(0)] * len(v), dtype=object)
+        e[int(np.argmin([abs(float(c)) for c in v]))] = 1
+        p = _direction(e - _dot(e, v) * v)
+    kf = np.array([float(_dot(r, v)) for r in rows])
+    xf = np.array([float(c) for c in x[1:]])
+    bf = np.array([float(c) for c in b])
+    args = (float(P), float(x[0]), xf, kf, bf, float(m))
+    alpha, got = _class_zero(-1.0, *args)
+    s = -1.0
+    if got < float(m) * (1 - 1e-12):  # class 0 binds: raise s until the margins meet
+        lo, hi = -1.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            a_mid, g_mid = _class_zero(mid, *args)
+            if g_mid >= (1 - mid) / 2 * float(m):
+                hi = mid
+            else:
+                lo = mid
+        s = hi
+        alpha = _class_zero(s, *args)[0]
+    sv, alpha = mpmath.mpf(s), mpmath.mpf(alpha)
+    unit = v * (1 - mpmath.mpf(2) ** -50)
+    rows = np.array([(1 - sv) / 2 * r + (1 + sv) / 2 * unit for r in rows], dtype=object)
+    b = [(1 - sv) / 2 * bc for bc in b]
+    mp = (1 - sv) / 2 * m
+    u0 = (alpha * v + mpmath.sqrt(1 - alpha * alpha) * p) * (1 - mpmath.mpf(2) ** -50)
+    lo = max(_dot(r, z[0]) + bc for r, bc in zip(rows, b)) - _dot(u0, z[0]) + mp
+    hi = min(_dot(r, zc) + bc - _dot(u0, zc) for r, bc, zc in zip(rows, b, z[1:])) - mp
+    return np.vstack([u0[None, :], rows]), [(lo + hi) / 2] + list(b)
+
+
+def build_more(cell: Cell, L: int, dps: int = 50) -> Params:
+    """The unit-norm head of a :func:`plane_cell`, :func:`opposed_cell` or :func:`pair_cell` at ``L`` (mpmath at ``dps``
+    digits; the outputs from the verifier's forward pass).  At ``L = 1`` a plane cell's two
+    outputs are read along their difference, whose length is the margin: ``e_s = -e_a = top``
+    makes it ``2 + 3 kappa`` (linear: ``z_1 = (1 + 2 kappa) top``, ``z_0 = -(1 + kappa) top``) or
+    ``2 + 2 sqrt(d)/(1 + rho)`` at ``h_a = -h_s`` (softmax), the bounds of
+    :mod:`bounds.last_margin` at ``L = 1``."""
+    check_size(cell, L)
+    with mpmath.workdps(dps):
+        if pair_cell(cell):
+            vec = pair_vectors(cell, pair_shape(cell, L))
+            z = last_outputs(cell, vec, L, dps)
+            u, b = pair_head(z)
+        elif opposed_cell(cell):
+            vec = opposed_vectors(cell)
+            z = last_outputs(cell, vec, L, dps)
+            u, b = pair_head(z) if L == 1 else plane_head(z)
+        elif L == 1:  # two outputs: the margin is their distance, largest at e_s = -e_a
+            top, _ = _unit_axes(cell)
+            vec = {"e_a": top * (1 - SHRINK_UNIT), "e_s": -top * (1 - SHRINK_UNIT)}
+            u, b = pair_head(last_outputs(cell, vec, L, dps))
+        else:
+            vec = plane_vectors(cell, plane_shape(cell, L))
+            z = last_outputs(cell, vec, L, dps)
+            u, b = plane_head(z)
+        return Params(cell, {**vec, "u": u}, {"b": b})

@@ -623,7 +623,10 @@ def last_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
 def last_score_gap_max(cell: Cell, B, ops: Ops = SYMPY):
     """The largest score gap ``sigma = <h_a, h_s - h_a>`` seen from ``a`` at budget ``B`` (softmax,
     pre-norm with a gain, the last read): ``H^2 B^2/4``, where :func:`last_value_gap` has a real
-    root (at the BOS read :func:`score_gap_max`, ``2 H V B^2``, is far larger)."""
+    root (at the BOS read :func:`score_gap_max`, ``2 H V B^2``, is far larger).  Bare pre-norm
+    (rigid values, ``eps = 0``): 0, since ``<h_a, h_s> <= |h_a| |h_s| = d = |h_a|^2``."""
+    if rigid(cell) and cell.eps == 0:
+        return 0 * B
     H, _ = value_reach(cell, ops)
     return (H * B) ** 2 / 4
 
@@ -656,6 +659,9 @@ def margin_exponent(cell: Cell) -> float:
       exponent is reached only for ``L`` well beyond the largest attention ratio (``rho_max`` is
       2.03 with no norm at ``d = 8``, but 286 with bare pre-LayerNorm and 917 with a
       learned one);
+    * the last read (:mod:`constructions.last_read`, bounds in :mod:`bounds.last_margin`): the
+      same, line ``-1`` (``kappa/(L-1)``) and segment ``-3`` (``rho <= 1`` with bare pre-norm,
+      ``rho <= exp(H^2/(4 sqrt d))`` otherwise, so ``S(rho) ~ L^3/3``);
     * arc ``-2``: the bound ``R (1 + atan(L/(2 lam)))/(L lam + (L^3/12 - L/3)/lam)`` is at most
       ``(1 + pi/2) R sqrt(3)/L^2 (1 + O(L^-2))`` for every ``lam``, and the symmetric arc with
       ``lam = L/4`` and its head on the circle keeps ``c R/L^2`` (``c`` about 3.5 bare).

@@ -184,11 +184,15 @@ def refusal(cell: Cell) -> str | None:
         if read == "last" and task == "count":
             # the head of constructions.last_read on the last-read regression geometry
             if cell.attention == "softmax" and not cell.affine.gain:
+                # constructions.last_read: the pair head (no norm), the plane head (bare
+                # pre-norm, eps = 0)
+                if not cell.normed or (cell.pre and cell.eps == 0):
+                    return None
                 return (f"{what} has no construction yet for classification with softmax attention "
-                        "without a learned pre-norm (built: linear attention with pre-norm, softmax "
-                        "with pre_learned)")
+                        "and bare pre-norm with eps > 0, or post-norm (built: no norm, bare pre-norm "
+                        "at eps = 0, pre_learned)")
             return refusal(cell.replace(readout="regression")) or (
-                None if cell.pre else f"{what} has no construction yet for classification without pre-norm")
+                None if not cell.post else f"{what} has no construction yet for classification with post-norm")
         # the head of constructions.classification on the regression geometry: where e_b
         # changes no output the count task's head, margin and storage; softmax attention
         # without post-norm: the pencil head of constructions.pencil

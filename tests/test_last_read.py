@@ -147,7 +147,7 @@ def test_the_line_bound_by_hand():
     """``cap(1, 1)/(L - 1)``: bare pre-norm has ``kappa = tau d^{3/2} = d``."""
     cell = _head_cell(HEADS[0])
     assert last_margin_upper(cell, 9) == pytest.approx(8 / 8, rel=1e-12)
-    assert last_margin_upper(cell.replace(variant="none"), 9) is None  # no proof without pre-norm
+    assert last_margin_upper(cell.replace(variant="none"), 9) == pytest.approx(1 / (8 * math.sqrt(8)), rel=1e-12)  # tau/(L-1)
 
 
 def test_the_classification_sweep_at_the_last_read(capsys):

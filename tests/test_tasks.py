@@ -215,7 +215,7 @@ REFUSED = [dict(attention="softmax", variant="pre_learned", task="select", d=2),
            dict(attention="linear", variant="post_learned", read="last"),
            dict(attention="linear", variant="post_bare", read="last"),
            dict(attention="linear", variant="pre_learned", task="select", read="last"),
-           dict(attention="linear", variant="none", readout="classification", read="last"),
+           dict(attention="softmax", variant="pre_bare", eps=0.01, readout="classification", read="last"),
            dict(attention="softmax", variant="pre_learned", readout="classification", task="select", d=2),
            dict(attention="linear", variant="pre_learned", affine="gain", task="select", d=2),
            dict(attention="softmax", variant="pre_learned", read="last", eps=0.01)]
