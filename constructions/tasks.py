@@ -196,8 +196,10 @@ def refusal(cell: Cell) -> str | None:
     if task == "select" and read == "last":
         return f"{what} has no construction yet (the query b must count the a tokens too)"
     if laws.foot_distance(cell, 1) is not None and read == "last":
-        return (f"{what} has no construction yet for linear attention with post-RMSNorm (its count "
-                "construction is the one-sided arc, constructions.one_sided)")
+        return (f"{what} has no construction yet for linear attention with post-RMSNorm: the counts "
+                "1..L lie on a one-sided arc (constructions.one_sided) whose foot n0 <= -sqrt(d)/B^2, "
+                "and the count 0 at n_* = -sqrt(d)/|e_a|^2 between the foot and 1, are both tied to "
+                "the budget")
     if read == "last":
         if cell.attention == "softmax":
             if not cell.normed:
@@ -208,10 +210,19 @@ def refusal(cell: Cell) -> str | None:
                 return (f"{what} has no construction yet for softmax attention with bare pre-norm "
                         f"{'at d = 2' if cell.kind.centred else 'RMSNorm'} (nothing counts beyond "
                         "L = 4, bounds.lstar.last_l_star; built: pre-LayerNorm at d >= 3)")
+            if cell.post:
+                # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it
+                if cell.eps > 0:
+                    return (f"{what} has no construction yet for softmax attention with post-norm and "
+                            "eps > 0 (the arc, and the count 0 on it, use the norm's scale invariance, "
+                            "eps = 0)")
+                if cell.d < laws.smallest_d(cell):
+                    return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
+                            "subspace must hold the 2-D arc: d >= 3)")
+                return None
             if not cell.pre or not cell.affine.gain:
-                why = {"pre": "with bare pre-norm and eps > 0 (its L* = 4 and rows use eps = 0)",
-                       "post": "with post-norm (built: pre_learned)"}[cell.placement.name]
-                return f"{what} has no construction yet for softmax attention {why}"
+                return (f"{what} has no construction yet for softmax attention with bare pre-norm and "
+                        "eps > 0 (its L* = 4 and rows use eps = 0)")
             if cell.kind.image_dim(cell.d) < 2:
                 return f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built)"
             if cell.eps > 0:
@@ -222,8 +233,11 @@ def refusal(cell: Cell) -> str | None:
                         "(built: gain, and LayerNorm with either affine)")
             return None
         if cell.post:
-            return (f"{what} has no construction yet for linear attention with post-norm (built: "
-                    "without a norm and with pre-norm)")
+            # r(n) = (1 + n tau |e_a|^2) e_a + tau <e_a, e_s> e_s: the count 0, N(e_s), is the line at
+            # n_* = -sqrt(d)/|e_a|^2, which the budget keeps at most -sqrt(d)/B^2
+            return (f"{what} has no construction yet for linear attention with post-norm: the count 0 "
+                    "lies on the arc at n_* = -sqrt(d)/|e_a|^2 <= -sqrt(d)/B^2, tied to the budget "
+                    "(built: softmax attention with post-norm, linear without a norm and with pre-norm)")
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
     if cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.image_dim(cell.d) < 2:
