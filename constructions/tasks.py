@@ -124,7 +124,8 @@ so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of ``L - 1 = 4`` at ``rho' =
 (:func:`bounds.lstar.last_l_star`); the offset then needs a read-out component
 off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``) or with ``eps > 0`` (the offset
 uses the exact invariances of the norm), linear attention without a norm (``e = h``:
-the offset needs a cubic) and post-norm, and the select task.
+the offset needs a cubic) and post-norm, and the select task.  Softmax attention with post-norm
+at the last read is :mod:`constructions.last_post` (the arc of ``L - 1``, the count 0 on it).
 """
 
 from __future__ import annotations
