@@ -224,12 +224,15 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
 
 
 def last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
-    """Softmax attention with post-norm read at the last position (``eps = 0``): the post-norm
-    bound of the BOS read at ``L - 1`` (:func:`post_lower`), 0 for ``L <= 2``.
+    """Post-norm read at the last position (``eps = 0``; softmax attention, and linear attention
+    with LayerNorm): the post-norm bound of the BOS read at ``L - 1`` (:func:`post_lower`), 0 for
+    ``L <= 2``.
 
-    *Proof* (:mod:`constructions.last_post`).  For ``n >= 1`` the query is ``e_a`` and ``Z r(n) =
-    w_s ((e_s + e_a) + n 2 rho e_a)`` with ``Z, w_s > 0``; the norm is scale-invariant, so
-    ``z(n) = N(P + n Q)`` for fixed ``P, Q``, and ``y(n) = C + <u, v_n>`` on the projective arc
+    *Proof* (:mod:`constructions.last_post`).  For ``n >= 1`` the query is ``e_a`` and the
+    residual a positive multiple of ``P + n Q`` for fixed ``P, Q`` (softmax: ``Z r(n) = w_s ((e_s
+    + e_a) + n 2 rho e_a)`` with ``Z, w_s > 0``; linear: ``r(n) = e_a + tau <e_a, e_s> e_s + n tau
+    |e_a|^2 e_a`` itself); the norm is scale-invariant, so
+    ``z(n) = N(P + n Q)``, and ``y(n) = C + <u, v_n>`` on the projective arc
     of the line ``P + n Q`` exactly as at the BOS read, with the same read-out vectors, so the
     same capacity ``|u| <= cap(B)`` (``sqrt(d) B`` bare, ``sqrt(d) a B^2`` with a gain).  Where
     the centred ``P, Q`` are dependent, ``z(n)`` takes at most two values and nothing counts
@@ -483,7 +486,7 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     not cover need more than ``B_upper``, and it returns at most ``B_upper``).  The count task at the
     last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``),
     :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``), :func:`last_post_lower`
-    (softmax with post-norm, the arc of ``L - 1``), :func:`last_free_line_lower`
+    (post-norm, the arc of ``L - 1``), :func:`last_free_line_lower`
     (linear attention without a norm),
     :func:`last_line_lower` (linear attention with pre-norm) and
     :func:`last_segment_lower` (softmax with pre-norm and a gain; both use only ``|N(e)_i| <= M``
@@ -505,7 +508,7 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             return last_free_line_lower(cell, L)
         if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:
             return None if cell.eps > 0 or B_upper is None else last_bare_lower(cell, L, B_upper)
-        if cell.attention == "softmax" and cell.post and not cell.distractor:
+        if cell.post and not cell.distractor and (cell.attention == "softmax" or cell.kind.centred):
             if cell.eps > 0 or cell.d < laws.smallest_d(cell) or B_upper is None:
                 return None
             return last_post_lower(cell, L, B_upper, arc_boxes)

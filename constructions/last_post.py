@@ -64,7 +64,7 @@ from constructions.basis import FrameVector
 from constructions.cell import Cell, Params
 from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _temperature,
                                       _vec, axes, program)
-from constructions.symbols import (ARGS, BETA, E1, E_A, E_S, G, V, W, W0, A, B, C, S, kappa, t, tau)
+from constructions.symbols import (ARGS, BETA, E1, E_A, E_S, G, ONE, V, W, W0, A, B, C, S, kappa, t, tau)
 
 #: ``u = -n_*``, the parameter of the count 0 before the arc's origin (a sixth argument)
 u_0 = sympy.Symbol("u_0", positive=True)
@@ -165,12 +165,26 @@ class LastArcDesign(RegressionDesign):
     symmetric arc of ``L - 1`` on the counts ``1..L``, the count ``0`` on its extension at
     ``n_* = -u``; ``u`` is a sixth argument of the construction (:meth:`evaluate`)."""
 
+    #: the attention this design is for
+    attention = "softmax"
+
     def __init__(self, cell: Cell):
-        if not (cell.read.last and cell.attention == "softmax" and cell.post and cell.eps == 0
-                and cell.readout == "regression" and not cell.distractor and cell.d >= laws.smallest_d(cell)):
-            raise ValueError("LastArcDesign is for softmax attention with post-norm (eps = 0), the count "
-                             "task read last")
+        if not (cell.read.last and cell.attention == self.attention and cell.post and cell.eps == 0
+                and cell.readout == "regression" and not cell.distractor and cell.d >= laws.smallest_d(cell)
+                and (self.attention == "softmax" or cell.kind.centred)):
+            raise ValueError(f"{type(self).__name__} is for {self.attention} attention with post-norm "
+                             "(eps = 0), the count task read last")
         super().__init__(cell)
+
+    def _embedding_steps(self) -> list[Step]:
+        """``e_a``, ``e_s`` with every residual on the line ``V + n top`` and the count 0 at ``-u``."""
+        top, _ = axes(self.cell)
+        sd = sympy.sqrt(self.cell.d)
+        return [Step(kappa, sympy.sqrt(sd * sympy.log(1 / (2 * u_0)) / (u_0 * (2 * u_0 + C))),
+                     "the scale of the embeddings: rho = exp(tau <e_a, e_a - e_s>) = 1/(2u)"),
+                _vec(E_A, kappa * u_0 * top, "the embedding of a: 2 rho e_a = kappa top", "e_a"),
+                _vec(E_S, kappa * (V - u_0 * top), "the embedding of s: e_s + e_a = kappa V, and 2 e_s "
+                     "is the line at n = -u", "e_s")]
 
     def steps(self) -> list[Step]:
         cell = self.cell
@@ -178,12 +192,8 @@ class LastArcDesign(RegressionDesign):
         sd = sympy.sqrt(d)
         top, across = axes(cell)
         out = [_temperature(cell),
-               _vec(V, t * across - C * top, "the residual line at n = 0, up to scale: V + n top"),
-               Step(kappa, sympy.sqrt(sd * sympy.log(1 / (2 * u_0)) / (u_0 * (2 * u_0 + C))),
-                    "the scale of the embeddings: rho = exp(tau <e_a, e_a - e_s>) = 1/(2u)"),
-               _vec(E_A, kappa * u_0 * top, "the embedding of a: 2 rho e_a = kappa top", "e_a"),
-               _vec(E_S, kappa * (V - u_0 * top), "the embedding of s: e_s + e_a = kappa V, and 2 e_s "
-                    "is the line at n = -u", "e_s")]
+               _vec(V, t * across - C * top, "the residual line at n = 0, up to scale: V + n top")]
+        out += self._embedding_steps()
         if not cell.affine.gain:
             out.append(_vec(W, (A / sd) * top, f"the read-out, along {top}", "w"))
         else:
@@ -217,13 +227,17 @@ class LastArcDesign(RegressionDesign):
     def interval_float(self, t_value, L_value: int):
         return interval_float(t_value, L_value)
 
+    def choose_u(self, lam_value, A_value, L_value: int, B_value):
+        """:func:`choose_u`."""
+        return choose_u(self.cell, lam_value, A_value, L_value, B_value)
+
     def _point(self, L_value: int, Bv):
         """``(lam, A, c, u)`` at budget ``B`` (mpmath): the best shape, the middle amplitude, the
         centre and :func:`choose_u` (None where no ``u`` fits)."""
         lam = mpmath.mpf(self.best_shape(L_value, float(Bv))[0])
         lo, hi = self.interval(lam, L_value)
         Av = (lo + min(hi, self.capacity_mp(lam, Bv))) / 2
-        return lam, Av, centre(L_value), choose_u(self.cell, lam, Av, L_value, Bv)
+        return lam, Av, centre(L_value), self.choose_u(lam, Av, L_value, Bv)
 
     def _fits(self, L_value: int, B_value: float) -> bool:
         """Whether the count 0 finds its place at budget ``B`` (a screen at 20 digits)."""
@@ -243,15 +257,109 @@ class LastArcDesign(RegressionDesign):
                 return None
         return zoom.bisect_up(lambda b: self._fits(L_value, b), lo_B, up_B, rtol)[1]
 
+    def fallback_u(self, Bv):
+        """``u`` where none fits: next to ``1/2``, where the embeddings cost nothing (a parameter
+        set within the budget that does not count)."""
+        return mpmath.mpf(1) / 2 - mpmath.mpf(2) ** -60
+
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
-        """The construction at budget ``B``; where no ``u`` fits, ``u`` at the budget's limit
-        side of ``1/2`` (a parameter set within the budget that does not count)."""
+        """The construction at budget ``B``; where no ``u`` fits, :meth:`fallback_u`."""
         L_value = _check_count(L_value)
         with mpmath.workdps(dps):
             Bv = _check_budget(B_value)
             lam, Av, c, u = self._point(L_value, Bv)
             if u is None:
-                u = mpmath.mpf(1) / 2 - mpmath.mpf(2) ** -60
+                u = self.fallback_u(Bv)
             out = self.evaluate(L_value, Bv, lam, Av, c, u)
             vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
             return Params(self.cell, vectors, {"w0": out["w0"]})
+
+
+# ---------------------------------------------------------------------- linear attention, post-LayerNorm
+_Vu, _bs, _E, _M, _al, _ea = sympy.symbols("V_u beta_s E_a M_s alpha_a eta_a", positive=True)
+
+
+def linear_zero_interval(lam_value, L_value: int, sqrt):
+    """``(A_lo, A_hi)`` (``L >= 2``, plain arithmetic): ``y(-oo) = c - A < 1/2`` and ``y(0) >
+    -1/2``, necessary for some ``u > 0`` to have ``|y(-u)| < 1/2`` (:class:`LinearLastArcDesign`;
+    the budget then asks ``u >= sqrt(d)/B^2``, :meth:`LinearLastArcDesign.choose_u`)."""
+    c = (L_value + 1) / 2
+    return L_value / 2 + 0 * lam_value, (c + 1 / 2) * sqrt(lam_value**2 + c**2) / c
+
+
+class LinearLastArcDesign(LastArcDesign):
+    """Linear attention with post-LayerNorm read at the last position (``eps = 0``).
+
+    *The outputs.*  For ``n >= 1`` the query is ``e_a`` and ``r(n) = e_a + tau <e_a, e_s> e_s +
+    n tau |e_a|^2 e_a = P + n Q`` with ``P = e_a + gam e_s``, ``Q = k e_a``, ``gam = tau <e_a,
+    e_s>``, ``k = tau |e_a|^2``: the projective arc after LayerNorm, so the counts ``1..L`` are
+    the BOS arc problem of ``L - 1`` and :func:`bounds.lower.last_post_lower` applies verbatim.
+    The count 0 is read at ``s``: ``r(0) = (1 + tau |e_s|^2) e_s``, and ``P + n Q = (1 + n k) e_a
+    + gam e_s`` is ``gam e_s`` at ``n_* = -1/k``: for ``gam > 0`` the same arc at ``n_* = -u``,
+    ``u = sqrt(d)/|e_a|^2 >= sqrt(d)/B^2``.
+
+    *Construction.*  The arc and read-out of :class:`LastArcDesign`; with ``E^2 = sqrt(d)/u``,
+    ``nu = B/2``, ``beta = nu/|V - u top|``, ``M = sqrt(d)/(u beta) + beta (c + u)``:
+
+        e_a = alpha top + eta one,   alpha = nu E/sqrt(M^2 + nu^2),  eta = E M/sqrt(M^2 + nu^2),
+        e_s = beta (V - u top) + nu one.
+
+    Then ``|e_a| = E`` (``k = 1/u``), ``|e_s| = nu sqrt 2 < B``, and ``<e_a, e_s> = -alpha beta
+    (c + u) + eta nu = -alpha beta (c + u) + alpha M = alpha sqrt(d)/(u beta)``, so ``gam =
+    alpha/(u beta) > 0``.  LayerNorm removes ``one``: the centred residual is ``(1 + n/u) alpha
+    top + gam beta (V - u top) = (alpha/u)(V + n top)`` (``gam beta = alpha/u``), and ``r(0)``
+    is a positive multiple of ``V - u top``.  ``u`` puts ``y(-u)`` in the middle of the outputs
+    within ``1/2`` of 0 that ``n_* <= -sqrt(d)/B^2`` reaches (``y`` increases to ``c - A`` as
+    ``n -> -oo``); the amplitudes are the BOS interval of ``L - 1`` within
+    :func:`linear_zero_interval`.
+    """
+
+    attention = "linear"
+
+    def _embedding_steps(self) -> list[Step]:
+        top, _ = axes(self.cell)
+        sd = sympy.sqrt(self.cell.d)
+        return [Step(_Vu, sympy.sqrt(t**2 + (C + u_0) ** 2), "the norm of V - u top"),
+                Step(_E, sympy.sqrt(sd / u_0), "the norm of e_a: tau |e_a|^2 = 1/u puts the count 0 at -u"),
+                Step(_bs, B / (2 * _Vu), "the scale of the line in e_s: |beta (V - u top)| = B/2"),
+                Step(_M, sd / (u_0 * _bs) + _bs * (C + u_0), "the ratio of the one and top parts of e_a"),
+                Step(_al, (B / 2) * _E / sympy.sqrt(_M**2 + B**2 / 4), "the top part of e_a"),
+                Step(_ea, _E * _M / sympy.sqrt(_M**2 + B**2 / 4), "the one part of e_a"),
+                _vec(E_A, _al * top + _ea * ONE, "the embedding of a", "e_a"),
+                _vec(E_S, _bs * (V - u_0 * top) + (B / 2) * ONE,
+                     "the embedding of s: tau <e_a, e_s> = alpha/(u beta) puts every residual on V + n top", "e_s")]
+
+    def interval(self, t_value, L_value: int):
+        if L_value == 1:
+            return mpmath.mpf(0), mpmath.mpf(1)
+        lo, hi = arc.interval(t_value, L_value - 1)
+        z_lo, z_hi = linear_zero_interval(mpmath.mpf(t_value), mpmath.mpf(L_value), mpmath.sqrt)
+        return max(lo, z_lo), min(hi, z_hi)
+
+    def interval_float(self, t_value, L_value: int):
+        lv = np.asarray(t_value, dtype=np.float64)
+        if L_value == 1:
+            return np.zeros(lv.shape), np.ones(lv.shape)
+        lo, hi = arc.interval_float(lv, L_value - 1)
+        z_lo, z_hi = linear_zero_interval(lv, float(L_value), np.sqrt)
+        return np.maximum(lo, z_lo), np.minimum(hi, z_hi)
+
+    def fallback_u(self, Bv):
+        """``u`` where none fits: ``|e_a| = B`` (within the budget; it does not count)."""
+        return mpmath.sqrt(self.cell.d) / Bv**2 * (1 + mpmath.mpf(2) ** -30)
+
+    def choose_u(self, lam_value, A_value, L_value: int, B_value):
+        """``u >= u_B = sqrt(d)/B^2`` (a hair above: ``|e_a| < B``) with ``y(-u)`` the middle of
+        ``(max(c - A, -1/2), min(y(-u_B), 1/2))``, or None where that is empty (mpmath)."""
+        c, lam, A_v = centre(L_value), mpmath.mpf(lam_value), mpmath.mpf(A_value)
+        half = mpmath.mpf(1) / 2
+        u_B = self.fallback_u(mpmath.mpf(B_value))
+        y = lambda n: c + A_v * (n - c) / mpmath.sqrt(lam**2 + (n - c) ** 2)
+        lo, hi = max(c - A_v, -half), min(y(-u_B), half)
+        if not lo < hi:
+            return None
+        q = ((lo + hi) / 2 - c) / A_v  # in (-1, 0): above c - A, below 1/2 <= c
+        if not -1 < q < 1:  # the window is below the working precision
+            return None
+        u = -(c + lam * q / mpmath.sqrt(1 - q * q))
+        return u if u >= u_B else None

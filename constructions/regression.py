@@ -782,7 +782,8 @@ class FootDesign(RegressionDesign):
 def design(cell: Cell) -> RegressionDesign:
     """The construction of a regression cell: :mod:`constructions.last_read`'s designs for the
     last read without a norm or with bare pre-LayerNorm (softmax), :class:`constructions.last_post.LastArcDesign`
-    for the last read after post-norm (softmax), :class:`constructions.select.SelectDesign`
+    and :class:`~constructions.last_post.LinearLastArcDesign` for the last read after post-norm
+    (softmax; linear with LayerNorm), :class:`constructions.select.SelectDesign`
     for the select task with softmax attention and no post-norm, :class:`constructions.tasks.FootSelectDesign`
     for the select task on the one-sided arc, :class:`constructions.tasks.TaskDesign` for
     the other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
@@ -800,11 +801,11 @@ def design(cell: Cell) -> RegressionDesign:
         from constructions.last_read import LineDesign
 
         return LineDesign(cell)
-    if (cell.read.last and cell.attention == "softmax" and cell.post and cell.eps == 0
-            and not cell.task.distractor and cell.d >= laws.smallest_d(cell)):
-        from constructions.last_post import LastArcDesign
+    if (cell.read.last and cell.post and cell.eps == 0 and not cell.task.distractor
+            and cell.d >= laws.smallest_d(cell) and (cell.attention == "softmax" or cell.kind.centred)):
+        from constructions.last_post import LastArcDesign, LinearLastArcDesign
 
-        return LastArcDesign(cell)
+        return (LastArcDesign if cell.attention == "softmax" else LinearLastArcDesign)(cell)
     if cell.task.distractor or cell.read.last:
         from constructions.select import SelectDesign, suppresses  # they build on this module
         from constructions.tasks import FootSelectDesign, TaskDesign

@@ -124,8 +124,9 @@ so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of ``L - 1 = 4`` at ``rho' =
 (:func:`bounds.lstar.last_l_star`); the offset then needs a read-out component
 off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``) or with ``eps > 0`` (the offset
 uses the exact invariances of the norm), linear attention without a norm (``e = h``:
-the offset needs a cubic) and post-norm, and the select task.  Softmax attention with post-norm
-at the last read is :mod:`constructions.last_post` (the arc of ``L - 1``, the count 0 on it).
+the offset needs a cubic) and post-norm, and the select task.  Post-norm at the last read
+(softmax, and linear attention with LayerNorm) is :mod:`constructions.last_post` (the arc of
+``L - 1``, the count 0 on it).
 """
 
 from __future__ import annotations
@@ -234,11 +235,15 @@ def refusal(cell: Cell) -> str | None:
                         "(built: gain, and LayerNorm with either affine)")
             return None
         if cell.post:
-            # r(n) = (1 + n tau |e_a|^2) e_a + tau <e_a, e_s> e_s: the count 0, N(e_s), is the line at
-            # n_* = -sqrt(d)/|e_a|^2, which the budget keeps at most -sqrt(d)/B^2
-            return (f"{what} has no construction yet for linear attention with post-norm: the count 0 "
-                    "lies on the arc at n_* = -sqrt(d)/|e_a|^2 <= -sqrt(d)/B^2, tied to the budget "
-                    "(built: softmax attention with post-norm, linear without a norm and with pre-norm)")
+            # constructions.last_post.LinearLastArcDesign (post-LayerNorm; post-RMSNorm is refused
+            # above: its foot is tied to the budget)
+            if cell.eps > 0:
+                return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
+                        "(the arc, and the count 0 on it, use the norm's scale invariance, eps = 0)")
+            if cell.d < laws.smallest_d(cell):
+                return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
+                        "subspace must hold the 2-D arc: d >= 3)")
+            return None
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
     if cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.image_dim(cell.d) < 2:

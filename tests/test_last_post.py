@@ -1,5 +1,5 @@
-"""The count task read at the last position after post-norm, softmax attention
-(:mod:`constructions.last_post`):
+"""The count task read at the last position after post-norm, softmax attention and linear
+attention with LayerNorm (:mod:`constructions.last_post`):
 
 * the construction passes the explicit token-by-token forward pass on random sequences drawn
   by :mod:`verify.strategies`, and the judge certifies it at small ``L`` in ball arithmetic;
@@ -7,10 +7,13 @@
   are ``y(n) = c + A (n - c)/sqrt(lam^2 + (n - c)^2)`` for ``n >= 1`` and the same formula at
   ``n = -u`` for the count 0, and every vector is within the budget;
 * the lemma of the lower bound on random parameter sets: ``z(n) = N(P + n Q)`` for ``n >= 1``
-  with ``P = e_s + e_a``, ``Q = 2 rho e_a``, and ``z(0) = N(P - Q/(2 rho))``;
+  with ``P = e_s + e_a``, ``Q = 2 rho e_a``, and ``z(0) = N(P - Q/(2 rho))`` (softmax), or
+  ``P = e_a + tau <e_a, e_s> e_s``, ``Q = tau |e_a|^2 e_a`` and ``z(0) = +-N(P - Q/(tau |e_a|^2))``
+  (linear, the sign of ``<e_a, e_s>``);
 * ``B_lower <= B_min`` on certified rows, the bound below the BOS construction of ``L - 1``
   (an independent upper bound on what it bounds), and the two meeting from ``L = 32``;
-* the refusals of what is not built (``d = 2`` LayerNorm, ``eps > 0``, linear attention).
+* the refusals of what is not built (``d = 2`` LayerNorm, ``eps > 0``, linear attention with
+  post-RMSNorm, the select task).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from bounds import sweep as sweep_mod
 from bounds.lower import b_lower
 from bounds.search import regression_row
 from constructions import Cell, regression
-from constructions.last_post import LastArcDesign, centre
+from constructions.last_post import LastArcDesign, LinearLastArcDesign, centre
 from constructions.tasks import refusal
 from tests.helpers import examples, random_params
 from verify import counts_to, explicit
@@ -37,11 +40,15 @@ KW = [dict(variant="post_bare"),
       dict(variant="post_learned", affine="gain"),
       dict(variant="post_bare", norm="rmsnorm"),
       dict(variant="post_learned", norm="rmsnorm"),
-      dict(variant="post_learned", norm="rmsnorm", affine="gain_bias")]
+      dict(variant="post_learned", norm="rmsnorm", affine="gain_bias"),
+      dict(attention="linear", variant="post_bare"),
+      dict(attention="linear", variant="post_learned"),
+      dict(attention="linear", variant="post_learned", affine="gain")]
 
 
 def _cell(kw, d=8, **extra) -> Cell:
-    return Cell(attention="softmax", readout="regression", d=d, read="last", **kw, **extra)
+    kw = {"attention": "softmax", **kw}
+    return Cell(readout="regression", d=d, read="last", **kw, **extra)
 
 
 def _budget(design, L, factor=1 + 1e-3):
@@ -49,14 +56,14 @@ def _budget(design, L, factor=1 + 1e-3):
 
 
 # --------------------------------------------------------------------------- an independent forward
-def _norm(cell: Cell, v, p):
-    """``g * N(v) + beta`` by the model's definition (mpmath)."""
+def _norm(cell: Cell, v, p, sign=1):
+    """``g * (sign N(v)) + beta`` by the model's definition (mpmath)."""
     d = len(v)
     if cell.kind.centred:
         m = mpmath.fsum(v) / d
         v = [x - m for x in v]
     scale = mpmath.sqrt(mpmath.fsum(x * x for x in v) / d)
-    out = [x / scale for x in v]
+    out = [sign * x / scale for x in v]
     if cell.affine.gain:
         out = [g * x for g, x in zip(p["g"], out)]
     if cell.affine.bias:
@@ -65,17 +72,20 @@ def _norm(cell: Cell, v, p):
 
 
 def _last_read(cell: Cell, p: dict, n: int):
-    """``z`` at the last read of ``(s, a^n)``: query and residual of the last token, softmax
+    """``z`` at the last read of ``(s, a^n)``: query and residual of the last token, attention
     over ``0..n`` (post-norm: ``h = e``)."""
     dot = lambda x, y: mpmath.fsum(a * b for a, b in zip(x, y))
     tau = 1 / mpmath.sqrt(cell.d)
     tokens = ["e_s"] + ["e_a"] * n
     q = p[tokens[-1]]
     scores = [tau * dot(q, p[t]) for t in tokens]
-    top = max(scores)
-    ex = [mpmath.exp(s - top) for s in scores]
-    Z = mpmath.fsum(ex)
-    A = [mpmath.fsum(x * p[t][i] for x, t in zip(ex, tokens)) / Z for i in range(cell.d)]
+    if cell.attention == "softmax":
+        top = max(scores)
+        ex = [mpmath.exp(s - top) for s in scores]
+        weights = [x / mpmath.fsum(ex) for x in ex]
+    else:
+        weights = scores
+    A = [mpmath.fsum(x * p[t][i] for x, t in zip(weights, tokens)) for i in range(cell.d)]
     return _norm(cell, [a + b for a, b in zip(q, A)], p)
 
 
@@ -84,7 +94,7 @@ def _as_mp(params) -> dict:
 
 
 # --------------------------------------------------------------------------- the construction
-@pytest.mark.parametrize("kw", [KW[1], KW[3]])
+@pytest.mark.parametrize("kw", [KW[1], KW[3], KW[6]])
 def test_it_passes_the_explicit_pass_on_random_sequences(kw):
     cell = _cell(kw)
     design = regression.design(cell)
@@ -103,13 +113,13 @@ def test_it_passes_the_explicit_pass_on_random_sequences(kw):
 def test_the_judge_certifies_it_at_small_L(kw):
     cell = _cell(kw)
     design = regression.design(cell)
-    assert isinstance(design, LastArcDesign)
+    assert isinstance(design, LinearLastArcDesign if cell.attention == "linear" else LastArcDesign)
     for L in range(1, 6):
         res = counts_to(design.build(L, _budget(design, L)), L, "arb256")
         assert res.counts and res.certified, (L, res.verdict)
 
 
-@pytest.mark.parametrize("kw", [KW[0], KW[2]])
+@pytest.mark.parametrize("kw", [KW[0], KW[2], KW[7]])
 def test_below_the_estimate_it_does_not_count(kw):
     design = regression.design(_cell(kw))
     for L in (3, 6):
@@ -124,7 +134,9 @@ def test_the_outputs_are_the_arc_with_the_count_0_at_minus_u(kw, L, factor, d):
     with mpmath.workdps(40):
         Bv = mpmath.mpf(design.estimate(L) * factor)
         lam, A, c, u = design._point(L, Bv)
-        assert u is not None and 0 < u < mpmath.mpf(1) / 2
+        assert u is not None and u > 0
+        if cell.attention == "softmax":
+            assert u < mpmath.mpf(1) / 2  # rho = 1/(2u) > 1
         assert c == centre(L)
         params = design.build(L, Bv, dps=40)
         p = _as_mp(params)
@@ -146,19 +158,29 @@ def test_random_parameters_put_every_count_on_one_line(kw, seed):
     cell = _cell(kw, d=5)
     p = _as_mp(random_params(cell, np.random.default_rng(seed)))
     dot = lambda x, y: mpmath.fsum(a * b for a, b in zip(x, y))
+    e_s, e_a = p["e_s"], p["e_a"]
     with mpmath.workdps(40):
-        rho = mpmath.exp(dot(p["e_a"], [a - s for a, s in zip(p["e_a"], p["e_s"])]) / mpmath.sqrt(cell.d))
-        P = [s + a for s, a in zip(p["e_s"], p["e_a"])]
-        Q = [2 * rho * a for a in p["e_a"]]
+        tau = 1 / mpmath.sqrt(cell.d)
+        sign = 1
+        if cell.attention == "softmax":  # Z r(n) = w_s (P + n Q)
+            rho = mpmath.exp(tau * dot(e_a, [a - s for a, s in zip(e_a, e_s)]))
+            P = [s + a for s, a in zip(e_s, e_a)]
+            Q = [2 * rho * a for a in e_a]
+            n_star = -1 / (2 * rho)
+        else:  # r(n) = P + n Q; r(0) is gam e_s = P + n_* Q up to a positive factor
+            gam, k = tau * dot(e_a, e_s), tau * dot(e_a, e_a)
+            P = [a + gam * s for s, a in zip(e_s, e_a)]
+            Q = [k * a for a in e_a]
+            n_star, sign = -1 / k, (1 if gam > 0 else -1)
         for n in (0, 1, 2, 7):
-            m = -1 / (2 * rho) if n == 0 else n
-            want = _norm(cell, [x + m * y for x, y in zip(P, Q)], p)
+            m = n_star if n == 0 else n
+            want = _norm(cell, [x + m * y for x, y in zip(P, Q)], p, sign if n == 0 else 1)
             got = _last_read(cell, p, n)
             assert max(abs(g - w) for g, w in zip(got, want)) < mpmath.mpf(10) ** -25 * (1 + max(abs(w) for w in want))
 
 
 # --------------------------------------------------------------------------- the lower bound
-@pytest.mark.parametrize("kw", [KW[0], KW[1], KW[4]])
+@pytest.mark.parametrize("kw", [KW[0], KW[1], KW[4], KW[6]])
 def test_the_lower_bound_is_below_the_certified_rows(kw):
     cell = _cell(kw)
     for L in (2, 3, 8, 32):
@@ -182,7 +204,8 @@ def test_the_lower_bound_needs_what_it_uses():
 # --------------------------------------------------------------------------- refusals
 @pytest.mark.parametrize("cell", [
     _cell(KW[0], d=2), _cell(KW[1], d=2), _cell(KW[0], eps=0.01), _cell(KW[3], eps=0.01),
-    Cell(attention="linear", variant="post_bare", read="last"),
+    _cell(KW[6], d=2), _cell(KW[7], eps=0.01),
+    Cell(attention="linear", variant="post_bare", norm="rmsnorm", read="last"),
     Cell(attention="linear", variant="post_learned", norm="rmsnorm", read="last"),
     Cell(attention="softmax", variant="post_bare", read="last", task="select")])
 def test_what_is_not_built_is_refused(cell):
