@@ -62,6 +62,7 @@ import sympy
 from constructions import arc, laws, zoom
 from constructions.basis import FrameVector
 from constructions.cell import Cell, Params
+from constructions.classification import ClassificationDesign
 from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _temperature,
                                       _vec, axes, program)
 from constructions.symbols import (ARGS, BETA, E1, E_A, E_S, G, ONE, V, W, W0, A, B, C, S, kappa, t, tau)
@@ -363,3 +364,62 @@ class LinearLastArcDesign(LastArcDesign):
             return None
         u = -(c + lam * q / mpmath.sqrt(1 - q * q))
         return u if u >= u_B else None
+
+
+# ---------------------------------------------------------------------- classification
+class _AtTheLastRead:
+    """The regression geometry with the centre ``c`` and the count 0's ``u`` filled in: what
+    :meth:`constructions.classification.ClassificationDesign._build_arc` evaluates (its ``C = 0``
+    is the BOS read's unused constant)."""
+
+    def __init__(self, geometry: LastArcDesign, u_of):
+        self._geometry, self._u_of = geometry, u_of
+
+    def evaluate(self, L_value, B_value, t_value, A_value, C_value):
+        return self._geometry.evaluate(L_value, B_value, t_value, A_value, centre(int(L_value)),
+                                       self._u_of(int(L_value)))
+
+    def __getattr__(self, name):
+        return getattr(self._geometry, name)
+
+
+class LastArcHead(ClassificationDesign):
+    """The unit-norm classification head read at the last position after post-norm (softmax;
+    linear with LayerNorm).
+
+    The outputs are the arc of :class:`LastArcDesign` at budget 1 (``z_n`` along ``(n - c) top +
+    lam across``, ``n = 1..L``) and the count 0 on it at ``-u``: ``u = 1/2 - 2^-20`` for softmax
+    (the first gap ``1 + u`` the widest this geometry gives, with embeddings of norm about
+    ``1e-3 sqrt(L)``), ``u = sqrt(d) (1 + 2^-30)`` for linear attention (``|e_a| < 1``: the
+    nearest the unit budget allows).  The head is the BOS arc's
+    (:mod:`constructions.classification`: the greedy head on the convex arc, the middle biases,
+    ``lam = q L`` and with a gain the plane's turn ``omega`` and ellipse ``chi`` optimised) on
+    these points; the judge certifies every row.  No upper bound on the margin is proven here
+    (``margin_upper`` is None)."""
+
+    def __init__(self, cell: Cell):
+        if not (cell.read.last and cell.post and cell.readout == "classification" and not cell.distractor):
+            raise ValueError("LastArcHead is for post-norm classification, the count task read last")
+        super().__init__(cell)
+        self.geometry = _AtTheLastRead(self.geometry, self.head_u)
+
+    def head_u(self, L_value: int):
+        """``u`` of the count 0 (class docstring), mpf at the current precision."""
+        if self.cell.attention == "softmax":
+            return mpmath.mpf(1) / 2 - mpmath.mpf(2) ** -20
+        return mpmath.sqrt(self.cell.d) * (1 + mpmath.mpf(2) ** -30)
+
+    def arc_points(self, L_value: int, shape) -> np.ndarray:
+        """The points ``y_0..y_L`` the head reads: the arc at ``-u, 1, ..., L`` about ``c``."""
+        q, omega, chi = shape
+        lam = q * L_value
+        with mpmath.workdps(20):
+            u, c = float(self.head_u(L_value)), float(centre(L_value))
+        x = np.concatenate([[-u], np.arange(1, L_value + 1, dtype=np.float64)]) - c
+        s = np.sqrt(x * x + lam * lam) / np.sqrt(self.cell.d)
+        top, across = x / s, lam / s
+        if not self.cell.affine.gain:
+            return np.stack([top, across], axis=1)
+        T, A = self._plane(omega)
+        return np.stack([np.cos(chi) * (top * T[0] + across * A[0]),
+                         np.sin(chi) * (top * T[1] + across * A[1])], axis=1)

@@ -184,6 +184,8 @@ def refusal(cell: Cell) -> str | None:
     what = f"the {task} task at the {read} read"
     if cell.readout == "classification":
         if read == "last" and task == "count":
+            if cell.post:  # constructions.last_post.LastArcHead on the last-read arc
+                return refusal(cell.replace(readout="regression"))
             # the head of constructions.last_read on the last-read regression geometry
             if cell.attention == "softmax" and not cell.affine.gain:
                 return (f"{what} has no construction yet for classification with softmax attention "
