@@ -90,7 +90,8 @@ def _last_read(cell: Cell, p: dict, n: int):
 
 
 def _as_mp(params) -> dict:
-    return {k: [mpmath.mpf(x) for x in v] for k, v in params.vectors.items()}
+    """The trainable vectors as mpf lists (a classification head's rows ``u`` left out)."""
+    return {k: [mpmath.mpf(x) for x in v] for k, v in params.vectors.items() if k != "u"}
 
 
 # --------------------------------------------------------------------------- the construction
@@ -224,3 +225,26 @@ def test_the_sweep_refuses_d_2_layernorm_in_one_line(capsys):
     assert sweep_mod.main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "d >= 3" in err
+
+
+# --------------------------------------------------------------------------- classification
+@pytest.mark.parametrize("kw", [KW[0], KW[2], KW[4], KW[6]])
+def test_the_classification_head_is_certified_within_unit_norm(kw):
+    """Certified at several ``L`` with every vector of norm at most 1, and its margin below the
+    pair bound ``m <= |z_{n+1} - z_n|`` (``<u_{n+1} - u_n, z_{n+1} - z_n> >= 2 m`` with
+    ``|u_{n+1} - u_n| <= 2``) on outputs from the independent forward pass."""
+    from bounds.search import classification_row
+    from constructions import classification
+    from constructions.last_post import LastArcHead
+
+    cell = _cell(kw).replace(readout="classification")
+    assert refusal(cell) is None and isinstance(classification.design(cell), LastArcHead)
+    for L in (1, 3, 10):
+        row = classification_row(cell, L, witness=True)
+        assert row["certified"] and row["margin"] > 0 and row["margin_bound"] <= 1 + 1e-12  # rounded up
+        assert row["margin_upper"] is None  # no proof implemented
+        p = _as_mp(row["witness"])
+        with mpmath.workdps(30):
+            z = [_last_read(cell, p, n) for n in range(L + 1)]
+            gaps = [mpmath.sqrt(mpmath.fsum((a - b) ** 2 for a, b in zip(z[n + 1], z[n]))) for n in range(L)]
+        assert row["margin"] <= min(gaps) * (1 + 1e-12)
