@@ -189,10 +189,10 @@ def refusal(cell: Cell) -> str | None:
             # the head of constructions.last_read on the last-read regression geometry
             if cell.attention == "softmax" and not cell.affine.gain:
                 return (f"{what} has no construction yet for classification with softmax attention "
-                        "without a learned pre-norm (built: linear attention with pre-norm, softmax "
-                        "with pre_learned)")
+                        "without a norm or with bare pre-norm (built: linear attention with pre-norm, "
+                        "softmax with pre_learned, post-norm)")
             return refusal(cell.replace(readout="regression")) or (
-                None if cell.pre else f"{what} has no construction yet for classification without pre-norm")
+                None if cell.pre else f"{what} has no construction yet for classification without a norm")
         # the head of constructions.classification on the regression geometry: where e_b
         # changes no output the count task's head, margin and storage; softmax attention
         # without post-norm: the pencil head of constructions.pencil
