@@ -201,9 +201,10 @@ def refusal(cell: Cell) -> str | None:
         return f"{what} has no construction yet (the query b must count the a tokens too)"
     if laws.foot_distance(cell, 1) is not None and read == "last":
         return (f"{what} has no construction yet for linear attention with post-RMSNorm: the counts "
-                "1..L lie on a one-sided arc (constructions.one_sided) whose foot n0 <= -sqrt(d)/B^2, "
-                "and the count 0 at n_* = -sqrt(d)/|e_a|^2 between the foot and 1, are both tied to "
-                "the budget")
+                "1..L lie on a one-sided arc (constructions.one_sided) with its foot at n0 = -(sqrt(d) "
+                "+ <e_s, e_a>^2/|e_a|^2)/|e_a|^2 and its distance lam <= |n0| B/(2 d^(1/4)) both tied "
+                "to the embeddings, and the count 0 at n_* = -sqrt(d)/|e_a|^2 between the foot and 1: "
+                "not derived")
     if read == "last":
         if cell.attention == "softmax":
             if not cell.normed:
