@@ -394,8 +394,8 @@ class LastArcHead(ClassificationDesign):
     nearest the unit budget allows).  The head is the BOS arc's
     (:mod:`constructions.classification`: the greedy head on the convex arc, the middle biases,
     ``lam = q L`` and with a gain the plane's turn ``omega`` and ellipse ``chi`` optimised) on
-    these points; the judge certifies every row.  No upper bound on the margin is proven here
-    (``margin_upper`` is None)."""
+    these points; the judge certifies every row.  The proven upper bound on the margin is
+    :func:`bounds.last_margin._post` (the BOS arc bound of ``L - 1``)."""
 
     def __init__(self, cell: Cell):
         if not (cell.read.last and cell.post and cell.readout == "classification" and not cell.distractor):

@@ -230,8 +230,8 @@ def test_the_sweep_refuses_d_2_layernorm_in_one_line(capsys):
 # --------------------------------------------------------------------------- classification
 @pytest.mark.parametrize("kw", [KW[0], KW[2], KW[4], KW[6]])
 def test_the_classification_head_is_certified_within_unit_norm(kw):
-    """Certified at several ``L`` with every vector of norm at most 1, and its margin below the
-    pair bound ``m <= |z_{n+1} - z_n|`` (``<u_{n+1} - u_n, z_{n+1} - z_n> >= 2 m`` with
+    """Certified at several ``L`` with every vector of norm at most 1, its margin below the
+    proven ``margin_upper`` and below the pair bound ``m <= |z_{n+1} - z_n|`` (``<u_{n+1} - u_n, z_{n+1} - z_n> >= 2 m`` with
     ``|u_{n+1} - u_n| <= 2``) on outputs from the independent forward pass."""
     from bounds.search import classification_row
     from constructions import classification
@@ -242,7 +242,7 @@ def test_the_classification_head_is_certified_within_unit_norm(kw):
     for L in (1, 3, 10):
         row = classification_row(cell, L, witness=True)
         assert row["certified"] and row["margin"] > 0 and row["margin_bound"] <= 1 + 1e-12  # rounded up
-        assert row["margin_upper"] is None  # no proof implemented
+        assert row["margin"] <= row["margin_upper"]  # bounds.last_margin: the BOS arc bound of L - 1
         p = _as_mp(row["witness"])
         with mpmath.workdps(30):
             z = [_last_read(cell, p, n) for n in range(L + 1)]
