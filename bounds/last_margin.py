@@ -34,6 +34,9 @@ use (there ``X`` may exceed its value at ``rho = 1``), are covered too.
 ``|z_1 - z_0| <= |e_a| + |e_s| + |A(1) - A(0)|``, at most ``2 + 3 cap(1, 1)`` (line:
 ``|A(0)| <= cap``, ``|A(1)| <= 2 cap``) or ``2 + 2V`` (segment: ``|A(1) - A(0)| = phi(1) X``).
 
+*Post-norm* (``eps = 0``): the outputs ``z_1..z_L`` lie on an arc, and the BOS read's arc bound
+of ``L - 1`` applies (:func:`_post`).
+
 Evaluated in ball arithmetic and rounded up: ``O(1)`` in ``L`` and ``d``.
 """
 
