@@ -1,4 +1,8 @@
-"""Softmax attention with post-norm, the count task read at the last position: the shifted arc.
+"""Post-norm, the count task read at the last position: the shifted arc.
+
+Softmax attention (:class:`LastArcDesign`, either kind, every affine), linear attention with
+post-LayerNorm (:class:`LinearLastArcDesign`) and their classification head
+(:class:`LastArcHead`); ``eps = 0`` throughout.
 
 **The outputs.**  At the last read of ``(s, a^n)``, ``n >= 1``, the query is ``e_a`` (post-norm:
 ``h = e``), the weights are ``w_s = exp(tau <e_a, e_s>)`` (one ``s``) and ``w_a = exp(tau |e_a|^2)``
@@ -16,13 +20,15 @@ The count ``n = 0`` is ``s`` read at ``s``: ``r(0) = 2 e_s`` and ``e_s = P - Q/(
 the free ``w0``), and ``n = 0`` is one more point of the arc, before the first, placed by ``rho``.
 
 **Consequences.**  (i) A parameter set counting to ``L`` at the last read counts ``1..L`` on an
-arc, so its read-out amplitude is at least ``R*(L-1)`` (:mod:`bounds.arc_lower`) and
-``B_min^last(L) >= B_min^BOS(L-1)`` (:func:`bounds.lower.last_post_lower`).  (ii) The
-construction below reaches ``B_min^BOS(L-1)`` wherever the extra point fits (module
-construction), so the rate (``L^{3/2}`` bare, ``L^{3/4}`` with a gain) and the leading
-constant are those of the BOS read, and against the BOS read at the same ``L`` the cost is
-``B^last(L)/B^BOS(L) -> ((L-1)/L)^p``, ``p`` the exponent: the last read is cheaper by about
-``p/L``, because the count ``0`` no longer sits on the counting arc's uniform grid.
+arc, so its read-out amplitude is at least ``R*(L-1)`` (:mod:`bounds.arc_lower`) and its budget
+at least ``cap^{-1}(R*(L-1))`` (:func:`bounds.lower.last_post_lower`), which is ``B_min`` of the
+BOS read at ``L - 1`` (that read reaches every arc with embeddings of any norm).  (ii) The
+construction below costs exactly that wherever the extra point finds its place at the BOS
+optimum of ``L - 1`` (every ``L`` from 32 at ``d = 8``; the sweep's rows meet the bound), so
+the rate (``L^{3/2}`` bare, ``L^{3/4}`` with a gain) and the leading constant are those of the
+BOS read, and against the BOS read at the same ``L`` the cost is ``B^last(L)/B^BOS(L) ->
+((L-1)/L)^p``, ``p`` the exponent: cheaper by about ``p/L``, because the count 0 is off the
+counting arc's uniform grid, which holds ``L`` counts instead of ``L + 1``.
 
 **Construction.**  The symmetric arc of ``L - 1`` centred on ``c = (L+1)/2`` (``c = 1/2`` at
 ``L = 1``): the residual line ``V + n top`` with ``V = lam across - c top`` (:func:`constructions.
@@ -32,7 +38,8 @@ the BOS read (:func:`constructions.regression._arc_steps`: ``w = (A/sqrt(d)) top
 
     y(n) = c + A (n - c)/sqrt(lam^2 + (n - c)^2).
 
-The amplitudes counting ``1..L`` are the BOS interval of ``L - 1`` (:func:`constructions.arc.interval`);
+The amplitudes counting ``1..L`` are the BOS interval of ``L - 1`` (:func:`constructions.arc.interval`),
+cut to those that leave the count 0 a place (:func:`zero_interval`);
 at ``L = 1`` every ``0 < A < 1`` counts both points (``|y(1) - 1| = |A/(2 s) - 1/2|`` and
 ``|y(-u)| = |1/2 - A x/s|`` with ``0 < x/s < 1``).  The embeddings, for ``u = -n_*`` in ``(0, 1/2)``:
 
