@@ -45,7 +45,7 @@ from __future__ import annotations
 import flint
 
 from bounds.margin import PREC, _branch_and_bound, _geometric
-from constructions import laws
+from constructions import last_post, laws
 from constructions.cell import Cell
 from verify.backends import arb_ceil
 
@@ -111,7 +111,7 @@ def last_margin_upper(cell: Cell, L: int) -> float | None:
     applies: no pre-norm).  Only upper bounds on ``|h|`` and ``|h_a - h_s|`` are used, which hold
     for every ``eps`` (``|N(v)| <= sqrt(d)``, ``|N(v)_i| <= M``); after post-norm (``eps = 0``):
     :func:`_post`."""
-    if cell.post and cell.eps == 0 and (cell.attention == "softmax" or cell.kind.centred):
+    if last_post.built(cell):
         return _post(cell, L)
     if not cell.pre:
         return None

@@ -74,6 +74,14 @@ from constructions.regression import (RegressionDesign, Step, _check_budget, _ch
                                       _vec, axes, program)
 from constructions.symbols import (ARGS, BETA, E1, E_A, E_S, G, ONE, V, W, W0, A, B, C, S, kappa, t, tau)
 
+def built(cell: Cell) -> bool:
+    """Whether ``cell``'s count task read last after post-norm has its construction here (either
+    read-out): ``eps = 0``, the arc's width (``d >= 3`` for LayerNorm), and softmax attention or
+    linear attention with LayerNorm (:func:`constructions.tasks.refusal` says why not)."""
+    return (cell.read.last and cell.post and cell.eps == 0 and not cell.distractor
+            and cell.d >= laws.smallest_d(cell) and (cell.attention == "softmax" or cell.kind.centred))
+
+
 #: ``u = -n_*``, the parameter of the count 0 before the arc's origin (a sixth argument)
 u_0 = sympy.Symbol("u_0", positive=True)
 
@@ -177,9 +185,7 @@ class LastArcDesign(RegressionDesign):
     attention = "softmax"
 
     def __init__(self, cell: Cell):
-        if not (cell.read.last and cell.attention == self.attention and cell.post and cell.eps == 0
-                and cell.readout == "regression" and not cell.distractor and cell.d >= laws.smallest_d(cell)
-                and (self.attention == "softmax" or cell.kind.centred)):
+        if not (built(cell) and cell.attention == self.attention and cell.readout == "regression"):
             raise ValueError(f"{type(self).__name__} is for {self.attention} attention with post-norm "
                              "(eps = 0), the count task read last")
         super().__init__(cell)
@@ -405,7 +411,7 @@ class LastArcHead(ClassificationDesign):
     :func:`bounds.last_margin._post` (the BOS arc bound of ``L - 1``)."""
 
     def __init__(self, cell: Cell):
-        if not (cell.read.last and cell.post and cell.readout == "classification" and not cell.distractor):
+        if not (built(cell) and cell.readout == "classification"):
             raise ValueError("LastArcHead is for post-norm classification, the count task read last")
         super().__init__(cell)
         self.geometry = _AtTheLastRead(self.geometry, self.head_u)

@@ -801,11 +801,11 @@ def design(cell: Cell) -> RegressionDesign:
         from constructions.last_read import LineDesign
 
         return LineDesign(cell)
-    if (cell.read.last and cell.post and cell.eps == 0 and not cell.task.distractor
-            and cell.d >= laws.smallest_d(cell) and (cell.attention == "softmax" or cell.kind.centred)):
-        from constructions.last_post import LastArcDesign, LinearLastArcDesign
+    if cell.read.last and cell.post:
+        from constructions import last_post
 
-        return (LastArcDesign if cell.attention == "softmax" else LinearLastArcDesign)(cell)
+        if last_post.built(cell):
+            return (last_post.LastArcDesign if cell.attention == "softmax" else last_post.LinearLastArcDesign)(cell)
     if cell.task.distractor or cell.read.last:
         from constructions.select import SelectDesign, suppresses  # they build on this module
         from constructions.tasks import FootSelectDesign, TaskDesign
