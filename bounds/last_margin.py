@@ -65,6 +65,9 @@ bare, ``phi(1) X = X/(1 + rho)`` with both factors decreasing in ``rho``, at mos
 ``rho = exp(-2 sqrt d)``: ``2 + 2 sqrt(d)/(1 + exp(-2 sqrt d))``).  Without a norm, and for
 bare pre-norm, the plane head at ``L = 1`` (``e_s = -e_a``) attains these.
 
+*Post-norm* (``eps = 0``): the outputs ``z_1..z_L`` lie on an arc, and the BOS read's arc bound
+of ``L - 1`` applies (:func:`_post`).
+
 Evaluated in ball arithmetic and rounded up: ``O(1)`` in ``L`` and ``d``.
 """
 
@@ -73,7 +76,7 @@ from __future__ import annotations
 import flint
 
 from bounds.margin import PREC, _branch_and_bound, _geometric
-from constructions import laws
+from constructions import last_post, laws
 from constructions.cell import Cell
 from constructions.last_read import mobius_sum, pair_margin
 from verify.backends import arb_ceil
@@ -129,6 +132,32 @@ def _pair(cell: Cell, L: int) -> flint.arb:
     return _branch_and_bound(box, lambda r: pair_margin(X(r), r, L), low, high, _geometric)
 
 
+def _post(cell: Cell, L: int) -> float:
+    """Post-norm (``eps = 0``; softmax, and linear attention with LayerNorm): the BOS read's arc
+    bound at ``L - 1`` (:func:`bounds.margin.margin_upper`).
+
+    *Proof* (:mod:`constructions.last_post`).  ``z_1..z_L`` are ``R unit(P + n Q)`` (times the
+    gain, plus the bias) for fixed ``P, Q``, i.e. the points ``m = 0..L-1`` of the arc of ``P + Q
+    + m Q``: any arc, of which the BOS bound of ``L - 1`` classes holds for every one (its proof,
+    :mod:`bounds.margin`, is over every foot ``p`` and distance ``lam``, and its dual
+    certificate's weights are any nonnegative weights).  The margin is a minimum over every
+    count and class; over the counts and classes ``1..L`` alone it is at least as large, and the
+    head's rows ``u_1..u_L`` with their biases are a head of those ``L`` classes with every
+    vector of norm at most 1.  At ``L = 1`` only the pair ``0, 1``: ``2m <= <u_1 - u_0, z_1 - z_0>
+    <= 2 |z_1 - z_0|``, with ``|z_1 - z_0| <= 2 sqrt(d)`` bare and ``|g * (N_1 - N_0)| <= 2 M |g|
+    <= 2 M`` with a gain (``|N_i| <= M``, the kind's largest coordinate; a bias cancels)."""
+    from bounds.margin import margin_upper  # it imports this module
+
+    if L >= 2:
+        return margin_upper(cell.replace(read="bos"), L - 1)
+    with flint.ctx.workprec(PREC):
+        if cell.affine.gain:
+            reach = flint.arb(cell.kind.max_coordinate(cell.d, laws.ARB.sqrt))
+        else:
+            reach = flint.arb(cell.d).sqrt()
+        return arb_ceil(2 * reach)
+
+
 def _arb(x) -> flint.arb:
     return x if isinstance(x, flint.arb) else flint.arb(x)
 
@@ -136,9 +165,12 @@ def _arb(x) -> flint.arb:
 def last_margin_upper(cell: Cell, L: int) -> float | None:
     """A float ``U >= m`` for every parameter set of ``cell`` (classification, the count task at
     the last read) with every vector of norm <= 1 (module docstring); None where no proof
-    applies (post-norm; bare pre-norm softmax with ``eps > 0``).  Only upper bounds on ``|h|``
-    and ``|h_a - h_s|`` are used, which hold for every ``eps`` (``|N(v)| <= sqrt(d)``,
-    ``|N(v)_i| <= M``), except the exact ``X = sqrt(-2 sigma)`` of bare pre-norm (``eps = 0``)."""
+    applies: post-norm with ``eps > 0`` or without an arc construction; bare pre-norm softmax
+    with ``eps > 0``).  Only upper bounds on ``|h|`` and ``|h_a - h_s|`` are used, which hold for
+    every ``eps`` (``|N(v)| <= sqrt(d)``, ``|N(v)_i| <= M``), except the exact ``X = sqrt(-2
+    sigma)`` of bare pre-norm (``eps = 0``); after post-norm (``eps = 0``): :func:`_post`."""
+    if last_post.built(cell):
+        return _post(cell, L)
     if cell.post or (cell.attention == "softmax" and laws.rigid(cell) and cell.eps > 0):
         return None
     with flint.ctx.workprec(PREC):

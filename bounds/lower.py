@@ -16,7 +16,7 @@ import flint
 
 from bounds.arc_lower import arc_lower
 from bounds.lstar import feasible as bare_pre_feasible
-from constructions import laws, regression, segment
+from constructions import last_post, laws, regression, segment
 from constructions.cell import Cell
 from constructions.select import suppresses
 from verify.backends import arb_floor
@@ -221,6 +221,32 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
             R_low = max(_arc(L, target, boxes, F, None if counts is None else tuple(counts))
                         for counts in fours)
         return min(arb_floor(laws.budget(cell, flint.arb(R_low), laws.ARB)), B_upper)
+
+
+def last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
+    """Post-norm read at the last position (``eps = 0``; softmax attention, and linear attention
+    with LayerNorm): the post-norm bound of the BOS read at ``L - 1`` (:func:`post_lower`), 0 for
+    ``L <= 2``.
+
+    *Proof* (:mod:`constructions.last_post`).  For ``n >= 1`` the query is ``e_a`` and the
+    residual a positive multiple of ``P + n Q`` for fixed ``P, Q`` (softmax: ``Z r(n) = w_s ((e_s
+    + e_a) + n 2 rho e_a)`` with ``Z, w_s > 0``; linear: ``r(n) = e_a + tau <e_a, e_s> e_s + n tau
+    |e_a|^2 e_a`` itself); the norm is scale-invariant, so
+    ``z(n) = N(P + n Q)``, and ``y(n) = C + <u, v_n>`` on the projective arc
+    of the line ``P + n Q`` exactly as at the BOS read, with the same read-out vectors, so the
+    same capacity ``|u| <= cap(B)`` (``sqrt(d) B`` bare, ``sqrt(d) a B^2`` with a gain).  Where
+    the centred ``P, Q`` are dependent, ``z(n)`` takes at most two values and nothing counts
+    ``1..L`` for ``L >= 3``.  With ``m = n - 1`` the counts ``n = 1..L`` are the counts
+    ``m = 0..L-1`` of the arc ``P' + m Q`` (``P' = P + Q``) with targets ``m + 1``, and the
+    ``1`` is absorbed by ``C``: a parameter set counting to ``L`` at the last read solves the
+    arc problem of ``L - 1`` (dropping ``n = 0`` only relaxes it), so ``|u| >= R*(L-1)`` and
+    ``B >= cap^{-1}(R*(L-1))``, which :func:`post_lower` of the BOS cell at ``L - 1`` bounds from
+    below.  At ``L - 1 = 1`` ``R*(1) = 0`` (any positive amplitude separates two points), so
+    the bound is 0 for ``L <= 2``.
+    """
+    if L <= 2:
+        return 0.0
+    return post_lower(cell.replace(read="bos"), L - 1, B_upper, boxes)
 
 
 def last_line_lower(cell: Cell, L: int) -> float:
@@ -459,7 +485,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     count task's optimum (:func:`segment_lower` is valid whatever its ``B_upper``: shapes it does
     not cover need more than ``B_upper``, and it returns at most ``B_upper``).  The count task at the
     last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``),
-    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``), :func:`last_free_line_lower`
+    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``), :func:`last_post_lower`
+    (post-norm, the arc of ``L - 1``), :func:`last_free_line_lower`
     (linear attention without a norm),
     :func:`last_line_lower` (linear attention with pre-norm) and
     :func:`last_segment_lower` (softmax with pre-norm and a gain; both use only ``|N(e)_i| <= M``
@@ -481,6 +508,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             return last_free_line_lower(cell, L)
         if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:
             return None if cell.eps > 0 or B_upper is None else last_bare_lower(cell, L, B_upper)
+        if last_post.built(cell):
+            return None if B_upper is None else last_post_lower(cell, L, B_upper, arc_boxes)
         if cell.distractor or not cell.pre or (cell.eps > 0 and laws.rigid(cell)):
             return None
         if cell.attention == "linear":

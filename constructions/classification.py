@@ -482,7 +482,11 @@ def _mp_vector(axis, width: int) -> np.ndarray:
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> ClassificationDesign:
     """The head of a classification cell (:class:`constructions.last_read.LastReadHead` at the
-    last read)."""
+    last read, :class:`constructions.last_post.LastArcHead` there after post-norm)."""
+    if cell.read.last and cell.post:
+        from constructions.last_post import LastArcHead  # it builds on this module
+
+        return LastArcHead(cell)
     if cell.read.last:
         from constructions.last_read import LastReadHead  # it builds on this module
 

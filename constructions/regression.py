@@ -781,7 +781,9 @@ class FootDesign(RegressionDesign):
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
     """The construction of a regression cell: :mod:`constructions.last_read`'s designs for the
-    last read without a norm or with bare pre-LayerNorm (softmax), :class:`constructions.select.SelectDesign`
+    last read without a norm or with bare pre-LayerNorm (softmax), :class:`constructions.last_post.LastArcDesign`
+    and :class:`~constructions.last_post.LinearLastArcDesign` for the last read after post-norm
+    (softmax; linear with LayerNorm), :class:`constructions.select.SelectDesign`
     for the select task with softmax attention and no post-norm, :class:`constructions.tasks.FootSelectDesign`
     for the select task on the one-sided arc, :class:`constructions.tasks.TaskDesign` for
     the other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
@@ -799,6 +801,11 @@ def design(cell: Cell) -> RegressionDesign:
         from constructions.last_read import LineDesign
 
         return LineDesign(cell)
+    if cell.read.last and cell.post:
+        from constructions import last_post
+
+        if last_post.built(cell):
+            return (last_post.LastArcDesign if cell.attention == "softmax" else last_post.LinearLastArcDesign)(cell)
     if cell.task.distractor or cell.read.last:
         from constructions.select import SelectDesign, suppresses  # they build on this module
         from constructions.tasks import FootSelectDesign, TaskDesign

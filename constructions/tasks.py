@@ -124,7 +124,9 @@ so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of ``L - 1 = 4`` at ``rho' =
 (:func:`bounds.lstar.last_l_star`); the offset then needs a read-out component
 off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``) or with ``eps > 0`` (the offset
 uses the exact invariances of the norm), linear attention without a norm (``e = h``:
-the offset needs a cubic) and post-norm, and the select task.
+the offset needs a cubic) and post-norm, and the select task.  Post-norm at the last read
+(softmax, and linear attention with LayerNorm) is :mod:`constructions.last_post` (the arc of
+``L - 1``, the count 0 on it).
 """
 
 from __future__ import annotations
@@ -182,6 +184,8 @@ def refusal(cell: Cell) -> str | None:
     what = f"the {task} task at the {read} read"
     if cell.readout == "classification":
         if read == "last" and task == "count":
+            if cell.post:  # constructions.last_post.LastArcHead on the last-read arc
+                return refusal(cell.replace(readout="regression"))
             # the head of constructions.last_read on the last-read regression geometry
             if cell.attention == "softmax" and not cell.affine.gain:
                 # constructions.last_read: the pair head (no norm), the plane head (bare
@@ -189,10 +193,9 @@ def refusal(cell: Cell) -> str | None:
                 if not cell.normed or (cell.pre and cell.eps == 0):
                     return None
                 return (f"{what} has no construction yet for classification with softmax attention "
-                        "and bare pre-norm with eps > 0, or post-norm (built: no norm, bare pre-norm "
-                        "at eps = 0, pre_learned)")
-            return refusal(cell.replace(readout="regression")) or (
-                None if not cell.post else f"{what} has no construction yet for classification with post-norm")
+                        "and bare pre-norm with eps > 0 (built: no norm, bare pre-norm at eps = 0, "
+                        "pre_learned, post-norm)")
+            return refusal(cell.replace(readout="regression"))
         # the head of constructions.classification on the regression geometry: where e_b
         # changes no output the count task's head, margin and storage; softmax attention
         # without post-norm: the pencil head of constructions.pencil
@@ -200,8 +203,11 @@ def refusal(cell: Cell) -> str | None:
     if task == "select" and read == "last":
         return f"{what} has no construction yet (the query b must count the a tokens too)"
     if laws.foot_distance(cell, 1) is not None and read == "last":
-        return (f"{what} has no construction yet for linear attention with post-RMSNorm (its count "
-                "construction is the one-sided arc, constructions.one_sided)")
+        return (f"{what} has no construction yet for linear attention with post-RMSNorm: the counts "
+                "1..L lie on a one-sided arc (constructions.one_sided) with its foot at n0 = -(sqrt(d) "
+                "+ <e_s, e_a>^2/|e_a|^2)/|e_a|^2 and its distance lam <= |n0| B/(2 d^(1/4)) both tied "
+                "to the embeddings, and the count 0 at n_* = -sqrt(d)/|e_a|^2 between the foot and 1: "
+                "not derived")
     if read == "last":
         if cell.attention == "softmax":
             if not cell.normed:
@@ -212,10 +218,19 @@ def refusal(cell: Cell) -> str | None:
                 return (f"{what} has no construction yet for softmax attention with bare pre-norm "
                         f"{'at d = 2' if cell.kind.centred else 'RMSNorm'} (nothing counts beyond "
                         "L = 4, bounds.lstar.last_l_star; built: pre-LayerNorm at d >= 3)")
+            if cell.post:
+                # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it
+                if cell.eps > 0:
+                    return (f"{what} has no construction yet for softmax attention with post-norm and "
+                            "eps > 0 (the arc, and the count 0 on it, use the norm's scale invariance, "
+                            "eps = 0)")
+                if cell.d < laws.smallest_d(cell):
+                    return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
+                            "subspace must hold the 2-D arc: d >= 3)")
+                return None
             if not cell.pre or not cell.affine.gain:
-                why = {"pre": "with bare pre-norm and eps > 0 (its L* = 4 and rows use eps = 0)",
-                       "post": "with post-norm (built: pre_learned)"}[cell.placement.name]
-                return f"{what} has no construction yet for softmax attention {why}"
+                return (f"{what} has no construction yet for softmax attention with bare pre-norm and "
+                        "eps > 0 (its L* = 4 and rows use eps = 0)")
             if cell.kind.image_dim(cell.d) < 2:
                 return f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built)"
             if cell.eps > 0:
@@ -226,8 +241,15 @@ def refusal(cell: Cell) -> str | None:
                         "(built: gain, and LayerNorm with either affine)")
             return None
         if cell.post:
-            return (f"{what} has no construction yet for linear attention with post-norm (built: "
-                    "without a norm and with pre-norm)")
+            # constructions.last_post.LinearLastArcDesign (post-LayerNorm; post-RMSNorm is refused
+            # above: its foot is tied to the budget)
+            if cell.eps > 0:
+                return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
+                        "(the arc, and the count 0 on it, use the norm's scale invariance, eps = 0)")
+            if cell.d < laws.smallest_d(cell):
+                return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
+                        "subspace must hold the 2-D arc: d >= 3)")
+            return None
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
     if cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.image_dim(cell.d) < 2:
