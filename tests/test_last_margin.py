@@ -218,7 +218,7 @@ def test_bare_layernorm_at_width_two_has_one_shape():
 
 
 @pytest.mark.parametrize("kw", [dict(attention="softmax", variant="pre_bare", eps=0.01),
-                                dict(attention="softmax", variant="post_bare")], ids=_ids)
+                                dict(attention="softmax", variant="post_bare", eps=0.01)], ids=_ids)
 def test_the_softmax_cells_still_unbuilt_are_refused(kw, capsys):
     kw = dict(kw)
     argv = ["--variant", kw.pop("variant"), "--readout", "classification", "--read", "last", "--Lmax", "8"]
