@@ -781,7 +781,7 @@ class FootDesign(RegressionDesign):
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
     """The construction of a regression cell: :mod:`constructions.last_read`'s designs for the
-    last read without a norm or with bare pre-LayerNorm (softmax), :class:`constructions.select.SelectDesign`
+    last read without a norm or with bare pre-norm (softmax, ``eps = 0``), :class:`constructions.select.SelectDesign`
     for the select task with softmax attention and no post-norm, :class:`constructions.tasks.FootSelectDesign`
     for the select task on the one-sided arc, :class:`constructions.tasks.TaskDesign` for
     the other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
@@ -790,8 +790,8 @@ def design(cell: Cell) -> RegressionDesign:
         from constructions.last_read import PairDesign  # it builds on this module
 
         return PairDesign(cell)
-    if (cell.read.last and cell.attention == "softmax" and laws.rigid(cell) and cell.kind.centred
-            and cell.d >= 3 and not cell.task.distractor):
+    if (cell.read.last and cell.attention == "softmax" and laws.rigid(cell) and cell.eps == 0
+            and not cell.task.distractor):
         from constructions.last_read import BareDesign
 
         return BareDesign(cell)

@@ -203,11 +203,7 @@ def refusal(cell: Cell) -> str | None:
             if not cell.normed:
                 return None  # constructions.last_read.PairDesign: L* = 2
             if cell.pre and not cell.affine.gain and cell.eps == 0:
-                if cell.kind.centred and cell.d >= 3:
-                    return None  # constructions.last_read.BareDesign, up to L* = 4
-                return (f"{what} has no construction yet for softmax attention with bare pre-norm "
-                        f"{'at d = 2' if cell.kind.centred else 'RMSNorm'} (nothing counts beyond "
-                        "L = 4, bounds.lstar.last_l_star; built: pre-LayerNorm at d >= 3)")
+                return None  # constructions.last_read.BareDesign, up to L* = 4
             if not cell.pre or not cell.affine.gain:
                 why = {"pre": "with bare pre-norm and eps > 0 (its L* = 4 and rows use eps = 0)",
                        "post": "with post-norm (built: pre_learned)"}[cell.placement.name]
