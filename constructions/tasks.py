@@ -149,6 +149,8 @@ from constructions.symbols import (BETA, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, 
 E_B = sympy.Symbol("e_b")
 delta, Delta = sympy.Symbol("delta", real=True), sympy.Symbol("Delta", positive=True)
 lam_s, lam_a = sympy.symbols("lambda_s lambda_a", positive=True)
+#: the read-out's part along ``across`` (pre-RMSNorm with a bias at the last read)
+om_w = sympy.Symbol("omega_w", real=True)
 gam = sympy.Symbol("gamma_g", positive=True)
 delta_c, r_off = sympy.Symbol("delta_c", real=True), sympy.Symbol("r_delta", positive=True)
 mu_one = sympy.Symbol("mu_s", real=True)
@@ -164,13 +166,33 @@ def last_offsets(cell: Cell, B, D, X, alpha, ops=laws.SYMPY):
     LayerNorm: ``e_s = nu top + mu one``, ``e_a = nu (alpha top + sqrt(1 - alpha^2) across)``,
     ``|mu| <= sqrt(B^2 - nu^2)``: ``delta = -(D/X)(nu a (1 - alpha) + mu/sqrt(d))``.  RMSNorm
     (``alpha >= 0``): ``e_a = B (alpha top + ...)``, ``e_s = lam_s top`` with ``lam_s`` in
-    ``(0, B]``: ``delta = -(D/X)(lam_s - alpha B)``."""
+    ``(0, B]``: ``delta = -(D/X)(lam_s - alpha B)``.  RMSNorm with a bias (``alpha`` may be
+    negative, where ``lam_s`` alone reaches only ``delta < 0``): ``w = -(D/X) e_1 + om across``
+    as well, ``|om| <= W = sqrt(B^2 - D^2/X^2)`` (so ``|w| <= B``; every value is along ``e_1``,
+    so ``om`` leaves ``D`` alone), which adds ``-om B sqrt(1 - alpha^2)``: the half-width grows
+    by ``W B sqrt(1 - alpha^2)`` (:func:`last_offset_base`).  RMSNorm ignores a common factor
+    ``kappa`` in ``(0, 1]`` of ``e_s, e_a``, which multiplies ``delta``: where that reach
+    ``(lo, hi)`` has ``hi < 0``, the offsets fill ``(lo, 0)``, so the reach is ``(lo, max(hi, 0))``."""
     d = cell.d
     if cell.kind.centred:
         scale = ops.min(B, 1) / 2 if cell.eps == 0 else B / 2  # nu (regression._embedding_scale)
         a = cell.kind.axis_reach(d, ops.sqrt)
         return -(D / X) * scale * a * (1 - alpha), (D / X) * ops.sqrt(B**2 - scale**2) / ops.sqrt(d)
-    return -(D / X) * (1 - 2 * alpha) * B / 2, (D / X) * B / 2
+    dc, r = last_offset_base(cell, B, D, X, alpha, ops)
+    if not cell.affine.bias:
+        return dc, r
+    hi = -ops.min(0, -(dc + r))  # max(dc + r, 0): the common factor kappa
+    return (dc - r + hi) / 2, (hi - dc + r) / 2
+
+
+def last_offset_base(cell: Cell, B, D, X, alpha, ops=laws.SYMPY):
+    """``(delta_c, r)`` of pre-RMSNorm at ``kappa = 1`` (:func:`last_offsets`): ``-(D/X)(1 -
+    2 alpha) B/2`` and ``(D/X) B/2``, plus ``W B sqrt(1 - alpha^2)`` with a bias, ``W =
+    sqrt(max(0, B^2 - D^2/X^2))``."""
+    r = (D / X) * B / 2
+    if cell.affine.bias:
+        r = r + ops.sqrt(-ops.min(0, (D / X) ** 2 - B**2)) * B * ops.sqrt(-ops.min(0, alpha**2 - 1))
+    return -(D / X) * (1 - 2 * alpha) * B / 2, r
 
 
 def refusal(cell: Cell) -> str | None:
@@ -213,9 +235,6 @@ def refusal(cell: Cell) -> str | None:
             if cell.eps > 0:
                 return (f"{what} has no construction yet for softmax attention with eps > 0 (its "
                         "offset uses the norm's exact invariances, eps = 0)")
-            if cell.affine.bias and not cell.kind.centred:
-                return (f"{what} has no construction yet for pre-RMSNorm with a gain and a bias "
-                        "(built: gain, and LayerNorm with either affine)")
             return None
         if cell.post:
             return (f"{what} has no construction yet for linear attention with post-norm (built: "
@@ -294,9 +313,12 @@ def _last_segment_steps(cell: Cell) -> list[Step]:
     if cell.affine.bias:
         out.append(_vec(BETA, B * E1, f"the {name} bias", "beta"))
     dc, rr = last_offsets(cell, B, A, X, alpha, laws.SYMPY)
+    off_axis = cell.affine.bias and not cell.kind.centred  # the read-out's part along across
     out += [_vec(H_S, H_unit * B * E1, "the value of s, the largest", "_h_s"),
-            _vec(H_A, (H_unit * B - X) * E1, "the value of a", "_h_a"),
-            _vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"),
+            _vec(H_A, (H_unit * B - X) * E1, "the value of a", "_h_a")]
+    if not off_axis:
+        out.append(_vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"))
+    out += [
             Step(delta_c, dc, "the middle of the reachable offsets y(0) - K"),
             Step(r_off, rr, "their half-width"),
             Step(delta, sympy.Min(sympy.Max((sympy.Max(-half - C, delta_c - r_off)
@@ -309,6 +331,20 @@ def _last_segment_steps(cell: Cell) -> list[Step]:
                      "the part of e_s along one, which LayerNorm removes: it sets the offset"),
                 _vec(E_S, nu * top + mu_one * ONE, "the embedding of s", "e_s"),
                 _vec(E_A, nu * (alpha * top + sympy.sqrt(1 - alpha**2) * across), "the embedding of a", "e_a")]
+    elif off_axis:
+        frac, kappa, dc1, r1 = sympy.symbols("f_delta kappa_e delta_1 r_1", real=True)
+        base_c, base_r = last_offset_base(cell, B, A, X, alpha, laws.SYMPY)
+        out += [Step(dc1, base_c, "the middle of the offsets at kappa = 1"),
+                Step(r1, base_r, "their half-width"),
+                Step(frac, sympy.Min(SHRINK, (delta - dc1) / r1), "where the offset lies in that reach"),
+                Step(kappa, sympy.Min(1, sympy.Max(delta, dc1 + SHRINK * r1) / (dc1 + SHRINK * r1)),
+                     "the common scale of e_s and e_a (below 1 only past the reach at kappa = 1)"),
+                Step(lam_s, kappa * B * (1 - frac) / 2, "the norm of e_s: its share of the offset"),
+                Step(om_w, -frac * sympy.sqrt(sympy.Max(0, B**2 - A**2 / X**2)),
+                     "the read-out along across: its share of the offset"),
+                _vec(W, -(A / X) * E1 + om_w * across, "the read-out, along h_a - h_s and across", "w"),
+                _vec(E_S, lam_s * top, "the embedding of s", "e_s"),
+                _vec(E_A, kappa * B * (alpha * top + sympy.sqrt(1 - alpha**2) * across), "the embedding of a", "e_a")]
     else:
         out += [Step(lam_s, alpha * B - delta * X / A, "the norm of e_s: it sets the offset"),
                 _vec(E_S, lam_s * top, "the embedding of s", "e_s"),
