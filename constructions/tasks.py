@@ -227,7 +227,9 @@ def refusal(cell: Cell) -> str | None:
             if cell.pre and not cell.affine.gain and cell.eps == 0:
                 return None  # constructions.last_read.BareDesign, up to L* = 4
             if not cell.pre or not cell.affine.gain:
-                why = {"pre": "with bare pre-norm and eps > 0 (its L* = 4 and rows use eps = 0)",
+                why = {"pre": ("with bare pre-norm and eps > 0 (values shorter than sqrt(d) "
+                              "let rho exceed 1: its L* is bounds.lstar.last_l_star_eps, exact; "
+                              "built: eps = 0)"),
                        "post": "with post-norm (built: pre_learned)"}[cell.placement.name]
                 return f"{what} has no construction yet for softmax attention {why}"
             if cell.kind.image_dim(cell.d) < 2:
