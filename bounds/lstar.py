@@ -166,6 +166,9 @@ def last_l_star_eps(d: int) -> int:
 
 def l_star_reason(cell: Cell) -> str:
     """Why the cell's ``L*`` (:func:`cell_l_star`) is finite, in words."""
+    if cell.distractor and not cell.read.last and cell.kind.image_dim(cell.d) == 1 and cell.pre:
+        return ("the select task with two values (pre-LayerNorm at d = 2: b is a copy of a or "
+                "of s)")
     if cell.read.last and not cell.normed:
         return "softmax without a norm at the last read (e = h ties y(0) to the amplitude)"
     if cell.read.last and cell.eps > 0:
@@ -198,7 +201,8 @@ def cell_l_star(cell: Cell) -> int | None:
     ``(n_a, n_b) = (2, 1)`` and ``(1, 0)`` mix ``h_s`` and ``h_a`` in the same proportion
     ``rho : 1`` (``2 rho : 2`` against ``rho : 1``): one output for the targets 2 and 1.  At
     ``L = 2`` the read-out ``y = 20 n_a / (rho (1 + n_b) + n_a)`` (``rho = exp(2 sqrt 2)``) is
-    within ``1/2`` of ``n_a`` on all six inputs.  With ``eps > 0`` the values ``s_x v``
+    within ``1/2`` of ``n_a`` on all six inputs.  The same holds with a learned pre-LayerNorm
+    (values ``beta +- g * (1, -1)``, :mod:`constructions.two_value_select`).  With ``eps > 0`` the values ``s_x v``
     (``-1 < s_x < 1``) are no longer two and this ``L*`` is not derived (None).
 
     Below the smallest width of post-norm (:func:`constructions.laws.smallest_d`) with
@@ -222,6 +226,9 @@ def cell_l_star(cell: Cell) -> int | None:
         if cell.distractor and laws.two_values(cell):
             return 2 if cell.eps == 0 else None
         return l_star(cell.d)
+    if (cell.readout == "regression" and laws.family(cell) == "segment" and cell.distractor
+            and cell.pre and cell.kind.image_dim(cell.d) == 1 and cell.eps == 0):
+        return 2  # two values with a gain as well (constructions.two_value_select)
     return None
 
 

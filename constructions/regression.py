@@ -784,7 +784,8 @@ def design(cell: Cell) -> RegressionDesign:
     last read without a norm or with bare pre-norm (softmax, ``eps = 0``), :class:`constructions.select.SelectDesign`
     for the select task with softmax attention and no post-norm, :class:`constructions.tasks.FootSelectDesign`
     for the select task on the one-sided arc, :class:`constructions.tasks.TaskDesign` for
-    the other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
+    the other tasks and reads (:class:`constructions.two_value_select.TwoValueSelectDesign` for the
+    select task with softmax and pre-LayerNorm at ``d = 2``), :class:`FootDesign` for the one-sided arc (linear attention with
     post-RMSNorm), :class:`RegressionDesign` otherwise."""
     if cell.read.last and cell.attention == "softmax" and not cell.normed and not cell.task.distractor:
         from constructions.last_read import PairDesign  # it builds on this module
@@ -800,7 +801,11 @@ def design(cell: Cell) -> RegressionDesign:
 
         return LineDesign(cell)
     if cell.task.distractor or cell.read.last:
+        from constructions import two_value_select  # it builds on this module
         from constructions.select import SelectDesign, suppresses  # they build on this module
+
+        if two_value_select.applies(cell):
+            return two_value_select.TwoValueSelectDesign(cell)
         from constructions.tasks import FootSelectDesign, TaskDesign
 
         if suppresses(cell):

@@ -243,16 +243,17 @@ def refusal(cell: Cell) -> str | None:
                     "without a norm and with pre-norm)")
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
-    if cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.image_dim(cell.d) < 2:
-        return (f"{what} has no construction at d = 2 with a learned pre-LayerNorm (its two "
-                "values +-g * (1, -1) (+ beta) make b a copy of a, which gives (s, a) and (s, b) "
-                "one output, or of s, which weighs what s weighs: not derived; d >= 3 is built)")
+    if cell.attention == "softmax" and cell.pre and cell.kind.image_dim(cell.d) < 2:
+        if cell.eps == 0:
+            return None  # constructions.two_value_select: two values, L* = 2
+        return (f"{what} has no construction yet at d = 2 with pre-LayerNorm and eps > 0 (the "
+                "values s_x (1, -1), |s_x| < 1, are no longer two: nothing solves it beyond the "
+                "count task's L* (bounds.lstar.l_star), its own L* is not derived; eps = 0 is "
+                "built, L* = 2)"
+                if not cell.affine.gain else
+                f"{what} has no construction yet at d = 2 with a learned pre-LayerNorm and eps > 0 "
+                "(the values are no longer two; eps = 0 is built, L* = 2)")
     if cell.attention == "softmax" and not cell.post:
-        if laws.two_values(cell):
-            return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
-                    "make b a copy of a, which gives (s, a) and (s, b) one output, or of s, which "
-                    "weighs what s weighs: the count inputs no longer decide, not derived; d >= 3 "
-                    "is built)")
         return None  # constructions.select
     if cell.pre and not cell.affine.bias and cell.kind.image_dim(cell.d) == 1:
         return (f"{what} has no construction at d = 2 with pre-LayerNorm without a bias, and no "
@@ -600,8 +601,10 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
     ``B_delta`` is)."""
     if refusal(cell) is not None or cell.eps != 0:
         return None
-    from constructions import select  # it builds on this module
+    from constructions import select, two_value_select  # they build on this module
 
+    if two_value_select.applies(cell):
+        return two_value_select.closed_form(cell, L_value)
     if select.suppresses(cell):
         return select.closed_form(cell, L_value)
     if not cell.read.last:
