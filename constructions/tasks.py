@@ -213,7 +213,7 @@ def refusal(cell: Cell) -> str | None:
                 None if cell.pre else f"{what} has no construction yet for classification without pre-norm")
         if (task == "select" and read == "bos" and cell.attention == "softmax" and cell.pre
                 and cell.kind.image_dim(cell.d) == 1):
-            return (f"{what} has no classification construction at d = 2 with pre-LayerNorm (two "
+            return (f"{what} has no construction for classification at d = 2 with pre-LayerNorm (two "
                     "values: (s, a, a, b) and (s, a) have one output, so nothing solves it beyond "
                     "L = 2, constructions.two_value_select; regression is built)")
         # the head of constructions.classification on the regression geometry: where e_b

@@ -121,8 +121,8 @@ def test_the_construction_reads_b_as_s_and_weighs_it_at_most_as_a(variant, norm,
     ``<h_s, h_b> <= <h_s, h_a>`` (``beta <= 1``; ``= 1`` without a norm), the score gap
     ``sqrt(d) log rho``, the amplitude ``<w, h_a - h_s>`` and every norm within ``B``."""
     cell = Cell("softmax", variant, d=d, norm=norm, task="select")
-    if tasks.refusal(cell) is not None:
-        return  # bare pre-LayerNorm at d = 2
+    if not select.suppresses(cell):
+        return  # pre-LayerNorm at d = 2: two values (constructions.two_value_select)
     dz = design(cell)
     lo, hi = dz.domain(L, B)
     if not lo < hi:
