@@ -50,10 +50,10 @@ construction is that extremal geometry: ``e_s = B c_1 = -e_a`` (so ``rho = exp(-
 and ``e_a + e_s = 0``), ``w = -(D/(2B)) c_1`` with ``D`` the middle of ``(D_lo, min(D_hi,
 2 B^2))``, ``w0 = K`` the middle constant: it counts at every ``B > B*``.
 
-**Bare pre-LayerNorm softmax: the rows up to L* = 4** (:class:`BareDesign`; ``L*`` is
+**Bare pre-norm softmax: the rows up to L* = 4** (:class:`BareDesign`; ``L*`` is
 :func:`bounds.lstar.last_l_star`).  For ``n >= 1`` ``y(n) = K + D phi(n)`` with ``rho =
 exp(tau <h_a, h_s - h_a>) <= 1`` and ``X = |h_a - h_s| = sqrt(-2 sigma)`` (``|h| = sqrt(d)``),
-and ``y(0) = K + delta``, ``delta = <w, e_s - e_a>``.  *Geometry* (``d >= 3``): ``h_s = sqrt(d)
+and ``y(0) = K + delta``, ``delta = <w, e_s - e_a>``.  *Geometry*, LayerNorm (``d >= 3``): ``h_s = sqrt(d)
 top``, ``h_a = sqrt(d)(cos g top + sin g across)`` with ``cos g = 1 + sigma/d``; ``e_s = nu top +
 mu one``, ``e_a = nu (cos g top + sin g across) - mu one`` (``nu = 2^-10 B``, ``mu = sqrt(B^2 -
 nu^2)``: LayerNorm removes ``one``); ``w = (D/X^2)(h_a - h_s) + om one``, of norm at most ``B`` for
@@ -62,8 +62,19 @@ offsets fill ``delta_c +- r`` with ``delta_c = -D nu/sqrt(d)``, ``r = 2 mu W``. 
 the shape ``rho`` and the amplitude ``D`` (within ``D_lo, D_hi`` of the shifted segment and
 ``D < B X``) are those of the widest interval of constants ``K`` counting ``1..L`` with
 ``y(0)`` within reach (a search over a grid of ``(rho, D)``, refined: a screen; the judge
-certifies), ``K`` its middle.  RMSNorm (offset only through the embeddings' scales) and
-LayerNorm at ``d = 2`` are not built.
+certifies), ``K`` its middle.  LayerNorm at ``d = 2`` has only ``h_a = -h_s``: ``cos g = -1``,
+one shape ``rho = exp(-2 sqrt(d))``, the same offsets.
+
+*Bare pre-RMSNorm* (any ``d >= 2``): RMSNorm ignores the embeddings' scales only, so ``e_s = B
+top``, ``e_a = nu (cos g top + sin g across)`` (values as above, ``v_s, v_a`` their unit
+directions) and ``w = (D/X^2)(h_a - h_s) + om p`` with ``p = (v_s + v_a)/(2 cos(g/2))``, the unit
+bisector (orthogonal to ``h_a - h_s``; ``cos(g/2) = sqrt((1 + cos g)/2)``), ``|om| <= W``.  Since
+``<v_a - v_s, v_s> = cos g - 1 = -X^2/(2d)``, ``<w, v_s> = -D/(2 sqrt(d)) + om cos(g/2)`` and
+``<w, v_a> = D/(2 sqrt(d)) + om cos(g/2)``, so ``delta = B <w, v_s> - nu <w, v_a> = -(B + nu)
+D/(2 sqrt(d)) + om (B - nu) cos(g/2)``: the offsets fill ``delta_c +- r`` with ``delta_c = -(B +
+nu) D/(2 sqrt(d))``, ``r = (B - nu) W cos(g/2)`` (:func:`bare_offsets`; ``cos(g/2) -> 0`` at
+``h_a = -h_s``, so the search keeps ``log rho`` just above ``-2 sqrt(d)``).  ``B_lower`` is
+:func:`bounds.lower.last_bare_lower` (either kind).
 
 **Linear attention without a norm** (:class:`LineDesign`).  With ``e = h`` and the query ``e_a``,
 ``y(n) = K + k n`` for ``n >= 1`` with ``k = tau |e_a|^2 <w, e_a> <= tau B^4`` (the line capacity

@@ -104,8 +104,10 @@ relative ``~1/L``, and the sign of ``sigma`` costs a relative ``O(log L/L^2)``.
 norm ignores: LayerNorm removes ``one``, so ``e_s = nu top + mu one`` with ``|mu| <= sqrt(B^2 -
 nu^2)`` moves ``delta`` by ``-(D/X) mu/sqrt(d)`` (:func:`last_offsets`); RMSNorm removes the
 scale, so ``e_a = B(alpha top + ...)`` and ``e_s = lam_s top``, ``lam_s`` in ``(0, B]``
-(``alpha >= 0`` there without a bias; with a bias ``alpha < 0`` near the optimum and only
-``delta < 0`` is reachable, while the concave segment wants ``delta > 0``: not built).  The
+(``alpha >= 0`` there without a bias).  With a bias ``alpha < 0`` near the optimum, where
+``lam_s`` alone reaches only offsets far below 0: the read-out's part ``om across`` and a
+common scale ``kappa`` of ``e_s, e_a`` (which RMSNorm ignores) reach the rest
+(:func:`last_offsets`; ``e_s = kappa B (1 - f)/2 top``, ``om = -f W``, ``f`` in ``(-1, 1)``).  The
 shape ``rho`` is the one of largest slack, ``D`` the middle amplitude, ``K`` the middle of the
 constants that count ``n = 1..L`` and leave ``y(0)`` within reach.  The lower bound
 (:func:`bounds.lower.last_segment_lower`) is the branch and bound of the BOS read on the
@@ -117,14 +119,15 @@ Softmax attention without a norm at the last read counts to ``L* = 2`` only
 D phi(n)``, ``phi(n) = n/(rho+n)``, ``D = <w, h_a - h_s>``: counting needs ``D (1 + phi(1)) =
 y(1) - y(0) < 2`` and ``D (phi(L) - phi(1)) = y(L) - y(1) > L - 2``, impossible for ``L >= 4``
 since ``phi(L) - phi(1) < 1 + phi(1)``, and for ``L = 3`` since ``(phi(3) - phi(1))/(1 + phi(1))
-= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``).  Not built at the last
-read: bare pre-norm with softmax (``<h_a, h_s> <= d = |h_a|^2``,
-so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of ``L - 1 = 4`` at ``rho' = 2`` has
-``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``, and ``L* = 4`` exactly
-(:func:`bounds.lstar.last_l_star`); the offset then needs a read-out component
-off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``) or with ``eps > 0`` (the offset
-uses the exact invariances of the norm), linear attention without a norm (``e = h``:
-the offset needs a cubic) and post-norm, and the select task.
+= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``).  Bare pre-norm with
+softmax (``<h_a, h_s> <= d = |h_a|^2``, so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of
+``L - 1 = 4`` at ``rho' = 2`` has ``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``, and
+``L* = 4`` exactly, :func:`bounds.lstar.last_l_star`) is
+:class:`constructions.last_read.BareDesign` (``eps = 0``, either kind, every ``d``; with
+``eps > 0`` only its ``L*``, :func:`bounds.lstar.last_l_star_eps`), linear attention without a
+norm :class:`constructions.last_read.LineDesign`.  Not built at the last read: learned
+pre-LayerNorm at ``d = 2`` (no ``across``), ``eps > 0`` (the offset uses the exact invariances
+of the norm), post-norm, and the select task.
 """
 
 from __future__ import annotations

@@ -374,3 +374,29 @@ def test_the_sweep_tells_the_l_star_apart(capsys):
     assert (r["L_star"], r["L_star_status"]) == (None, "unknown")
     assert sweep_mod.main(["--variant", "post_bare", "--d", "2", "--eps", "0.1", "--Lmax", "2"]) == 0
     assert "not derived whether it is finite" in capsys.readouterr().out
+
+
+def test_with_eps_the_two_value_select_task_reaches_three():
+    """With eps > 0 the values s_x (1, -1) take any |s_x| < 1, so the select task at d = 2 is no
+    longer capped at 2 (the refusal's claim): a witness for L = 3, its read-out from an LP here,
+    certified by the judge in ball arithmetic."""
+    eps = 0.01
+    cell = _two(TWO[0], eps=eps)
+    s = {"s": -0.6993, "a": 0.4995, "b": -0.54945}
+    weight = {x: math.exp(math.sqrt(2) * s["s"] * s[x]) for x in s}  # tau <h_s, h_x>, |(1,-1)|^2 = 2
+    rows, rhs = [], []
+    for na, nb in two_value_select.inputs(3):
+        mean = ((weight["s"] * s["s"] + na * weight["a"] * s["a"] + nb * weight["b"] * s["b"])
+                / (weight["s"] + na * weight["a"] + nb * weight["b"]))
+        rows += [[1, mean, 1], [-1, -mean, 1]]
+        rhs += [0.5 + na, 0.5 - na]
+    res = linprog([0, 0, -1], A_ub=rows, b_ub=rhs, bounds=[(None, None), (None, None), (None, 1)], method="highs")
+    K, D, margin = res.x
+    assert margin > 0.1
+    c1 = np.array([1.0, -1.0]) / math.sqrt(2)
+    # N(lam c_1) = s (1, -1) at lam = s sqrt(2 eps/(1 - s^2))
+    e = {f"e_{x}": s[x] * math.sqrt(2 * eps / (1 - s[x] ** 2)) * c1 for x in s}
+    w = (D / 2) * np.array([1.0, -1.0])
+    params = Params(cell, {**e, "w": w}, {"w0": K - float(w @ e["e_s"])})
+    assert counts_to(params, 3, backend="arb256").certified
+    assert tasks.refusal(cell) is not None and cell_l_star(cell) is None
