@@ -202,7 +202,10 @@ def cell_l_star(cell: Cell) -> int | None:
     ``rho : 1`` (``2 rho : 2`` against ``rho : 1``): one output for the targets 2 and 1.  At
     ``L = 2`` the read-out ``y = 20 n_a / (rho (1 + n_b) + n_a)`` (``rho = exp(2 sqrt 2)``) is
     within ``1/2`` of ``n_a`` on all six inputs.  The same holds with a learned pre-LayerNorm
-    (values ``beta +- g * (1, -1)``, :mod:`constructions.two_value_select`).  With ``eps > 0`` the values ``s_x v``
+    (values ``beta +- g * (1, -1)``, :mod:`constructions.two_value_select`).  Linear attention
+    with pre-LayerNorm without a bias at ``d = 2`` (every value ``+-v``): 0, since each ``b``
+    adds ``tau |v|^2 h_s`` to the attention as each ``a`` does (:func:`constructions.tasks.refusal`).
+    With ``eps > 0`` the values ``s_x v``
     (``-1 < s_x < 1``) are no longer two and this ``L*`` is not derived (None).
 
     Below the smallest width of post-norm (:func:`constructions.laws.smallest_d`) with
@@ -229,6 +232,9 @@ def cell_l_star(cell: Cell) -> int | None:
     if (cell.readout == "regression" and laws.family(cell) == "segment" and cell.distractor
             and cell.pre and cell.kind.image_dim(cell.d) == 1 and cell.eps == 0):
         return 2  # two values with a gain as well (constructions.two_value_select)
+    if (cell.readout == "regression" and cell.attention == "linear" and cell.distractor
+            and not cell.read.last and laws.on_a_line(cell) and cell.eps == 0):
+        return 0  # b adds what a adds (constructions.tasks.refusal): nothing solves L = 1
     return None
 
 
