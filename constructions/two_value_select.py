@@ -54,7 +54,7 @@ import math
 import mpmath
 import sympy
 
-from constructions import laws, zoom
+from constructions import zoom
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _vec
 from constructions.symbols import BETA, C1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, inner, t
@@ -184,7 +184,7 @@ class TwoValueSelectDesign(RegressionDesign):
             Bv = _check_budget(B_value)
             t_value = mpmath.mpf(self._best_t(L_value, float(Bv))[0])
             rho, top = shape_and_reach(self.cell, Bv, t_value, mpmath.exp, mpmath.sqrt)
-            lo, hi = amplitude_interval(rho, min(L_value, TWO_VALUE_L_STAR))
+            lo, hi = amplitude_interval(rho, L_value)
             Dv = min((lo + min(hi, top)) / 2, top * (1 - mpmath.mpf(2) ** -30))
             ends = [(na - Dv * mix(na, nb, rho)) for na, nb in inputs(L_value)]
             Kv = (max(ends) + min(ends)) / 2
