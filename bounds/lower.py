@@ -351,7 +351,10 @@ def last_bare_lower(cell: Cell, L: int, B_upper: float, max_boxes: int = 1500, p
     on ``[D_j, D_{j+1}]`` the budget is at least ``max(D_j/X(a), sqrt((max_n dist(n, [D_j
     phi_lo, D_{j+1} phi_hi]) - 1)/2))``, and the box's bound is the least over the pieces.  The
     offset bound ``2 B^2`` exceeds what the construction reaches (``2 mu W``,
-    :mod:`constructions.last_read`), so ``B_lower`` stays below ``B_min``.
+    :mod:`constructions.last_read`), so ``B_lower`` stays below ``B_min``.  Either norm kind
+    (only ``|h| = sqrt(d)`` is used); LayerNorm at ``d = 2`` has only the values ``+-h_s``, and
+    ``h_a = h_s`` gives ``D = 0``, so for ``L >= 2`` the shape is ``rho = exp(-2 sqrt(d))``
+    exactly: the boxes cover a float interval around it.
     """
     if L < 2:
         return 0.0
@@ -389,7 +392,9 @@ def last_bare_lower(cell: Cell, L: int, B_upper: float, max_boxes: int = 1500, p
             return max(best, 0.0)
 
         low = math.exp(-2 * math.sqrt(cell.d)) * (1 - 1e-12)
-        return _branch_and_bound(bound, low, 1.0, B_upper, 1e-6, max_boxes)
+        # LayerNorm at d = 2: h_a = -h_s, rho = exp(-2 sqrt(d)) exactly, inside [low, high]
+        high = low * (1 + 1e-11) if laws.two_values(cell) else 1.0
+        return _branch_and_bound(bound, low, high, B_upper, 1e-6, max_boxes)
 
 
 def _last_budget_needed(cell: Cell, D: flint.arb, sigma_low: flint.arb, sigma_high: flint.arb) -> flint.arb:

@@ -38,6 +38,21 @@ up-set (above), and ``rho'`` reaches every value of ``(1 + exp(-2 sqrt(d)), 2)``
 away from ``h_s``), so this holds iff it holds at ``rho' = 2``.  LayerNorm at ``d = 2`` has only
 ``h_a = +-h_s``: ``rho' = 1 + exp(-2 sqrt 2)`` decides.  Hence ``L* = 1 + max {L' : D_lo(2, L')
 < D_hi(2, L')}``, independent of ``d``: 4 (at ``rho' = 2``, ``L' = 4`` has ``D_lo = D_hi = 6``).
+
+*The last read with eps > 0* (:func:`last_l_star_eps`).  Now ``|N(e)| = |e_c| / sqrt(|e_c|^2/d +
+eps)`` takes every length in ``[0, sqrt(d))`` (the scale of ``e`` is free), so the values fill
+the open ball of radius ``sqrt(d)`` (in the centred subspace for LayerNorm) and ``<h_a, h_s -
+h_a> <= |h_a| |h_s| - |h_a|^2 <= |h_s|^2/4 < d/4``: ``rho < exp(sqrt(d)/4)``, approached by
+``h_a = h_s/2`` with ``|h_s| -> sqrt(d)``.  The amplitude and the offset stay free (LayerNorm:
+the ``one`` parts; RMSNorm: turn ``h_a`` by a small angle off ``h_s``, which moves ``rho``
+continuously, and ``<w, .>`` on two independent directions), so as above the cell counts to
+``L`` iff the open up-set of feasible ``rho'`` meets ``(1, 1 + exp(sqrt(d)/4))``, i.e. iff it
+holds at ``rho' = 1 + exp(sqrt(d)/4)``: ``L* = 1 + max {L' : D_lo < D_hi there}``, for every
+``eps > 0``, either kind, every ``d >= 2``.
+
+*What the report says where no exact L* is derived* (:func:`l_star_status`): ``infinite``
+(the cell's construction counts to every ``L``), ``finite`` (a sub-task has a finite ``L*``,
+a proven upper bound, the exact value not derived) or ``unknown``.
 """
 
 from __future__ import annotations
@@ -134,10 +149,30 @@ def last_l_star(d: int, centred: bool = True) -> int:
     return 1 + _largest(lambda L: feasible(d, L, shape))
 
 
+def _last_eps_shape(d: int) -> flint.arb:
+    """``rho' = 1 + exp(sqrt(d)/4)``, the supremum of the last read's shapes with ``eps > 0``."""
+    return 1 + (flint.arb(d).sqrt() / 4).exp()
+
+
+@functools.lru_cache(maxsize=None)
+def last_l_star_eps(d: int) -> int:
+    """``L*`` of softmax attention with bare pre-norm and ``eps > 0`` read at the last position
+    (module docstring, *the last read with eps > 0*), exact: ``1 + max {L' : D_lo(rho', L') <
+    D_hi(rho', L')}`` at ``rho' = 1 + exp(sqrt(d)/4)``."""
+    if d < 2:
+        raise ValueError(f"d must be at least 2, got {d}")
+    return 1 + _largest(lambda L: feasible(d, L, _last_eps_shape))
+
+
 def l_star_reason(cell: Cell) -> str:
     """Why the cell's ``L*`` (:func:`cell_l_star`) is finite, in words."""
+    if cell.distractor and not cell.read.last and cell.kind.image_dim(cell.d) == 1 and cell.pre:
+        return ("the select task with two values (pre-LayerNorm at d = 2: b is a copy of a or "
+                "of s)")
     if cell.read.last and not cell.normed:
         return "softmax without a norm at the last read (e = h ties y(0) to the amplitude)"
+    if cell.read.last and cell.eps > 0:
+        return "bare pre-norm with eps > 0 at the last read (rho < exp(sqrt(d)/4))"
     if cell.read.last:
         return "bare pre-norm at the last read (scores from h_a favour a: rho <= 1)"
     if cell.post:
@@ -166,13 +201,17 @@ def cell_l_star(cell: Cell) -> int | None:
     ``(n_a, n_b) = (2, 1)`` and ``(1, 0)`` mix ``h_s`` and ``h_a`` in the same proportion
     ``rho : 1`` (``2 rho : 2`` against ``rho : 1``): one output for the targets 2 and 1.  At
     ``L = 2`` the read-out ``y = 20 n_a / (rho (1 + n_b) + n_a)`` (``rho = exp(2 sqrt 2)``) is
-    within ``1/2`` of ``n_a`` on all six inputs.  With ``eps > 0`` the values ``s_x v``
+    within ``1/2`` of ``n_a`` on all six inputs.  The same holds with a learned pre-LayerNorm
+    (values ``beta +- g * (1, -1)``, :mod:`constructions.two_value_select`).  Linear attention
+    with pre-LayerNorm without a bias at ``d = 2`` (every value ``+-v``): 0, since each ``b``
+    adds ``tau |v|^2 h_s`` to the attention as each ``a`` does (:func:`constructions.tasks.refusal`).
+    With ``eps > 0`` the values ``s_x v``
     (``-1 < s_x < 1``) are no longer two and this ``L*`` is not derived (None).
 
     Below the smallest width of post-norm (:func:`constructions.laws.smallest_d`) with
     ``eps = 0`` every input maps to one of two points: 1.  Softmax regression read at the last
     position: 2 without a norm (:mod:`constructions.last_read`), :func:`last_l_star` with bare
-    pre-norm.
+    pre-norm (:func:`last_l_star_eps` with ``eps > 0``).
     """
     if cell.post and cell.d < laws.smallest_d(cell) and cell.eps == 0:
         return 1  # eps = 0: scale invariance leaves two points (with eps > 0 it does not)
@@ -183,9 +222,40 @@ def cell_l_star(cell: Cell) -> int | None:
             from constructions.last_read import PAIR_L_STAR
 
             return PAIR_L_STAR  # e = h ties y(0) to the Mobius amplitude (constructions.last_read)
-        return last_l_star(cell.d, cell.kind.centred) if laws.rigid(cell) else None
+        if not laws.rigid(cell):
+            return None
+        return last_l_star_eps(cell.d) if cell.eps > 0 else last_l_star(cell.d, cell.kind.centred)
     if cell.readout == "regression" and laws.family(cell) == "segment" and laws.rigid(cell):
         if cell.distractor and laws.two_values(cell):
             return 2 if cell.eps == 0 else None
         return l_star(cell.d)
+    if (cell.readout == "regression" and laws.family(cell) == "segment" and cell.distractor
+            and cell.pre and cell.kind.image_dim(cell.d) == 1 and cell.eps == 0):
+        return 2  # two values with a gain as well (constructions.two_value_select)
+    if (cell.readout == "regression" and cell.attention == "linear" and cell.distractor
+            and not cell.read.last and laws.on_a_line(cell) and cell.eps == 0):
+        return 0  # b adds what a adds (constructions.tasks.refusal): nothing solves L = 1
     return None
+
+
+def l_star_status(cell: Cell) -> tuple[str, int | None]:
+    """``(status, value)`` of the cell's ``L*`` (module docstring): ``("exact", L*)``
+    (:func:`cell_l_star`); ``("finite", U)`` where ``L*`` is finite but not derived, ``U`` a
+    proven upper bound: the select task with bare pre-norm (the count task is a sub-task, so
+    nothing solves it beyond the count task's ``L*``); ``("infinite", None)`` where the cell's
+    construction counts to every ``L`` (no refusal, none of the finite cases); ``("unknown",
+    None)`` else: a cell without a construction, or post-norm below its smallest width with
+    ``eps > 0``, where the construction stops but no bound is proven."""
+    star = cell_l_star(cell)
+    if star is not None:
+        return "exact", star
+    if (cell.distractor and cell.readout == "regression" and laws.family(cell) == "segment"
+            and laws.rigid(cell)):
+        count = cell_l_star(cell.replace(task="count"))
+        if count is not None:
+            return "finite", count
+    from constructions.tasks import refusal  # constructions.tasks imports nothing from bounds
+
+    if refusal(cell) is not None or (cell.post and cell.d < laws.smallest_d(cell)):
+        return "unknown", None
+    return "infinite", None

@@ -49,7 +49,7 @@ def _unavailable(cell: Cell, L: int):
     if cell.post:
         return (f"post-norm ({cell.kind.name}) at d = {cell.d} maps every input to one of two "
                 f"points; no parameters count to L >= 2 (it needs d >= {laws.smallest_d(cell)})")
-    if cell.read.last:
+    if cell.read.last or cell.distractor:
         return f"{l_star_reason(cell)}: beyond L* = {top} no parameter set counts"
     return (f"bare pre-norm bounds the scores; beyond L* = {top} no parameter norm suffices")
 

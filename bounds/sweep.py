@@ -28,7 +28,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR
 from bounds import fit as fitting
 from bounds import pool
 from bounds.lower import ARC_BOXES
-from bounds.lstar import cell_l_star, l_star_reason
+from bounds.lstar import cell_l_star, l_star_reason, l_star_status
 from bounds.search import row as sweep_row
 from constructions import __version__, cli, progress, regression, tasks
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS, Cell
@@ -211,6 +211,7 @@ def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6
     out = {
         "version": __version__, **cell.keys(), "rows": rows, "fit": fitted,
         "L_star": cell_l_star(cell),
+        **_l_star_keys(cell),
         "certifying_backend": "arb256 (ball arithmetic)", "rtol": rtol,
         "lower_boxes": lower_boxes if cell.post and cell.readout == "regression" else None,
     }
@@ -218,6 +219,20 @@ def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6
         out["note"] = ("constructions are derived for eps = 0 (a scale-invariant norm); with "
                        "eps > 0 the certified values are upper bounds, not proven minimal")
     return out
+
+
+#: the human line of an L* that is not exact (:func:`bounds.lstar.l_star_status`)
+L_STAR_NOTES = {
+    "finite": "L* is finite but not derived: at most {L_star_upper} (the count task's, a sub-task)",
+    "unknown": "L*: not derived whether it is finite",
+}
+
+
+def _l_star_keys(cell: Cell) -> dict:
+    """``L_star_status`` (``exact``, ``infinite``: no finite L*, ``finite``: finite, not derived,
+    ``unknown``) and ``L_star_upper`` (a proven upper bound where ``finite``, else null)."""
+    status, value = l_star_status(cell)
+    return {"L_star_status": status, "L_star_upper": value if status == "finite" else None}
 
 
 FIT_NOTE = ("the rates are asymptotic: at finite L the log-log fit carries the corrections of "
@@ -285,6 +300,8 @@ def table(result: dict) -> str:
     if result["L_star"] is not None:
         why = l_star_reason(Cell(**{k: result[k] for k in CSV_METADATA if k != "version"}))
         out.append(f"L* = {result['L_star']}: the largest count {why} reaches at d={result['d']}")
+    elif result.get("L_star_status") in L_STAR_NOTES:
+        out.append(L_STAR_NOTES[result["L_star_status"]].format(**result))
     if result.get("note"):
         out.append(result["note"])
     return "\n".join(out)

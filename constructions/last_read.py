@@ -105,10 +105,10 @@ construction is that extremal geometry: ``e_s = B c_1 = -e_a`` (so ``rho = exp(-
 and ``e_a + e_s = 0``), ``w = -(D/(2B)) c_1`` with ``D`` the middle of ``(D_lo, min(D_hi,
 2 B^2))``, ``w0 = K`` the middle constant: it counts at every ``B > B*``.
 
-**Bare pre-LayerNorm softmax: the rows up to L* = 4** (:class:`BareDesign`; ``L*`` is
+**Bare pre-norm softmax: the rows up to L* = 4** (:class:`BareDesign`; ``L*`` is
 :func:`bounds.lstar.last_l_star`).  For ``n >= 1`` ``y(n) = K + D phi(n)`` with ``rho =
 exp(tau <h_a, h_s - h_a>) <= 1`` and ``X = |h_a - h_s| = sqrt(-2 sigma)`` (``|h| = sqrt(d)``),
-and ``y(0) = K + delta``, ``delta = <w, e_s - e_a>``.  *Geometry* (``d >= 3``): ``h_s = sqrt(d)
+and ``y(0) = K + delta``, ``delta = <w, e_s - e_a>``.  *Geometry*, LayerNorm (``d >= 3``): ``h_s = sqrt(d)
 top``, ``h_a = sqrt(d)(cos g top + sin g across)`` with ``cos g = 1 + sigma/d``; ``e_s = nu top +
 mu one``, ``e_a = nu (cos g top + sin g across) - mu one`` (``nu = 2^-10 B``, ``mu = sqrt(B^2 -
 nu^2)``: LayerNorm removes ``one``); ``w = (D/X^2)(h_a - h_s) + om one``, of norm at most ``B`` for
@@ -117,8 +117,19 @@ offsets fill ``delta_c +- r`` with ``delta_c = -D nu/sqrt(d)``, ``r = 2 mu W``. 
 the shape ``rho`` and the amplitude ``D`` (within ``D_lo, D_hi`` of the shifted segment and
 ``D < B X``) are those of the widest interval of constants ``K`` counting ``1..L`` with
 ``y(0)`` within reach (a search over a grid of ``(rho, D)``, refined: a screen; the judge
-certifies), ``K`` its middle.  RMSNorm (offset only through the embeddings' scales) and
-LayerNorm at ``d = 2`` are not built.
+certifies), ``K`` its middle.  LayerNorm at ``d = 2`` has only ``h_a = -h_s``: ``cos g = -1``,
+one shape ``rho = exp(-2 sqrt(d))``, the same offsets.
+
+*Bare pre-RMSNorm* (any ``d >= 2``): RMSNorm ignores the embeddings' scales only, so ``e_s = B
+top``, ``e_a = nu (cos g top + sin g across)`` (values as above, ``v_s, v_a`` their unit
+directions) and ``w = (D/X^2)(h_a - h_s) + om p`` with ``p = (v_s + v_a)/(2 cos(g/2))``, the unit
+bisector (orthogonal to ``h_a - h_s``; ``cos(g/2) = sqrt((1 + cos g)/2)``), ``|om| <= W``.  Since
+``<v_a - v_s, v_s> = cos g - 1 = -X^2/(2d)``, ``<w, v_s> = -D/(2 sqrt(d)) + om cos(g/2)`` and
+``<w, v_a> = D/(2 sqrt(d)) + om cos(g/2)``, so ``delta = B <w, v_s> - nu <w, v_a> = -(B + nu)
+D/(2 sqrt(d)) + om (B - nu) cos(g/2)``: the offsets fill ``delta_c +- r`` with ``delta_c = -(B +
+nu) D/(2 sqrt(d))``, ``r = (B - nu) W cos(g/2)`` (:func:`bare_offsets`; ``cos(g/2) -> 0`` at
+``h_a = -h_s``, so the search keeps ``log rho`` just above ``-2 sqrt(d)``).  ``B_lower`` is
+:func:`bounds.lower.last_bare_lower` (either kind).
 
 **Linear attention without a norm** (:class:`LineDesign`).  With ``e = h`` and the query ``e_a``,
 ``y(n) = K + k n`` for ``n >= 1`` with ``k = tau |e_a|^2 <w, e_a> <= tau B^4`` (the line capacity
@@ -372,28 +383,55 @@ class PairDesign(RegressionDesign):
             return Params(self.cell, vectors, {"w0": out["w0"]})
 
 
-# ---------------------------------------------------------------------- bare pre-LayerNorm softmax
+# ---------------------------------------------------------------------- bare pre-norm softmax
 _om, _W, _mu = sympy.symbols("omega_1 W_perp mu_e", real=True)
 #: the score gap seen from a, <h_a, h_s - h_a> <= 0 (not the positive BOS symbol)
 _sig = sympy.Symbol("sigma_a", nonpositive=True)
+#: the cosine of half the angle between h_s and h_a (RMSNorm)
+_half = sympy.Symbol("c_half", nonnegative=True)
 _cos, _sin = sympy.cos(gamma), sympy.sin(gamma)
-#: the scale of the embeddings' directions, relative to the budget (module docstring)
-BARE_NU = sympy.Rational(1, 2**10)
+#: the scale of the embeddings' directions is the budget over this (module docstring)
+BARE_NU_INV = 2**10
+BARE_NU = sympy.Rational(1, BARE_NU_INV)
+
+
+def bare_value_gap(cell: Cell, rho, ops=laws.SYMPY):
+    """``X = |h_a - h_s| = sqrt(-2 sigma)``, ``sigma = sqrt(d) log rho`` (``|h| = sqrt(d)``: ``|h_a -
+    h_s|^2 = 2 d - 2 <h_a, h_s> = -2 <h_a, h_s - h_a>``); plain arithmetic on ``ops``."""
+    return ops.sqrt(-2 * ops.sqrt(cell.d) * ops.log(rho))
+
+
+def bare_offsets(cell: Cell, B, D, rho, ops=laws.SYMPY):
+    """``(delta_c, r)``: the offsets ``delta = <w, e_s - e_a>`` of :class:`BareDesign` fill
+    ``delta_c +- r`` at budget ``B``, amplitude ``D`` and shape ``rho`` (module docstring), with
+    ``nu = BARE_NU B`` and ``W = sqrt(max(0, B^2 - D^2/X^2))``, the read-out's reach off
+    ``h_a - h_s``: LayerNorm ``(-D nu/sqrt(d), 2 sqrt(B^2 - nu^2) W)``; RMSNorm ``(-(B + nu)
+    D/(2 sqrt(d)), (B - nu) W cos(g/2))`` with ``cos(g/2) = sqrt(1 + sigma/(2 d))``."""
+    d = cell.d
+    nu_v = B / BARE_NU_INV
+    X_v = bare_value_gap(cell, rho, ops)
+    W_v = ops.sqrt(-ops.min(0, (D / X_v) ** 2 - B**2))
+    if cell.kind.centred:
+        return -D * nu_v / ops.sqrt(d), 2 * ops.sqrt(B**2 - nu_v**2) * W_v
+    c_v = ops.sqrt(-ops.min(0, -1 - ops.sqrt(d) * ops.log(rho) / (2 * d)))
+    return -(B + nu_v) * D / (2 * ops.sqrt(d)), (B - nu_v) * W_v * c_v
 
 
 class BareDesign(RegressionDesign):
-    """Softmax attention with bare pre-LayerNorm read at the last position, ``L <= 4``
-    (module docstring)."""
+    """Softmax attention with bare pre-norm (``eps = 0``) read at the last position, ``L <= 4``
+    (module docstring): LayerNorm (the offset through ``one``, values in a plane at ``d >= 3``,
+    ``h_a = -h_s`` at ``d = 2``) and RMSNorm (the offset through the embeddings' scales)."""
 
     def __init__(self, cell: Cell):
-        if not (cell.read.last and cell.attention == "softmax" and laws.rigid(cell)
-                and cell.kind.centred and cell.d >= 3 and cell.readout == "regression"
-                and not cell.distractor):
-            raise ValueError("BareDesign is for softmax with bare pre-LayerNorm (d >= 3), the count task read last")
+        if not (cell.read.last and cell.attention == "softmax" and laws.rigid(cell) and cell.eps == 0
+                and cell.readout == "regression" and not cell.distractor):
+            raise ValueError("BareDesign is for softmax with bare pre-norm (eps = 0), the count task read last")
         super().__init__(cell)
         from bounds.lstar import last_l_star  # the exact L*, proven there
 
-        self.l_star = last_l_star(cell.d, True)
+        self.l_star = last_l_star(cell.d, cell.kind.centred)
+        #: LayerNorm at d = 2: the values are +-h_s, the shape is fixed at rho = exp(-2 sqrt(d))
+        self.fixed = laws.two_values(cell)
         self._best_cache = {}
 
     def steps(self) -> list[Step]:
@@ -401,40 +439,57 @@ class BareDesign(RegressionDesign):
         sd = sympy.sqrt(d)
         top, across = axes(self.cell)
         half = sympy.Rational(1, 2)
-        return [
-            Step(_sig, sd * sympy.log(t), "the score gap seen from a, <h_a, h_s - h_a> = sqrt(d) log rho <= 0"),
-            Step(nu, BARE_NU * B, "the scale of the embeddings' directions, which LayerNorm removes"),
-            Step(_cos, 1 + _sig / d, "the cosine between h_s and h_a"),
-            Step(_sin, sympy.sqrt(sympy.Max(0, 1 - _cos**2)), "its sine"),
-            Step(X, sympy.sqrt(-2 * _sig), "|h_a - h_s|, fixed by the score gap"),
-            _vec(H_S, sd * top, "the value of s, its layernorm", "_h_s"),
-            _vec(H_A, sd * (_cos * top + _sin * across), "the value of a, its layernorm", "_h_a"),
-            Step(_W, sympy.sqrt(sympy.Max(0, B**2 - A**2 / X**2)), "the read-out's reach along one"),
-            Step(_mu, sympy.sqrt(B**2 - nu**2), "the part of the embeddings along one"),
-            Step(delta_c, -A * nu / sd, "the middle of the reachable offsets y(0) - K"),
-            Step(r_off, 2 * _mu * _W, "their half-width"),
-            Step(delta, sympy.Min(sympy.Max((sympy.Max(-half - C, delta_c - r_off)
-                                             + sympy.Min(half - C, delta_c + r_off)) / 2,
-                                            delta_c - SHRINK * r_off), delta_c + SHRINK * r_off),
-                 "the offset y(0) - K: y(0) within 1/2 of 0 (kept inside the reach)"),
-            Step(_om, (delta - delta_c) / (2 * _mu), "the read-out along one: it sets the offset"),
-            _vec(E_S, nu * top + _mu * ONE, "the embedding of s", "e_s"),
-            _vec(E_A, nu * (_cos * top + _sin * across) - _mu * ONE, "the embedding of a", "e_a"),
-            _vec(W, (A / X**2) * (H_A - H_S) + _om * ONE, "the read-out: D along h_a - h_s, the offset along one", "w"),
-            Step(W0, C - inner(W, E_A) - inner(W, H_S), "the read-out bias: y(n) = K + D n/(rho+n) for n >= 1", "w0"),
-        ]
+        dc, rr = bare_offsets(self.cell, B, A, t, laws.SYMPY)
+        if self.fixed:
+            head = [Step(X, 2 * sd, "|h_a - h_s| = 2 sqrt(d): h_a = -h_s, the only other value"),
+                    _vec(H_S, sd * top, "the value of s, its layernorm", "_h_s"),
+                    _vec(H_A, -sd * top, "the value of a, -h_s", "_h_a")]
+            h_a_dir = -top
+        else:
+            head = [Step(_sig, sd * sympy.log(t), "the score gap seen from a, <h_a, h_s - h_a> = sqrt(d) log rho <= 0"),
+                    Step(_cos, 1 + _sig / d, "the cosine between h_s and h_a"),
+                    Step(_sin, sympy.sqrt(sympy.Max(0, 1 - _cos**2)), "its sine"),
+                    Step(X, sympy.sqrt(-2 * _sig), "|h_a - h_s|, fixed by the score gap"),
+                    _vec(H_S, sd * top, f"the value of s, its {self.cell.kind.name}", "_h_s"),
+                    _vec(H_A, sd * (_cos * top + _sin * across), f"the value of a, its {self.cell.kind.name}", "_h_a")]
+            h_a_dir = _cos * top + _sin * across
+        out = [Step(nu, BARE_NU * B, "the scale of the embeddings' directions"), *head,
+               Step(_W, sympy.sqrt(sympy.Max(0, B**2 - A**2 / X**2)), "the read-out's reach off h_a - h_s"),
+               Step(delta_c, dc, "the middle of the reachable offsets y(0) - K"),
+               Step(r_off, rr, "their half-width"),
+               Step(delta, sympy.Min(sympy.Max((sympy.Max(-half - C, delta_c - r_off)
+                                                + sympy.Min(half - C, delta_c + r_off)) / 2,
+                                               delta_c - SHRINK * r_off), delta_c + SHRINK * r_off),
+                    "the offset y(0) - K: y(0) within 1/2 of 0 (kept inside the reach)")]
+        if self.cell.kind.centred:
+            out += [Step(_mu, sympy.sqrt(B**2 - nu**2), "the part of the embeddings along one, which LayerNorm removes"),
+                    Step(_om, (delta - delta_c) / (2 * _mu), "the read-out along one: it sets the offset"),
+                    _vec(E_S, nu * top + _mu * ONE, "the embedding of s", "e_s"),
+                    _vec(E_A, nu * h_a_dir - _mu * ONE, "the embedding of a", "e_a"),
+                    _vec(W, (A / X**2) * (H_A - H_S) + _om * ONE,
+                         "the read-out: D along h_a - h_s, the offset along one", "w")]
+        else:
+            out += [Step(_half, sympy.sqrt(sympy.Max(0, (1 + _cos) / 2)), "the cosine of half the angle between h_s and h_a"),
+                    Step(_om, (delta - delta_c) / ((B - nu) * _half),
+                         "the read-out along the bisector of h_s and h_a: it sets the offset"),
+                    _vec(E_S, B * top, "the embedding of s, the largest", "e_s"),
+                    _vec(E_A, nu * h_a_dir, "the embedding of a, the smallest scale", "e_a"),
+                    _vec(W, (A / X**2) * (H_A - H_S) + (_om / (2 * _half)) * (top + h_a_dir),
+                         "the read-out: D along h_a - h_s, the offset along the bisector", "w")]
+        out.append(Step(W0, C - inner(W, E_A) - inner(W, H_S),
+                        "the read-out bias: y(n) = K + D n/(rho+n) for n >= 1", "w0"))
+        return out
 
     # the float screen: the widest interval of constants K over a grid of (rho, D)
     def _slack(self, L_value: int, B_value: float, rho, frac):
         """``(D, K_lo, K_hi)`` on the grid ``rho x frac`` (``frac`` in ``(0, 1)`` places ``D``
         in ``(D_lo, min(D_hi, B X))``), float64."""
-        with np.errstate(over="ignore", invalid="ignore"):  # non-finite points are marked bad
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # non-finite points are marked bad
             return self._slack_grid(L_value, B_value, rho, frac)
 
     def _slack_grid(self, L_value: int, B_value: float, rho, frac):
-        d = self.cell.d
         rho = np.asarray(rho, dtype=float)[:, None]
-        X = np.sqrt(-2 * math.sqrt(d) * np.log(rho))
+        X = bare_value_gap(self.cell, rho, laws.NUMPY)
         rp = rho + 1
         lo, hi = segment.interval_float(rp[:, 0], L_value - 1)
         lo, hi = (lo * (rp[:, 0] / rho[:, 0]))[:, None], (hi * (rp[:, 0] / rho[:, 0]))[:, None]
@@ -442,23 +497,29 @@ class BareDesign(RegressionDesign):
         D = lo + (top - lo) * np.asarray(frac, dtype=float)[None, :]
         n = np.arange(1, L_value + 1, dtype=float)
         g = n[None, None, :] - D[:, :, None] * (n / (rho[:, :, None] + n))
-        nu_v = float(BARE_NU) * B_value
-        W_v = np.sqrt(np.maximum(0.0, B_value**2 - (D / X) ** 2))
-        dc, r = -D * nu_v / math.sqrt(d), 2 * math.sqrt(B_value**2 - nu_v**2) * W_v * float(SHRINK)
+        dc, r = bare_offsets(self.cell, B_value, D, rho, laws.NUMPY)
+        r = r * float(SHRINK)
         K_lo = np.maximum(g.max(axis=2) - 0.5, -0.5 - dc - r)
         K_hi = np.minimum(g.min(axis=2) + 0.5, 0.5 - dc + r)
         bad = ~(top > lo) | ~np.isfinite(K_hi - K_lo)
         return D, np.where(bad, np.inf, K_lo), np.where(bad, -np.inf, K_hi)
 
+    def _log_range(self):
+        """The searched ``log rho``: ``[-2 sqrt(d), 0)`` (just inside for RMSNorm, whose offset
+        vanishes with ``cos(g/2)`` at ``h_a = -h_s``)."""
+        low = -2 * math.sqrt(self.cell.d)
+        return (low if self.cell.kind.centred else low * (1 - 1e-6)), -1e-9
+
     def _best(self, L_value: int, B_value: float):
         """``(rho, D, slack)``: the grid point (refined three times) of the widest ``K`` interval."""
         key = (L_value, float(B_value))
         if key not in self._best_cache:
-            lr = (-2 * math.sqrt(self.cell.d), -1e-9)  # log rho: sigma >= -2d, rho < 1
+            bounds_r = self._log_range()
+            lr = (bounds_r[0], bounds_r[0]) if self.fixed else bounds_r
             lf = (1e-6, 1 - 1e-6)
             best = (0.5, 0.5, -np.inf)
             for _ in range(4):
-                rho = np.exp(np.linspace(*lr, 97))
+                rho = np.exp(np.linspace(*lr, 1 if self.fixed else 97))
                 frac = np.linspace(*lf, 65)
                 D, K_lo, K_hi = self._slack(L_value, B_value, rho, frac)
                 width = K_hi - K_lo
@@ -467,14 +528,16 @@ class BareDesign(RegressionDesign):
                     best = (float(rho[i]), float(frac[j]), float(width[i, j]))
                 sl, sf = (lr[1] - lr[0]) / 96, (lf[1] - lf[0]) / 64
                 c = math.log(best[0])
-                lr = (max(-2 * math.sqrt(self.cell.d), c - 2 * sl), min(-1e-12, c + 2 * sl))
+                if not self.fixed:
+                    lr = (max(bounds_r[0], c - 2 * sl), min(-1e-12, c + 2 * sl))
                 lf = (max(1e-9, best[1] - 2 * sf), min(1 - 1e-9, best[1] + 2 * sf))
             D, _, _ = self._slack(L_value, B_value, [best[0]], [best[1]])
             self._best_cache[key] = (best[0], float(D[0, 0]), best[2])
         return self._best_cache[key]
 
     def domain(self, L_value: int, B_value: float):
-        return (math.exp(-2 * math.sqrt(self.cell.d)), 1.0)
+        low = math.exp(self._log_range()[0])
+        return (low, low if self.fixed else 1.0)
 
     def best_shape(self, L_value: int, B_value: float):
         rho, _, width = self._best(L_value, B_value)
@@ -496,19 +559,22 @@ class BareDesign(RegressionDesign):
         return zoom.bisect_up(feasible, lo_B, up_B, max(rtol, 1e-9))[1]
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
-        """The geometry at budget ``B`` with the searched ``(rho, D)`` and the middle ``K``."""
+        """The geometry at budget ``B`` with the searched ``(rho, D)`` and the middle ``K``
+        (LayerNorm at ``d = 2``: ``rho = exp(-2 sqrt(d))`` exactly)."""
         L_value = _check_count(L_value)
         with mpmath.workdps(dps):
             Bv = _check_budget(B_value)
-            if L_value == 1:  # any amplitude in (0, B X) counts 0, 1: half of it at rho = 1/2
+            if self.fixed:
+                rho = mpmath.exp(-2 * mpmath.sqrt(self.cell.d))
+            elif L_value == 1:
                 rho = mpmath.mpf(1) / 2
-                Dv = Bv * mpmath.sqrt(-2 * mpmath.sqrt(self.cell.d) * mpmath.log(rho)) / 2
             else:
-                r, D_f, _ = self._best(L_value, float(Bv))
-                rho = mpmath.mpf(r)
-                # within the budget even where nothing counts (|w| >= D/X)
-                cap = Bv * mpmath.sqrt(-2 * mpmath.sqrt(self.cell.d) * mpmath.log(rho))
-                Dv = min(mpmath.mpf(D_f), cap * (1 - mpmath.mpf(2) ** -30))
+                rho = mpmath.mpf(self._best(L_value, float(Bv))[0])
+            cap = Bv * bare_value_gap(self.cell, rho, laws.MPMATH)
+            if L_value == 1:  # any amplitude in (0, B X) counts 0, 1: half of it
+                Dv = cap / 2
+            else:  # within the budget even where nothing counts (|w| >= D/X)
+                Dv = min(mpmath.mpf(self._best(L_value, float(Bv))[1]), cap * (1 - mpmath.mpf(2) ** -30))
             Kv = self._middle_constant(L_value, Bv, rho, Dv)
             out = self.evaluate(L_value, Bv, rho, Dv, Kv)
             vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
@@ -516,13 +582,10 @@ class BareDesign(RegressionDesign):
 
     def _middle_constant(self, L_value: int, Bv, rho, Dv):
         """The middle of the constants ``K`` counting ``1..L`` with ``y(0)`` within reach (mpmath)."""
-        d = self.cell.d
         half = mpmath.mpf(1) / 2
         g = [n - Dv * n / (rho + n) for n in range(1, L_value + 1)]
-        X = mpmath.sqrt(-2 * mpmath.sqrt(d) * mpmath.log(rho))
-        nu_v = mpmath.mpf(BARE_NU) * Bv
-        W_v = mpmath.sqrt(max(0, Bv**2 - (Dv / X) ** 2))
-        dc, r = -Dv * nu_v / mpmath.sqrt(d), 2 * mpmath.sqrt(Bv**2 - nu_v**2) * W_v * mpmath.mpf(SHRINK)
+        dc, r = bare_offsets(self.cell, Bv, Dv, rho, laws.MPMATH)
+        r = r * mpmath.mpf(SHRINK)
         return (max(max(g) - half, -half - dc - r) + min(min(g) + half, half - dc + r)) / 2
 
 

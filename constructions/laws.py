@@ -294,6 +294,8 @@ def theory_exponent(cell: Cell):
         return 0.75 if cell.affine.gain else 1.5
     if rigid(cell) or (cell.read.last and not cell.pre):
         return None  # a finite L* (bare pre-norm; softmax without a norm at the last read)
+    if cell.distractor and cell.pre and cell.kind.image_dim(cell.d) == 1 and cell.eps == 0:
+        return None  # L* = 2: the select task with two values (constructions.two_value_select)
     return 2.0 if on_a_line(cell) else 1.0
 
 

@@ -781,19 +781,20 @@ class FootDesign(RegressionDesign):
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
     """The construction of a regression cell: :mod:`constructions.last_read`'s designs for the
-    last read without a norm or with bare pre-LayerNorm (softmax), :class:`constructions.last_post.LastArcDesign`
+    last read without a norm or with bare pre-norm (softmax, ``eps = 0``), :class:`constructions.last_post.LastArcDesign`
     and :class:`~constructions.last_post.LinearLastArcDesign` for the last read after post-norm
     (softmax; linear with LayerNorm), :class:`constructions.select.SelectDesign`
     for the select task with softmax attention and no post-norm, :class:`constructions.tasks.FootSelectDesign`
     for the select task on the one-sided arc, :class:`constructions.tasks.TaskDesign` for
-    the other tasks and reads, :class:`FootDesign` for the one-sided arc (linear attention with
+    the other tasks and reads (:class:`constructions.two_value_select.TwoValueSelectDesign` for the
+    select task with softmax and pre-LayerNorm at ``d = 2``), :class:`FootDesign` for the one-sided arc (linear attention with
     post-RMSNorm), :class:`RegressionDesign` otherwise."""
     if cell.read.last and cell.attention == "softmax" and not cell.normed and not cell.task.distractor:
         from constructions.last_read import PairDesign  # it builds on this module
 
         return PairDesign(cell)
-    if (cell.read.last and cell.attention == "softmax" and laws.rigid(cell) and cell.kind.centred
-            and cell.d >= 3 and not cell.task.distractor):
+    if (cell.read.last and cell.attention == "softmax" and laws.rigid(cell) and cell.eps == 0
+            and not cell.task.distractor):
         from constructions.last_read import BareDesign
 
         return BareDesign(cell)
@@ -807,7 +808,11 @@ def design(cell: Cell) -> RegressionDesign:
         if last_post.built(cell):
             return (last_post.LastArcDesign if cell.attention == "softmax" else last_post.LinearLastArcDesign)(cell)
     if cell.task.distractor or cell.read.last:
+        from constructions import two_value_select  # it builds on this module
         from constructions.select import SelectDesign, suppresses  # they build on this module
+
+        if two_value_select.applies(cell):
+            return two_value_select.TwoValueSelectDesign(cell)
         from constructions.tasks import FootSelectDesign, TaskDesign
 
         if suppresses(cell):

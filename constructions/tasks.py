@@ -104,8 +104,10 @@ relative ``~1/L``, and the sign of ``sigma`` costs a relative ``O(log L/L^2)``.
 norm ignores: LayerNorm removes ``one``, so ``e_s = nu top + mu one`` with ``|mu| <= sqrt(B^2 -
 nu^2)`` moves ``delta`` by ``-(D/X) mu/sqrt(d)`` (:func:`last_offsets`); RMSNorm removes the
 scale, so ``e_a = B(alpha top + ...)`` and ``e_s = lam_s top``, ``lam_s`` in ``(0, B]``
-(``alpha >= 0`` there without a bias; with a bias ``alpha < 0`` near the optimum and only
-``delta < 0`` is reachable, while the concave segment wants ``delta > 0``: not built).  The
+(``alpha >= 0`` there without a bias).  With a bias ``alpha < 0`` near the optimum, where
+``lam_s`` alone reaches only offsets far below 0: the read-out's part ``om across`` and a
+common scale ``kappa`` of ``e_s, e_a`` (which RMSNorm ignores) reach the rest
+(:func:`last_offsets`; ``e_s = kappa B (1 - f)/2 top``, ``om = -f W``, ``f`` in ``(-1, 1)``).  The
 shape ``rho`` is the one of largest slack, ``D`` the middle amplitude, ``K`` the middle of the
 constants that count ``n = 1..L`` and leave ``y(0)`` within reach.  The lower bound
 (:func:`bounds.lower.last_segment_lower`) is the branch and bound of the BOS read on the
@@ -117,16 +119,16 @@ Softmax attention without a norm at the last read counts to ``L* = 2`` only
 D phi(n)``, ``phi(n) = n/(rho+n)``, ``D = <w, h_a - h_s>``: counting needs ``D (1 + phi(1)) =
 y(1) - y(0) < 2`` and ``D (phi(L) - phi(1)) = y(L) - y(1) > L - 2``, impossible for ``L >= 4``
 since ``phi(L) - phi(1) < 1 + phi(1)``, and for ``L = 3`` since ``(phi(3) - phi(1))/(1 + phi(1))
-= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``).  Not built at the last
-read: bare pre-norm with softmax (``<h_a, h_s> <= d = |h_a|^2``,
-so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of ``L - 1 = 4`` at ``rho' = 2`` has
-``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``, and ``L* = 4`` exactly
-(:func:`bounds.lstar.last_l_star`); the offset then needs a read-out component
-off ``h_a - h_s``, not derived here), softmax at ``d = 2`` with pre-LayerNorm (no ``across``) or with ``eps > 0`` (the offset
-uses the exact invariances of the norm), linear attention without a norm (``e = h``:
-the offset needs a cubic) and post-norm, and the select task.  Post-norm at the last read
-(softmax, and linear attention with LayerNorm) is :mod:`constructions.last_post` (the arc of
-``L - 1``, the count 0 on it).
+= 2 rho/((rho+2)(rho+3)) < 1/2``: nothing counts beyond ``L = 2``).  Bare pre-norm with
+softmax (``<h_a, h_s> <= d = |h_a|^2``, so ``rho <= 1``, ``rho' <= 2``, and the BOS segment of
+``L - 1 = 4`` at ``rho' = 2`` has ``D_lo = D_hi = 6``: nothing counts beyond ``L = 4``, and
+``L* = 4`` exactly, :func:`bounds.lstar.last_l_star`) is
+:class:`constructions.last_read.BareDesign` (``eps = 0``, either kind, every ``d``; with
+``eps > 0`` only its ``L*``, :func:`bounds.lstar.last_l_star_eps`), linear attention without a
+norm :class:`constructions.last_read.LineDesign`.  Not built at the last read: learned
+pre-LayerNorm at ``d = 2`` (no ``across``), ``eps > 0`` (the offset uses the exact invariances
+of the norm), and the select task.  Post-norm at the last read (softmax, and linear attention
+with LayerNorm) is :mod:`constructions.last_post` (the arc of ``L - 1``, the count 0 on it).
 """
 
 from __future__ import annotations
@@ -151,6 +153,8 @@ from constructions.symbols import (BETA, E1, E_A, E_S, G, H_A, H_S, ONE, W, W0, 
 E_B = sympy.Symbol("e_b")
 delta, Delta = sympy.Symbol("delta", real=True), sympy.Symbol("Delta", positive=True)
 lam_s, lam_a = sympy.symbols("lambda_s lambda_a", positive=True)
+#: the read-out's part along ``across`` (pre-RMSNorm with a bias at the last read)
+om_w = sympy.Symbol("omega_w", real=True)
 gam = sympy.Symbol("gamma_g", positive=True)
 delta_c, r_off = sympy.Symbol("delta_c", real=True), sympy.Symbol("r_delta", positive=True)
 mu_one = sympy.Symbol("mu_s", real=True)
@@ -166,13 +170,33 @@ def last_offsets(cell: Cell, B, D, X, alpha, ops=laws.SYMPY):
     LayerNorm: ``e_s = nu top + mu one``, ``e_a = nu (alpha top + sqrt(1 - alpha^2) across)``,
     ``|mu| <= sqrt(B^2 - nu^2)``: ``delta = -(D/X)(nu a (1 - alpha) + mu/sqrt(d))``.  RMSNorm
     (``alpha >= 0``): ``e_a = B (alpha top + ...)``, ``e_s = lam_s top`` with ``lam_s`` in
-    ``(0, B]``: ``delta = -(D/X)(lam_s - alpha B)``."""
+    ``(0, B]``: ``delta = -(D/X)(lam_s - alpha B)``.  RMSNorm with a bias (``alpha`` may be
+    negative, where ``lam_s`` alone reaches only ``delta < 0``): ``w = -(D/X) e_1 + om across``
+    as well, ``|om| <= W = sqrt(B^2 - D^2/X^2)`` (so ``|w| <= B``; every value is along ``e_1``,
+    so ``om`` leaves ``D`` alone), which adds ``-om B sqrt(1 - alpha^2)``: the half-width grows
+    by ``W B sqrt(1 - alpha^2)`` (:func:`last_offset_base`).  RMSNorm ignores a common factor
+    ``kappa`` in ``(0, 1]`` of ``e_s, e_a``, which multiplies ``delta``: where that reach
+    ``(lo, hi)`` has ``hi < 0``, the offsets fill ``(lo, 0)``, so the reach is ``(lo, max(hi, 0))``."""
     d = cell.d
     if cell.kind.centred:
         scale = ops.min(B, 1) / 2 if cell.eps == 0 else B / 2  # nu (regression._embedding_scale)
         a = cell.kind.axis_reach(d, ops.sqrt)
         return -(D / X) * scale * a * (1 - alpha), (D / X) * ops.sqrt(B**2 - scale**2) / ops.sqrt(d)
-    return -(D / X) * (1 - 2 * alpha) * B / 2, (D / X) * B / 2
+    dc, r = last_offset_base(cell, B, D, X, alpha, ops)
+    if not cell.affine.bias:
+        return dc, r
+    hi = -ops.min(0, -(dc + r))  # max(dc + r, 0): the common factor kappa
+    return (dc - r + hi) / 2, (hi - dc + r) / 2
+
+
+def last_offset_base(cell: Cell, B, D, X, alpha, ops=laws.SYMPY):
+    """``(delta_c, r)`` of pre-RMSNorm at ``kappa = 1`` (:func:`last_offsets`): ``-(D/X)(1 -
+    2 alpha) B/2`` and ``(D/X) B/2``, plus ``W B sqrt(1 - alpha^2)`` with a bias, ``W =
+    sqrt(max(0, B^2 - D^2/X^2))``."""
+    r = (D / X) * B / 2
+    if cell.affine.bias:
+        r = r + ops.sqrt(-ops.min(0, (D / X) ** 2 - B**2)) * B * ops.sqrt(-ops.min(0, alpha**2 - 1))
+    return -(D / X) * (1 - 2 * alpha) * B / 2, r
 
 
 def refusal(cell: Cell) -> str | None:
@@ -196,6 +220,11 @@ def refusal(cell: Cell) -> str | None:
                         "and bare pre-norm with eps > 0 (built: no norm, bare pre-norm at eps = 0, "
                         "pre_learned, post-norm)")
             return refusal(cell.replace(readout="regression"))
+        if (task == "select" and read == "bos" and cell.attention == "softmax" and cell.pre
+                and cell.kind.image_dim(cell.d) == 1):
+            return (f"{what} has no construction for classification at d = 2 with pre-LayerNorm (two "
+                    "values: (s, a, a, b) and (s, a) have one output, so nothing solves it beyond "
+                    "L = 2, constructions.two_value_select; regression is built)")
         # the head of constructions.classification on the regression geometry: where e_b
         # changes no output the count task's head, margin and storage; softmax attention
         # without post-norm: the pencil head of constructions.pencil
@@ -213,11 +242,7 @@ def refusal(cell: Cell) -> str | None:
             if not cell.normed:
                 return None  # constructions.last_read.PairDesign: L* = 2
             if cell.pre and not cell.affine.gain and cell.eps == 0:
-                if cell.kind.centred and cell.d >= 3:
-                    return None  # constructions.last_read.BareDesign, up to L* = 4
-                return (f"{what} has no construction yet for softmax attention with bare pre-norm "
-                        f"{'at d = 2' if cell.kind.centred else 'RMSNorm'} (nothing counts beyond "
-                        "L = 4, bounds.lstar.last_l_star; built: pre-LayerNorm at d >= 3)")
+                return None  # constructions.last_read.BareDesign, up to L* = 4
             if cell.post:
                 # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it
                 if cell.eps > 0:
@@ -228,17 +253,15 @@ def refusal(cell: Cell) -> str | None:
                     return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
                             "subspace must hold the 2-D arc: d >= 3)")
                 return None
-            if not cell.pre or not cell.affine.gain:
+            if not cell.affine.gain:
                 return (f"{what} has no construction yet for softmax attention with bare pre-norm and "
-                        "eps > 0 (its L* = 4 and rows use eps = 0)")
+                        "eps > 0 (values shorter than sqrt(d) let rho exceed 1: its L* is "
+                        "bounds.lstar.last_l_star_eps, exact; built: eps = 0)")
             if cell.kind.image_dim(cell.d) < 2:
                 return f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built)"
             if cell.eps > 0:
                 return (f"{what} has no construction yet for softmax attention with eps > 0 (its "
                         "offset uses the norm's exact invariances, eps = 0)")
-            if cell.affine.bias and not cell.kind.centred:
-                return (f"{what} has no construction yet for pre-RMSNorm with a gain and a bias "
-                        "(built: gain, and LayerNorm with either affine)")
             return None
         if cell.post:
             # constructions.last_post.LinearLastArcDesign (post-LayerNorm; post-RMSNorm is refused
@@ -252,16 +275,17 @@ def refusal(cell: Cell) -> str | None:
             return None
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
-    if cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.image_dim(cell.d) < 2:
-        return (f"{what} has no construction at d = 2 with a learned pre-LayerNorm (its two "
-                "values +-g * (1, -1) (+ beta) make b a copy of a, which gives (s, a) and (s, b) "
-                "one output, or of s, which weighs what s weighs: not derived; d >= 3 is built)")
+    if cell.attention == "softmax" and cell.pre and cell.kind.image_dim(cell.d) < 2:
+        if cell.eps == 0:
+            return None  # constructions.two_value_select: two values, L* = 2
+        return (f"{what} has no construction yet at d = 2 with pre-LayerNorm and eps > 0 (the "
+                "values s_x (1, -1), |s_x| < 1, are no longer two: nothing solves it beyond the "
+                "count task's L* (bounds.lstar.l_star), its own L* is not derived; eps = 0 is "
+                "built, L* = 2)"
+                if not cell.affine.gain else
+                f"{what} has no construction yet at d = 2 with a learned pre-LayerNorm and eps > 0 "
+                "(the values are no longer two; eps = 0 is built, L* = 2)")
     if cell.attention == "softmax" and not cell.post:
-        if laws.two_values(cell):
-            return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
-                    "make b a copy of a, which gives (s, a) and (s, b) one output, or of s, which "
-                    "weighs what s weighs: the count inputs no longer decide, not derived; d >= 3 "
-                    "is built)")
         return None  # constructions.select
     if cell.pre and not cell.affine.bias and cell.kind.image_dim(cell.d) == 1:
         return (f"{what} has no construction at d = 2 with pre-LayerNorm without a bias, and no "
@@ -324,9 +348,12 @@ def _last_segment_steps(cell: Cell) -> list[Step]:
     if cell.affine.bias:
         out.append(_vec(BETA, B * E1, f"the {name} bias", "beta"))
     dc, rr = last_offsets(cell, B, A, X, alpha, laws.SYMPY)
+    off_axis = cell.affine.bias and not cell.kind.centred  # the read-out's part along across
     out += [_vec(H_S, H_unit * B * E1, "the value of s, the largest", "_h_s"),
-            _vec(H_A, (H_unit * B - X) * E1, "the value of a", "_h_a"),
-            _vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"),
+            _vec(H_A, (H_unit * B - X) * E1, "the value of a", "_h_a")]
+    if not off_axis:
+        out.append(_vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"))
+    out += [
             Step(delta_c, dc, "the middle of the reachable offsets y(0) - K"),
             Step(r_off, rr, "their half-width"),
             Step(delta, sympy.Min(sympy.Max((sympy.Max(-half - C, delta_c - r_off)
@@ -339,6 +366,20 @@ def _last_segment_steps(cell: Cell) -> list[Step]:
                      "the part of e_s along one, which LayerNorm removes: it sets the offset"),
                 _vec(E_S, nu * top + mu_one * ONE, "the embedding of s", "e_s"),
                 _vec(E_A, nu * (alpha * top + sympy.sqrt(1 - alpha**2) * across), "the embedding of a", "e_a")]
+    elif off_axis:
+        frac, kappa, dc1, r1 = sympy.symbols("f_delta kappa_e delta_1 r_1", real=True)
+        base_c, base_r = last_offset_base(cell, B, A, X, alpha, laws.SYMPY)
+        out += [Step(dc1, base_c, "the middle of the offsets at kappa = 1"),
+                Step(r1, base_r, "their half-width"),
+                Step(frac, sympy.Min(SHRINK, (delta - dc1) / r1), "where the offset lies in that reach"),
+                Step(kappa, sympy.Min(1, sympy.Max(delta, dc1 + SHRINK * r1) / (dc1 + SHRINK * r1)),
+                     "the common scale of e_s and e_a (below 1 only past the reach at kappa = 1)"),
+                Step(lam_s, kappa * B * (1 - frac) / 2, "the norm of e_s: its share of the offset"),
+                Step(om_w, -frac * sympy.sqrt(sympy.Max(0, B**2 - A**2 / X**2)),
+                     "the read-out along across: its share of the offset"),
+                _vec(W, -(A / X) * E1 + om_w * across, "the read-out, along h_a - h_s and across", "w"),
+                _vec(E_S, lam_s * top, "the embedding of s", "e_s"),
+                _vec(E_A, kappa * B * (alpha * top + sympy.sqrt(1 - alpha**2) * across), "the embedding of a", "e_a")]
     else:
         out += [Step(lam_s, alpha * B - delta * X / A, "the norm of e_s: it sets the offset"),
                 _vec(E_S, lam_s * top, "the embedding of s", "e_s"),
@@ -592,8 +633,10 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
     ``B_delta`` is)."""
     if refusal(cell) is not None or cell.eps != 0:
         return None
-    from constructions import select  # it builds on this module
+    from constructions import select, two_value_select  # they build on this module
 
+    if two_value_select.applies(cell):
+        return two_value_select.closed_form(cell, L_value)
     if select.suppresses(cell):
         return select.closed_form(cell, L_value)
     if not cell.read.last:

@@ -120,8 +120,8 @@ def test_the_construction_reads_b_as_s_and_weighs_it_at_most_as_a(variant, norm,
     ``<h_s, h_b> <= <h_s, h_a>`` (``beta <= 1``; ``= 1`` without a norm), the score gap
     ``sqrt(d) log rho``, the amplitude ``<w, h_a - h_s>`` and every norm within ``B``."""
     cell = Cell("softmax", variant, d=d, norm=norm, task="select")
-    if tasks.refusal(cell) is not None:
-        return  # bare pre-LayerNorm at d = 2
+    if not select.suppresses(cell):
+        return  # pre-LayerNorm at d = 2: two values (constructions.two_value_select)
     dz = design(cell)
     lo, hi = dz.domain(L, B)
     if not lo < hi:
@@ -226,9 +226,12 @@ def test_what_is_refused():
     assert tasks.refusal(_cell()) is None
     assert tasks.refusal(Cell("softmax", "pre_bare", d=2, norm="rmsnorm", task="select")) is None
     assert tasks.refusal(_cell().replace(readout="classification")) is None  # the level head of constructions.pencil
-    assert tasks.refusal(Cell("softmax", "pre_bare", d=2, task="select")) is not None  # LayerNorm
+    # LayerNorm at d = 2: two values, built to L* = 2 (constructions.two_value_select) at eps = 0
+    assert tasks.refusal(Cell("softmax", "pre_bare", d=2, task="select")) is None
+    assert tasks.refusal(Cell("softmax", "pre_bare", d=2, task="select", eps=0.1)) is not None
     for affine in ("gain", "gain_bias"):
-        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, d=2, task="select")) is not None
+        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, d=2, task="select")) is None
+        assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, d=2, task="select", eps=0.1)) is not None
         assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, d=3, task="select")) is None
         assert tasks.refusal(Cell("softmax", "pre_learned", affine=affine, norm="rmsnorm", d=2, task="select")) is None
     with pytest.raises(ValueError):
@@ -457,7 +460,7 @@ def test_select_root_falls_with_the_budget_at_a_small_score_gap():
 
 # ------------------------------------------------ L* of the select task (bounds.lstar)
 def test_select_at_d2_pre_layernorm_stops_at_two():
-    """Bare pre-LayerNorm at ``d = 2`` (two values, no select construction): ``L* = 2`` with
+    """Bare pre-LayerNorm at ``d = 2`` (two values): ``L* = 2`` with
     ``eps = 0``, not the count task's ``L*(2)``.  The docstring's read-out counts to 2 (certified
     on every select input) and not to 3; and in every parameter set (random draws) ``a`` is a
     copy of ``s``, or ``b`` of ``a`` or of ``s``, so one of the pairs ``(s, s a)``, ``(s b, s a)``,
