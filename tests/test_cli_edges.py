@@ -152,10 +152,9 @@ def test_failed_write_keeps_the_previous_pair(tmp_path):
     assert {name: (out / name).read_bytes() for name in before} == before
 
 
-def test_csv_and_json_say_what_they_are(tmp_path):
-    out = tmp_path / "res"
-    proc = _sweep_to(out, "--d", "5")
-    assert proc.returncode == 0, proc.stderr
+def test_csv_and_json_say_what_they_are(tmp_path, capsys):
+    out = tmp_path / "res"  # the files' content: in process (the tests above run the command)
+    assert sweep.main(QUICK + ["--out", str(out), "--d", "5"]) == 0, capsys.readouterr().err
     result = json.loads((out / "sweep.json").read_text())
     assert result["version"] == __version__
     with open(out / "sweep.csv", newline="") as fh:
