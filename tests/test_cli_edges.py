@@ -106,17 +106,28 @@ def test_signal_ends_the_sweep_and_its_workers(tmp_path, sig, status, word):
 # --------------------------------------------------------------------------- files
 
 
-def test_out_refused_up_front(tmp_path):
+def test_out_refused_up_front(tmp_path, monkeypatch, capsys):
+    """Every unusable ``--out`` is refused before the (long) sweep starts: in process, where a
+    sweep that started would fail the test, and one of them at the process level."""
     blocker = tmp_path / "file"
     blocker.write_text("x")
+
+    def started(*args, **kw):
+        raise AssertionError("the sweep started before --out was refused")
+
+    monkeypatch.setattr(sweep, "sweep", started)
     for target in ("", "   ", str(blocker), str(blocker / "below")):
-        start = time.perf_counter()
-        proc = subprocess.run(SWEEP + ["--variant", "post_learned", "--Lmax", "65536", "--out", target],
-                              cwd=ROOT, capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 2, target
-        assert proc.stdout == ""
-        _one_line_error(proc.stderr)
-        assert time.perf_counter() - start < 30  # refused before the (long) sweep
+        assert sweep.main(["--variant", "post_learned", "--Lmax", "65536", "--out", target]) == 2, target
+        out, err = capsys.readouterr()
+        assert out == ""
+        _one_line_error(err)
+    start = time.perf_counter()
+    proc = subprocess.run(SWEEP + ["--variant", "post_learned", "--Lmax", "65536", "--out", str(blocker / "below")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    _one_line_error(proc.stderr)
+    assert time.perf_counter() - start < 30  # refused before the (long) sweep
 
 
 def _sweep_to(out, *extra, limit=None):
@@ -141,10 +152,9 @@ def test_failed_write_keeps_the_previous_pair(tmp_path):
     assert {name: (out / name).read_bytes() for name in before} == before
 
 
-def test_csv_and_json_say_what_they_are(tmp_path):
-    out = tmp_path / "res"
-    proc = _sweep_to(out, "--d", "5")
-    assert proc.returncode == 0, proc.stderr
+def test_csv_and_json_say_what_they_are(tmp_path, capsys):
+    out = tmp_path / "res"  # the files' content: in process (the tests above run the command)
+    assert sweep.main(QUICK + ["--out", str(out), "--d", "5"]) == 0, capsys.readouterr().err
     result = json.loads((out / "sweep.json").read_text())
     assert result["version"] == __version__
     with open(out / "sweep.csv", newline="") as fh:

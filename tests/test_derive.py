@@ -304,13 +304,27 @@ BAD = [["--variant", "bogus"], ["--variant", "none", "--d", "1"], ["--variant", 
        ["--variant", "none", "--affine", "gain"], ["--variant", "pre_learned", "--norm", "batchnorm"]]
 
 
+#: a few of :data:`BAD` at the process level (each costs an interpreter start): one the argument
+#: parser rejects, one a value check, one a cell check; the in-process test covers all of them
+SUBPROCESS_BAD = [BAD[0], BAD[4], BAD[7]]
+
+
+@pytest.mark.parametrize("args", BAD, ids=[" ".join(a) for a in BAD])
+def test_cli_bad_input_is_one_line_exit_2_in_process(args, capsys):
+    assert main(args) == 2, args
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("derive: error:"), (args, err)
+
+
 def test_cli_bad_input_is_one_line_exit_2():
     procs = [subprocess.Popen([sys.executable, "-m", "constructions.derive", *args], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in BAD]
-    for args, proc in zip(BAD, procs):
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for args in SUBPROCESS_BAD]
+    for args, proc in zip(SUBPROCESS_BAD, procs):
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 2, (args, err)
         assert out == "" and err.count("\n") == 1 and err.startswith("derive: error:"), (args, err)
+        assert "Traceback" not in err
 
 
 def test_cli_closed_pipe_and_full_disk():

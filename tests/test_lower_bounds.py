@@ -29,7 +29,9 @@ def test_lower_bound_below_certified_and_tight(attention, norm, L):
     assert row["B_min"] / row["B_lower"] - 1 < 2.1e-6  # equal up to the bisection tolerance
 
 
-@settings(max_examples=12, deadline=None)
+# each example is a certified row with its lower bound; the deterministic test above checks the
+# same inequality for both cells at L = 2, 5, 16, 33, 64, 1024, so a few random L suffice here
+@settings(max_examples=6, deadline=None)
 @given(L=st.integers(2, 60), norm=st.sampled_from(["none", "pre_learned"]))
 def test_segment_lower_never_exceeds_certified(L, norm):
     cell = Cell("softmax", norm, "regression")

@@ -27,8 +27,9 @@ import numpy as np
 import pytest
 
 from constructions import classification, laws, regression
-from constructions.cell import Cell
+from constructions.cell import MAX_D, Cell
 from constructions.closed_forms import closed_form, formula, segment_L_min
+from constructions.regression import SYMBOLIC_MAX_D
 from constructions.symbols import L as L_symbol
 from verify import counts_to
 
@@ -165,16 +166,21 @@ def test_classification_head_counts(cell):
     assert res.verdict == "counts" and res.certified and res.min_margin > 0, res
 
 
-@pytest.mark.parametrize("norm,affine", [("rmsnorm", None), ("rmsnorm", "gain"), ("rmsnorm", "gain_bias"),
-                                         ("layernorm", "gain")], ids=["rmsnorm-bare", "rmsnorm-gain",
-                                                                      "rmsnorm-gain_bias", "layernorm-gain"])
-def test_classification_arc_head_at_large_width(norm, affine):
-    """At d = 65536 the arc head reads the arc's plane (bare: the kind's axes ``e_1, q``) or,
+@pytest.mark.parametrize("norm,affine,d", [("rmsnorm", None, MAX_D), ("rmsnorm", "gain", 2 * SYMBOLIC_MAX_D),
+                                           ("rmsnorm", "gain_bias", 2 * SYMBOLIC_MAX_D),
+                                           ("layernorm", "gain", 2 * SYMBOLIC_MAX_D)],
+                         ids=["rmsnorm-bare", "rmsnorm-gain", "rmsnorm-gain_bias", "layernorm-gain"])
+def test_classification_arc_head_at_large_width(norm, affine, d):
+    """At a large width the arc head reads the arc's plane (bare: the kind's axes ``e_1, q``) or,
     through a gain on the first two coordinates, the plane of ``e_1, e_2``; built without
     d-long symbolic vectors; every vector has norm at most 1 and the head turns (its first and
-    last vectors point apart)."""
+    last vectors point apart).  The bare head is built at the largest accepted width
+    ``MAX_D = 65536``; the heads with a gain, whose exact d-long vectors are built by the same
+    code (:class:`~constructions.cell.Params`) and whose structure does not depend on ``d``, at
+    twice ``regression.SYMBOLIC_MAX_D``, the largest width the toolkit builds d-long symbolic
+    vectors for."""
     variant = "post_bare" if affine is None else "post_learned"
-    cell = Cell("softmax", variant, "classification", d=1 << 16, norm=norm, affine=affine)
+    cell = Cell("softmax", variant, "classification", d=d, norm=norm, affine=affine)
     params = classification.design(cell).build(4)
     assert params.bound() <= 1 + 1e-12
     u = params.vectors["u"]
