@@ -780,7 +780,8 @@ class FootDesign(RegressionDesign):
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
-    """The construction of a regression cell: :mod:`constructions.last_read`'s designs for the
+    """The construction of a regression cell: :mod:`constructions.select_last` for the select task
+    read last with linear attention, :mod:`constructions.last_read`'s designs for the
     last read without a norm or with bare pre-LayerNorm (softmax), :class:`constructions.select.SelectDesign`
     for the select task with softmax attention and no post-norm, :class:`constructions.tasks.FootSelectDesign`
     for the select task on the one-sided arc, :class:`constructions.tasks.TaskDesign` for
@@ -799,6 +800,11 @@ def design(cell: Cell) -> RegressionDesign:
         from constructions.last_read import LineDesign
 
         return LineDesign(cell)
+    if cell.read.last and cell.task.distractor and cell.attention == "linear":
+        from constructions import select_last  # it builds on this module
+
+        if select_last.built(cell):
+            return select_last.design(cell)
     if cell.task.distractor or cell.read.last:
         from constructions.select import SelectDesign, suppresses  # they build on this module
         from constructions.tasks import FootSelectDesign, TaskDesign

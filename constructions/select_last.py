@@ -1,0 +1,368 @@
+r"""The select task read at the last position, linear attention: a distractor whose query counts.
+
+Inputs ``(s, x_1..x_m)``, ``x_i`` in {a, b}, ``m <= L``, are read at the last position: the
+query is ``h_q`` with ``q = x_m`` (``s`` when ``m = 0``), the residual ``e_q + A``.  With
+linear attention ``A = sum_j tau <h_q, h_j> h_j``, so an input with ``n_a`` tokens ``a`` and
+``n_b`` tokens ``b`` read at query ``q`` gives
+
+    y_q(n_a, n_b) = K_q + k_q n_a + p_q n_b,   k_q = tau <h_q, h_a> <w, h_a>,
+    p_q = tau <h_q, h_b> <w, h_b>,   K_q = <w, e_q> + tau <h_q, h_s> <w, h_s> + w0,
+
+and the input ``(s)`` gives ``y_s = <w, e_s> + tau |h_s|^2 <w, h_s> + w0``.  The inputs are
+``(s)``; query ``a`` at ``n_a = 1..L``, ``n_b = 0..L - n_a``; query ``b`` at ``n_b = 1..L``,
+``n_a = 0..L - n_b`` (:mod:`verify.inputs`).  A query-``b`` input must produce ``n_a`` from a
+query that is not ``a``: the *query* of ``b`` must score ``a`` as ``a`` does, while the *value*
+of ``b`` adds nothing to the read-out.  Both constructions below have ``<w, h_b> = 0``, so
+``p_a = p_b = 0`` exactly: no input depends on ``n_b``, and
+
+* query ``a``: ``y = K_a + k_a n``, ``n = 1..L`` (the count task's line at the last read);
+* query ``b``: ``y = K_b + k_b n``, ``n = 0..L-1``;
+* ``(s)``: ``y = K_s``.
+
+So the select task at the last read reduces to ``2L + 1`` numbers on two lines and a point.
+
+**No norm** (:class:`FreeSelectDesign`, ``d >= 3``; ``e = h``).  On the orthonormal frame
+``c_1, p, one`` (:mod:`constructions.basis`):
+
+    e_a = lam c_1,   e_b = lam c_1 + gam p,   e_s = s_2 p + s_3 one,
+    w = om c_1 - (om lam/gam) p + w_3 one,       lam = B sqrt(1 - t^2),  gam = t B,
+
+``t`` in ``(0, 1)`` the shape.  Then ``<w, e_b> = om lam - om lam = 0`` (the value of ``b`` is
+unread), ``<e_b, e_a> = lam^2 = |e_a|^2`` (``b`` scores ``a`` as ``a`` does), so ``k_b = k_a =
+k = tau om lam^3`` (``om = k/(tau lam^3)``).  The constants, with ``<e_a, e_s> = 0`` and ``P =
+<w, e_s> = -(om lam/gam) s_2 + w_3 s_3``: ``K_a = om lam + w0``, ``K_b = tau gam s_2 P + w0``,
+``K_s = P (1 + tau |e_s|^2) + w0``.  The construction sets ``K_b = K_a + k - 1``: then the
+query-``b`` line at ``n`` is the query-``a`` line at ``n + 1`` minus one, ``y_b(n) - n = y_a(n+1)
+- (n+1)``, and the select task's inputs decide exactly what the count task's at the last read
+decide: ``(L-1)|k - 1| < 1`` and ``K_a`` within the line's interval
+(:func:`constructions.tasks.last_line_interval`); ``K_a`` is its middle ``-(k-1)(L+1)/2`` and
+``K_s = 0``.  Solving: ``P = (om lam + k - 1)/(tau gam s_2)`` (positive: ``om lam > 1 - k`` on
+the construction's domain), ``|e_s|^2 = ((om lam - K_a)/P - 1)/tau`` (``K_s - K_a = -K_a``),
+``s_2 = gam/2`` (the choice that leaves ``s_3^2 = |e_s|^2 - s_2^2`` largest), ``s_3 =
+sqrt(|e_s|^2 - s_2^2)`` and ``w_3 = (P + om lam s_2/gam)/s_3``.  *What suppressing b costs:*
+budget.  ``|e_b| = B`` takes the whole budget, and ``s_3^2 > 0`` needs ``gam^2 (2r - 1)/4 >
+sqrt(d)`` with ``r = (om lam - K_a)/(om lam + k - 1)``, i.e. ``B > gam > 2 d^{1/4}/sqrt(2r - 1)``
+(``r`` is near 1 but for the offset ``-K_a = (k - 1)(L+1)/2``, below 1/2), where the count task
+needs about ``d^{1/8}``; ``|w|^2 = om^2 (1 + lam^2/gam^2) + w_3^2`` and ``|e_s|`` must also stay
+within ``B``.  (Where they do not, the vectors are shrunk to the budget: the parameters stay within
+``B`` and the judge decides whether they count.)  Scores: none (``b`` scores exactly as ``a``).  At budget ``B`` the construction takes
+the ``(t, k)`` of largest relative slack on a grid (:meth:`FreeSelectDesign.plan`); it counts iff
+that slack is positive, so its ``B_min`` is bounded in ``L`` (rate 0).  The proven lower bound
+is the count task's at the last read (:func:`bounds.lower.last_free_line_lower`: the count task
+is the sub-task ``n_b = 0``).
+
+**Bare pre-LayerNorm** (:class:`BareSelectDesign`, ``d >= 3``, ``eps = 0``).  Every value has
+``|h| = sqrt(d)``, so ``b`` cannot score ``a`` as ``a`` does without being ``a``: with ``h_a =
+sqrt(d) c_1``, ``h_b = sqrt(d)(c c_1 + s p)`` (``s = sqrt(1 - c^2)``) and ``w`` with ``<w, h_b> =
+0``, ``k_b = c k_a`` with ``c < 1``.  Both slopes must lie in ``(1 - 1/(L-1), 1 + 1/(L-1))``,
+so ``c > (L-2)/L`` and ``w``, orthogonal to ``h_b`` yet reading ``h_a``, is long: the least
+``|w|`` with ``<w, h_a> = x/sqrt(d)`` and ``<w, h_b> = 0`` is ``x/(d s)``
+(:func:`bounds.lower.last_select_bare_lower` proves ``B >= (1 - 2/(L-1))(1 + 1/(L-1))
+sqrt(L-1)/(2d)`` for every parameter set).  *What suppressing b costs:* the read-out's norm,
+``B_min ~ sqrt(L)/(2d)``: the distractor turns the count task's bounded cost into a growth of
+rate ``1/2``.  Construction: ``x = k_a = 1 + a/(L-1)`` and ``k_b = c x = 1 - a/(L-1)`` (the
+spread ``a`` in ``(0, 1)``, symmetric about 1), ``w = (x/d)(c_1 - (c/s) p) + om one``,
+``h_s = h_a``.  The constants are set through what LayerNorm removes: ``e_a = nu c_1``,
+``e_a = nu c_1 + mu_a one``, ``e_s = nu c_1 + mu_s one``, ``e_b = nu (c c_1 + s p) + mu_b one``
+(``nu = 2^-10 B``, ``|mu| <= m = sqrt(B^2 - nu^2)``): ``K_a = nu x/d + mu_a om + x + w0``,
+``K_b = mu_b om + c x + w0``, ``K_s = nu x/d + mu_s om + x + w0``.  The targets are the middles of
+the two lines, ``K_a = -a(L+1)/(2(L-1))`` (``n = 1..L``) and ``K_b = a/2`` (``n = 0..L-1``), and
+``K_s = 0``: ``(mu_s - mu_a) om = -K_a`` and ``(mu_b - mu_a) om = K_b - K_a + (1 - c) x + nu
+x/d``, both positive; with ``mu_a = -m`` and ``om`` the larger over ``2m`` every ``|mu| <= m``.  Every input is then within ``(1 - a)/2`` of its target, and the budget is
+``|w|^2 = x^2/(d^2 s^2) + om^2 <= B^2`` (beyond it ``w`` is shrunk to ``B``, and the judge decides); at budget ``B`` the spread ``a`` is the middle of the
+spreads that fit (a grid over ``(0, 1)``, :meth:`BareSelectDesign.plan`).  As ``a -> 1``
+``x^2/(d^2 s^2) -> (L-1)(1 + 1/(L-1))^4/(4 d^2)`` and ``om = O(1/B)``, so the construction's
+``B_min`` meets the lower bound's leading term ``sqrt(L-1)/(2d)``.
+
+**L = 1** (both): ``B_min(1) = 0``, not attained; the witness at budget ``B`` puts the three
+outputs just around 1/2 (:meth:`FreeSelectDesign.build`, :meth:`BareSelectDesign.build`).
+
+Not built (:func:`refusal`): ``d = 2`` (no third direction of the frame: ``p`` is zero),
+pre-RMSNorm bare (its embeddings' scales reach only ``K_b < K_a``, where the two lines want
+``K_b > K_a``: not derived), bare pre-LayerNorm with ``eps > 0`` (not scale-free), pre-norm with
+a gain, post-norm, softmax attention, classification.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import sympy
+
+from constructions import zoom
+from constructions.cell import Cell, Params
+from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _temperature, _vec
+from constructions.symbols import C1, E_A, E_S, H_A, H_S, ONE, P, W, W0, A, B, C, L, inner, t, tau
+from constructions.tasks import E_B, last_line_interval
+
+# no norm: the shape's parts, the slope's factor, the parts of e_s and w off the plane of e_a, e_b
+lam_e, gam_e, om_e = sympy.symbols("lambda_e gamma_e omega_e", positive=True)
+P_s, E_s2, w_3 = sympy.symbols("P_s |e_s|^2 w_3", real=True)
+s_2, s_3, f_s, f_w = sympy.symbols("s_2 s_3 f_s f_w", positive=True)
+#: where the budget does not suffice the vectors are shrunk to it (the judge then decides)
+FLOOR = sympy.Rational(1, 2**20)
+# bare pre-LayerNorm: the slopes, the cosine between h_a and h_b, its sine, the targets and
+# the parts along one
+x_a, c_b, s_b = sympy.symbols("x_a c_b s_b", positive=True)
+nu_e, m_e, om_1, mu_s, mu_b = sympy.symbols("nu_e m_e omega_1 mu_s mu_b", positive=True)
+K_a, K_b = sympy.symbols("K_a K_b", real=True)
+U_B = sympy.Symbol("u_b")
+
+#: the shape grid (no norm: ``t = gam/B``) and the slope grid of the float plan
+T_GRID = np.linspace(0.02, 0.98, 193)
+K_POINTS = 65
+#: the spread grid of the bare plan
+A_GRID = np.linspace(1e-4, 1 - 1e-4, 4097)
+#: the scale of the bare embeddings' centred parts, relative to the budget
+BARE_NU = sympy.Rational(1, 2**10)
+
+
+def built(cell: Cell) -> bool:
+    """Whether this module builds ``cell``: the select task read last, linear attention,
+    regression, ``d >= 3``, without a norm or with bare pre-LayerNorm at ``eps = 0``."""
+    if not (cell.distractor and cell.read.last and cell.attention == "linear"
+            and cell.readout == "regression" and cell.d >= 3):
+        return False
+    if not cell.normed:
+        return True
+    return cell.pre and not cell.affine.gain and cell.kind.centred and cell.eps == 0
+
+
+def refusal(cell: Cell) -> str | None:
+    """Why the select task at the last read has no construction in ``cell`` (None: built here)."""
+    if built(cell):
+        return None
+    what = "the select task at the last read"
+    if cell.readout == "classification":
+        return (f"{what} has no construction yet for classification (the regression constructions "
+                "are linear attention without a norm or with bare pre-LayerNorm, constructions.select_last)")
+    if cell.attention == "softmax":
+        return (f"{what} has no construction yet for softmax attention (the query b must count "
+                "the a tokens while no score makes the value of b vanish: not derived)")
+    if cell.post:
+        return f"{what} has no construction yet for linear attention with post-norm"
+    if cell.pre and cell.affine.gain:
+        return (f"{what} has no construction yet for linear attention with pre-norm and a gain "
+                "(built: without a norm and with bare pre-LayerNorm)")
+    if cell.d < 3:
+        return (f"{what} has no construction at d = 2 (it needs a third direction of the frame "
+                "for b: constructions.select_last; d >= 3 is built)")
+    if not cell.kind.centred:
+        return (f"{what} has no construction yet for bare pre-RMSNorm (the embeddings' scales "
+                "reach only K_b < K_a, while the two lines want K_b > K_a: not derived; built: "
+                "bare pre-LayerNorm)")
+    return (f"{what} has no construction yet for bare pre-LayerNorm with eps > 0 (the offsets "
+            "use the norm's exact scale invariance, eps = 0)")
+
+
+def design(cell: Cell):
+    """The construction of ``cell`` if this module builds it, else None."""
+    if not built(cell):
+        return None
+    return FreeSelectDesign(cell) if not cell.normed else BareSelectDesign(cell)
+
+
+def _params(cell: Cell, out: dict) -> Params:
+    vectors = {n: v for n, v in out.items() if n != "w0" and not n.startswith("_")}
+    return Params(cell, vectors, {"w0": out["w0"]})
+
+
+class _SelectLastDesign(RegressionDesign):
+    """The shared interface: a float plan at budget ``B`` whose slack decides, the exact
+    construction evaluated from the steps, the ``L = 1`` witness."""
+
+    def __init__(self, cell: Cell):
+        if not built(cell):
+            raise ValueError(f"{cell.describe()}: {refusal(cell)}")
+        super().__init__(cell)
+
+    def best_shape(self, L_value: int, B_value: float):
+        """``(None, slack)``: the plan's slack (the line family reports no shape)."""
+        return None, self.plan(L_value, float(B_value))[-1]
+
+    def estimate(self, L_value: int, hi_B: float = 1e6, rtol: float = 1e-7):
+        """The smallest budget at which the plan has positive slack (``1e-12`` at ``L = 1``,
+        where every budget counts; None if none up to ``hi_B``)."""
+        if L_value == 1:
+            return 1e-12
+        feasible = lambda b: self.plan(L_value, b)[-1] > 0
+        if not feasible(hi_B):
+            return None
+        return zoom.bisect_up(feasible, 1e-6, hi_B, rtol)[1]
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        L_value = _check_count(L_value)
+        with mpmath.workdps(dps):
+            Bv = _check_budget(B_value)
+            if L_value == 1:
+                return self._witness(Bv)
+            tv, Av, Cv = self.arguments(L_value, Bv)
+            return _params(self.cell, self.evaluate(L_value, Bv, tv, Av, Cv))
+
+
+class FreeSelectDesign(_SelectLastDesign):
+    """Linear attention without a norm, the select task read last (module docstring)."""
+
+    def steps(self) -> list[Step]:
+        return [
+            _temperature(self.cell),
+            Step(gam_e, t * B, "the part of e_b off e_a, gam = t B"),
+            Step(lam_e, B * sympy.sqrt(1 - t**2), "the norm of e_a, so that |e_b| = B"),
+            Step(om_e, A / (tau * lam_e**3), "the read-out along c_1: the slope k = tau om lam^3"),
+            Step(s_2, gam_e / 2, "the part of e_s along p"),
+            Step(P_s, (om_e * lam_e + A - 1) / (tau * gam_e * s_2),
+                 "<w, e_s>: it sets K_b = K_a + k - 1 (query b reads as query a with one more a)"),
+            Step(E_s2, ((om_e * lam_e - C) / P_s - 1) / tau, "|e_s|^2: it sets K_s = 0"),
+            Step(s_3, sympy.sqrt(sympy.Max(E_s2 - s_2**2, (FLOOR * B)**2)),
+                 "the part of e_s along one (kept real where the budget does not suffice)"),
+            Step(w_3, (P_s + om_e * lam_e * s_2 / gam_e) / s_3, "the part of w along one"),
+            Step(f_s, sympy.Min(1, B / sympy.sqrt(s_2**2 + s_3**2)), "1, or the shrink of e_s to the budget"),
+            Step(f_w, sympy.Min(1, B / sympy.sqrt(om_e**2 * (1 + lam_e**2 / gam_e**2) + w_3**2)),
+                 "1, or the shrink of w to the budget"),
+            _vec(E_A, lam_e * C1, "the embedding of a", "e_a"),
+            _vec(E_B, lam_e * C1 + gam_e * P, "the embedding of b: it scores a as a does", "e_b"),
+            _vec(E_S, f_s * (s_2 * P + s_3 * ONE), "the embedding of s, orthogonal to e_a", "e_s"),
+            _vec(W, f_w * (om_e * C1 - (om_e * lam_e / gam_e) * P + w_3 * ONE),
+                 "the read-out, orthogonal to e_b: the value of b is unread", "w"),
+            _vec(H_S, E_S, "the value of s (no norm: the embedding)", "_h_s"),
+            _vec(H_A, E_A, "the value of a", "_h_a"),
+            # y_a(n) = <w, e_a> + tau <e_a, e_s> <w, e_s> + k n + w0, with <e_a, e_s> = 0
+            Step(W0, C - inner(W, E_A), "the read-out bias: y_a(n) = K_a + k n", "w0"),
+        ]
+
+    def _parts(self, L_value: int, B_value: float, tt, kk):
+        """``(|e_s|^2, s_3^2, |w|^2, P)`` on the grid ``tt x kk`` (float64; module docstring)."""
+        d = self.cell.d
+        ta = 1 / math.sqrt(d)
+        tt, kk = np.asarray(tt, dtype=float)[:, None], np.asarray(kk, dtype=float)[None, :]
+        gam, lam = tt * B_value, B_value * np.sqrt(1 - tt**2)
+        om = kk / (ta * lam**3)
+        Ka = -(kk - 1) * (L_value + 1) / 2
+        s2 = gam / 2
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            Pv = (om * lam + kk - 1) / (ta * gam * s2)
+            E2 = ((om * lam - Ka) / Pv - 1) / ta
+            s3sq = E2 - s2**2
+            w3 = (Pv + om * lam * s2 / gam) / np.sqrt(s3sq)
+            w2 = om**2 * (1 + lam**2 / gam**2) + w3**2
+        return E2, s3sq, w2, Pv
+
+    def plan(self, L_value: int, B_value: float):
+        """``(t, k, slack)``: the grid point of largest relative slack ``min(1 - |e_s|^2/B^2,
+        1 - |w|^2/B^2, s_3^2/B^2, 1 - (L-1)|k - 1|)`` (``-inf`` where ``P <= 0``; the last term
+        is positive on the grid, so it keeps the line's margin without moving ``B_min``), the
+        slopes ``k`` spread over the counting interval (below 2)."""
+        lo, hi = last_line_interval(L_value)
+        top = min(hi, 2.0)
+        kk = lo + (top - lo) * np.linspace(0.005, 0.995, K_POINTS)
+        E2, s3sq, w2, Pv = self._parts(L_value, B_value, T_GRID, kk)
+        B2 = B_value**2
+        count = 1 - max(L_value - 1, 1) * np.abs(kk - 1)  # the line's own margin, > 0 on the grid
+        slack = np.minimum(np.minimum(np.minimum(1 - E2 / B2, 1 - w2 / B2), s3sq / B2), count)
+        slack = np.where((Pv > 0) & np.isfinite(slack), slack, -np.inf)
+        i, j = np.unravel_index(int(np.argmax(slack)), slack.shape)
+        return float(T_GRID[i]), float(kk[j]), float(slack[i, j])
+
+    def arguments(self, L_value: int, Bv):
+        t_f, k_f, _ = self.plan(L_value, float(Bv))
+        kv = mpmath.mpf(k_f)
+        return mpmath.mpf(t_f), kv, -(kv - 1) * (L_value + 1) / 2
+
+    def _witness(self, Bv) -> Params:
+        """``L = 1``: ``e_a = B c_1``, ``e_s = e_b = 0``, ``w = v c_1`` with ``R = v B (1 + tau
+        B^2) <= 1/2``: ``y_s = y_b = w0`` and ``y_a = w0 + R``, with ``w0 = 1/2 - R/2``."""
+        d = self.cell.d
+        taum = 1 / mpmath.sqrt(d)
+        v = min(Bv, 1 / (2 * Bv * (1 + taum * Bv**2)))
+        R = v * Bv * (1 + taum * Bv**2)
+        c1 = _c1(d)
+        zero = np.array([mpmath.mpf(0)] * d, dtype=object)
+        return Params(self.cell, {"e_s": zero, "e_a": Bv * c1, "e_b": zero.copy(), "w": v * c1},
+                      {"w0": mpmath.mpf(1) / 2 - R / 2})
+
+
+class BareSelectDesign(_SelectLastDesign):
+    """Linear attention with bare pre-LayerNorm, the select task read last (module docstring)."""
+
+    def steps(self) -> list[Step]:
+        d = self.cell.d
+        sd = sympy.sqrt(d)
+        eps_L = 1 / (L - 1)
+        return [
+            _temperature(self.cell),
+            Step(x_a, 1 + A * eps_L, "the slope of query a, 1 + a/(L-1)"),
+            Step(c_b, (1 - A * eps_L) / x_a, "the cosine between h_a and h_b: the slope of query b is c x = 1 - a/(L-1)"),
+            Step(s_b, sympy.sqrt(1 - c_b**2), "its sine"),
+            Step(nu_e, BARE_NU * B, "the centred part of the embeddings, which LayerNorm scales away"),
+            Step(m_e, sympy.sqrt(B**2 - nu_e**2), "the reach of their part along one"),
+            Step(K_a, -A * (L + 1) * eps_L / 2, "the constant of query a: the middle of its line, n = 1..L"),
+            Step(K_b, A / 2, "the constant of query b: the middle of its line, n = 0..L-1"),
+            Step(om_1, sympy.Max(-K_a, K_b - K_a + (1 - c_b) * x_a + nu_e * x_a / d) / (2 * m_e),
+                 "the read-out along one: the offsets' scale"),
+            Step(mu_s, -K_a / om_1 - m_e, "the part of e_s along one: K_s = 0"),
+            Step(mu_b, (K_b - K_a + (1 - c_b) * x_a + nu_e * x_a / d) / om_1 - m_e, "the part of e_b along one"),
+            _vec(U_B, c_b * C1 + s_b * P, "the direction of h_b"),
+            _vec(E_A, nu_e * C1 - m_e * ONE, "the embedding of a", "e_a"),
+            _vec(E_S, nu_e * C1 + mu_s * ONE, "the embedding of s: h_s = h_a", "e_s"),
+            _vec(E_B, nu_e * U_B + mu_b * ONE, "the embedding of b", "e_b"),
+            Step(f_w, sympy.Min(1, B / sympy.sqrt(x_a**2 / (d**2 * s_b**2) + om_1**2)),
+                 "1, or the shrink of w to the budget"),
+            _vec(W, f_w * ((x_a / d) * (C1 - (c_b / s_b) * P) + om_1 * ONE),
+                 "the read-out: orthogonal to h_b, <w, h_a> = x/sqrt(d)", "w"),
+            _vec(H_S, sd * C1, "the value of s, its layernorm", "_h_s"),
+            _vec(H_A, sd * C1, "the value of a, its layernorm", "_h_a"),
+            Step(W0, K_a - nu_e * x_a / d + m_e * om_1 - x_a, "the read-out bias: y_a(n) = K_a + x n", "w0"),
+        ]
+
+    def _norm2(self, L_value: int, B_value: float, a):
+        """``|w|^2`` at the spreads ``a`` (float64; module docstring)."""
+        d = self.cell.d
+        e = 1 / (L_value - 1)
+        a = np.asarray(a, dtype=float)
+        x = 1 + a * e
+        c = (1 - a * e) / x
+        s2 = 1 - c**2
+        nu = float(BARE_NU) * B_value
+        m = math.sqrt(B_value**2 - nu**2)
+        Ka, Kb = -a * (L_value + 1) * e / 2, a / 2
+        om = np.maximum(-Ka, Kb - Ka + (1 - c) * x + nu * x / d) / (2 * m)
+        with np.errstate(divide="ignore"):
+            return x**2 / (d**2 * s2) + om**2
+
+    def plan(self, L_value: int, B_value: float):
+        """``(None, a, slack)``: the middle of the grid's spreads with ``|w| <= B`` and the
+        relative slack ``1 - |w|^2/B^2`` there (the largest on the grid if none fits)."""
+        w2 = self._norm2(L_value, B_value, A_GRID)
+        fit = np.flatnonzero(w2 < B_value**2)
+        if fit.size == 0:
+            j = int(np.argmin(w2))
+            return None, float(A_GRID[j]), float(1 - w2[j] / B_value**2)
+        a = float((A_GRID[fit[0]] + A_GRID[fit[-1]]) / 2)
+        return None, a, float(1 - self._norm2(L_value, B_value, a) / B_value**2)
+
+    def arguments(self, L_value: int, Bv):
+        _, a, _ = self.plan(L_value, float(Bv))
+        return mpmath.mpf(1), mpmath.mpf(a), mpmath.mpf(0)
+
+    def _witness(self, Bv) -> Params:
+        """``L = 1``: ``h_s = h_a = sqrt(d) c_1``, ``h_b = sqrt(d) p`` (``c = 0``) and ``w =
+        (x/d) c_1`` with ``x = min(d B, 1/2)/2``: ``y_a = w0 + nu x/d + 2x``, ``y_s = w0 + nu x/d +
+        x``, ``y_b = w0``; ``w0 = 1/2 - nu x/d - 3x/2`` puts them at ``1/2 + x/2``, ``1/2 - x/2``,
+        ``1/2 - 3x/2 - nu x/d``, each within 1/2 of its target (1, 0, 0)."""
+        d = self.cell.d
+        x = min(d * Bv, mpmath.mpf(1) / 2) / 2
+        nu = mpmath.mpf(BARE_NU) * Bv
+        c1 = _c1(d)
+        p = np.array([mpmath.mpf(0)] * d, dtype=object)
+        p[1], p[2] = 1 / mpmath.sqrt(2), -1 / mpmath.sqrt(2)
+        return Params(self.cell, {"e_s": nu * c1, "e_a": nu * c1, "e_b": nu * p, "w": (x / d) * c1},
+                      {"w0": mpmath.mpf(1) / 2 - nu * x / d - 3 * x / 2})
+
+
+def _c1(d: int) -> np.ndarray:
+    """``c_1`` (:mod:`constructions.basis`) as mpf entries."""
+    first = mpmath.sqrt(mpmath.mpf(d - 1) / d)
+    rest = -1 / mpmath.sqrt(mpmath.mpf(d) * (d - 1))
+    return np.array([first] + [rest] * (d - 1), dtype=object)
