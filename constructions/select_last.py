@@ -51,8 +51,8 @@ that slack is positive, so its ``B_min`` is bounded in ``L`` (rate 0).  The prov
 is the count task's at the last read (:func:`bounds.lower.last_free_line_lower`: the count task
 is the sub-task ``n_b = 0``).
 
-**Bare pre-LayerNorm** (:class:`BareSelectDesign`, ``d >= 3``, ``eps = 0``).  Every value has
-``|h| = sqrt(d)``, so ``b`` cannot score ``a`` as ``a`` does without being ``a``: with ``h_a =
+**Bare pre-LayerNorm** (:class:`BareSelectDesign`, ``d >= 3``, ``eps = 0``).  Under bare
+pre-norm every value has ``|h| = sqrt(d)``, so ``b`` cannot score ``a`` as ``a`` does without being ``a``: with ``h_a =
 sqrt(d) c_1``, ``h_b = sqrt(d)(c c_1 + s p)`` (``s = sqrt(1 - c^2)``) and ``w`` with ``<w, h_b> =
 0``, ``k_b = c k_a`` with ``c < 1``.  Both slopes must lie in ``(1 - 1/(L-1), 1 + 1/(L-1))``,
 so ``c > (L-2)/L`` and ``w``, orthogonal to ``h_b`` yet reading ``h_a``, is long: the least
@@ -74,13 +74,26 @@ spreads that fit (a grid over ``(0, 1)``, :meth:`BareSelectDesign.plan`).  As ``
 ``x^2/(d^2 s^2) -> (L-1)(1 + 1/(L-1))^4/(4 d^2)`` and ``om = O(1/B)``, so the construction's
 ``B_min`` meets the lower bound's leading term ``sqrt(L-1)/(2d)``.
 
-**L = 1** (both): ``B_min(1) = 0``, not attained; the witness at budget ``B`` puts the three
+**Bare pre-RMSNorm** (:class:`ScaleSelectDesign`, every ``d >= 2``, ``eps = 0``).  RMSNorm
+removes only the embeddings' scales, so every ``<w, e_x>`` is a scale times ``<w, u_x>``
+(``u_x = h_x/sqrt(d)``) and ``K_b`` cannot be raised above ``K_a`` as the two symmetric lines
+want.  One constant serves instead: ``h_s = h_a = sqrt(d) e_1``, ``h_b = sqrt(d)(c e_1 + s q)``,
+``w = (1/d)(e_1 - (c/s) q)`` (``<w, h_b> = 0``, slope of query ``a`` exactly 1), ``e_a = e_s =
+nu e_1``, ``e_b = nu (c e_1 + s q)`` (``nu = 2^-10 min(B, 1)``).  Then ``y_a(n) - n = y_s = K_a`` and
+``y_b(n) - n = K_a - nu/d - (1 - c)(n + 1)``, with ``c = 1 - a/(L-1)``: every error lies in
+``[K_a - nu/d - a L/(L-1), K_a]``, centred by ``K_a = (a L/(L-1) + nu/d)/2``, so it counts iff
+``a < (1 - nu/d)(L-1)/L``, and the budget is ``|w| = 1/(d s) <= B``, i.e. ``a >= (L-1)(1 -
+sqrt(1 - 1/(d B)^2))``; ``a`` is the middle of the two (:meth:`ScaleSelectDesign.plan`).  So
+``B_min`` solves ``1 - sqrt(1 - 1/(d B)^2) = (1 - nu/d)/L``: ``B_min ~ sqrt(L/2)/d``, the rate
+``1/2`` of the lower bound, a factor ``sqrt(2)`` above its leading term (the one constant gives
+the two lines one spread, ``a < 1``, where LayerNorm's offsets allow ``2``).
+
+**L = 1** (all three): ``B_min(1) = 0``, not attained; the witness at budget ``B`` puts the three
 outputs just around 1/2 (:meth:`FreeSelectDesign.build`, :meth:`BareSelectDesign.build`).
 
-Not built (:func:`refusal`): ``d = 2`` (no third direction of the frame: ``p`` is zero),
-pre-RMSNorm bare (its embeddings' scales reach only ``K_b < K_a``, where the two lines want
-``K_b > K_a``: not derived), bare pre-LayerNorm with ``eps > 0`` (not scale-free), pre-norm with
-a gain, post-norm, softmax attention, classification.
+Not built (:func:`refusal`): ``d = 2`` without a norm (no third direction of the frame) and
+with bare pre-LayerNorm (values ``+-h`` only), bare pre-norm with ``eps > 0`` (not scale-free),
+pre-norm with a gain, post-norm, softmax attention, classification.
 """
 
 from __future__ import annotations
@@ -94,7 +107,7 @@ import sympy
 from constructions import zoom
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _temperature, _vec
-from constructions.symbols import C1, E_A, E_S, H_A, H_S, ONE, P, W, W0, A, B, C, L, inner, t, tau
+from constructions.symbols import C1, E1, E_A, E_S, H_A, H_S, ONE, P, Q, W, W0, A, B, C, L, inner, t, tau
 from constructions.tasks import E_B, last_line_interval
 
 # no norm: the shape's parts, the slope's factor, the parts of e_s and w off the plane of e_a, e_b
@@ -121,13 +134,16 @@ BARE_NU = sympy.Rational(1, 2**10)
 
 def built(cell: Cell) -> bool:
     """Whether this module builds ``cell``: the select task read last, linear attention,
-    regression, ``d >= 3``, without a norm or with bare pre-LayerNorm at ``eps = 0``."""
+    regression, without a norm (``d >= 3``) or with bare pre-norm at ``eps = 0`` (LayerNorm
+    ``d >= 3``, RMSNorm every ``d``)."""
     if not (cell.distractor and cell.read.last and cell.attention == "linear"
-            and cell.readout == "regression" and cell.d >= 3):
+            and cell.readout == "regression"):
+        return False
+    if cell.d < 3 and (not cell.normed or cell.kind.centred):
         return False
     if not cell.normed:
         return True
-    return cell.pre and not cell.affine.gain and cell.kind.centred and cell.eps == 0
+    return cell.pre and not cell.affine.gain and cell.eps == 0
 
 
 def refusal(cell: Cell) -> str | None:
@@ -146,22 +162,24 @@ def refusal(cell: Cell) -> str | None:
     if cell.pre and cell.affine.gain:
         return (f"{what} has no construction yet for linear attention with pre-norm and a gain "
                 "(built: without a norm and with bare pre-LayerNorm)")
-    if cell.d < 3:
-        return (f"{what} has no construction at d = 2 (it needs a third direction of the frame "
-                "for b: constructions.select_last; d >= 3 is built)")
-    if not cell.kind.centred:
-        return (f"{what} has no construction yet for bare pre-RMSNorm (the embeddings' scales "
-                "reach only K_b < K_a, while the two lines want K_b > K_a: not derived; built: "
-                "bare pre-LayerNorm)")
-    return (f"{what} has no construction yet for bare pre-LayerNorm with eps > 0 (the offsets "
-            "use the norm's exact scale invariance, eps = 0)")
+    if cell.d < 3 and not cell.normed:
+        return (f"{what} has no construction at d = 2 without a norm (it needs a third direction "
+                "of the frame for e_s: constructions.select_last; d >= 3 is built)")
+    if cell.d < 3 and cell.eps == 0:
+        return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
+                "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
+                "every d, are built)")
+    return (f"{what} has no construction yet for bare pre-norm ({cell.kind.name}) with eps > 0 "
+            "(the constructions use the norm's exact scale invariance, eps = 0)")
 
 
 def design(cell: Cell):
     """The construction of ``cell`` if this module builds it, else None."""
     if not built(cell):
         return None
-    return FreeSelectDesign(cell) if not cell.normed else BareSelectDesign(cell)
+    if not cell.normed:
+        return FreeSelectDesign(cell)
+    return BareSelectDesign(cell) if cell.kind.centred else ScaleSelectDesign(cell)
 
 
 def _params(cell: Cell, out: dict) -> Params:
@@ -277,7 +295,7 @@ class FreeSelectDesign(_SelectLastDesign):
         taum = 1 / mpmath.sqrt(d)
         v = min(Bv, 1 / (2 * Bv * (1 + taum * Bv**2)))
         R = v * Bv * (1 + taum * Bv**2)
-        c1 = _c1(d)
+        c1, _ = _axes(self.cell.replace(norm="layernorm"))
         zero = np.array([mpmath.mpf(0)] * d, dtype=object)
         return Params(self.cell, {"e_s": zero, "e_a": Bv * c1, "e_b": zero.copy(), "w": v * c1},
                       {"w0": mpmath.mpf(1) / 2 - R / 2})
@@ -347,22 +365,68 @@ class BareSelectDesign(_SelectLastDesign):
         return mpmath.mpf(1), mpmath.mpf(a), mpmath.mpf(0)
 
     def _witness(self, Bv) -> Params:
-        """``L = 1``: ``h_s = h_a = sqrt(d) c_1``, ``h_b = sqrt(d) p`` (``c = 0``) and ``w =
-        (x/d) c_1`` with ``x = min(d B, 1/2)/2``: ``y_a = w0 + nu x/d + 2x``, ``y_s = w0 + nu x/d +
-        x``, ``y_b = w0``; ``w0 = 1/2 - nu x/d - 3x/2`` puts them at ``1/2 + x/2``, ``1/2 - x/2``,
-        ``1/2 - 3x/2 - nu x/d``, each within 1/2 of its target (1, 0, 0)."""
+        """``L = 1``: ``h_s = h_a = sqrt(d) top``, ``h_b = sqrt(d) across`` (``c = 0``; the
+        kind's axes, :func:`constructions.regression.axes`) and ``w = (x/d) top`` with ``x =
+        min(d B, 1/2)/2``: ``y_a = w0 + nu x/d + 2x``, ``y_s = w0 + nu x/d + x``, ``y_b = w0``;
+        ``w0 = 1/2 - nu x/d - 3x/2`` puts them at ``1/2 + x/2``, ``1/2 - x/2``, ``1/2 - 3x/2 -
+        nu x/d``, each within 1/2 of its target (1, 0, 0)."""
         d = self.cell.d
         x = min(d * Bv, mpmath.mpf(1) / 2) / 2
         nu = mpmath.mpf(BARE_NU) * Bv
-        c1 = _c1(d)
-        p = np.array([mpmath.mpf(0)] * d, dtype=object)
-        p[1], p[2] = 1 / mpmath.sqrt(2), -1 / mpmath.sqrt(2)
-        return Params(self.cell, {"e_s": nu * c1, "e_a": nu * c1, "e_b": nu * p, "w": (x / d) * c1},
+        top, across = _axes(self.cell)
+        return Params(self.cell, {"e_s": nu * top, "e_a": nu * top, "e_b": nu * across, "w": (x / d) * top},
                       {"w0": mpmath.mpf(1) / 2 - nu * x / d - 3 * x / 2})
 
 
-def _c1(d: int) -> np.ndarray:
-    """``c_1`` (:mod:`constructions.basis`) as mpf entries."""
-    first = mpmath.sqrt(mpmath.mpf(d - 1) / d)
-    rest = -1 / mpmath.sqrt(mpmath.mpf(d) * (d - 1))
-    return np.array([first] + [rest] * (d - 1), dtype=object)
+class ScaleSelectDesign(BareSelectDesign):
+    """Linear attention with bare pre-RMSNorm, the select task read last (module docstring):
+    one constant for every input, the slope of query ``a`` exactly 1."""
+
+    def steps(self) -> list[Step]:
+        d = self.cell.d
+        sd = sympy.sqrt(d)
+        eps_L = 1 / (L - 1)
+        return [
+            _temperature(self.cell),
+            Step(c_b, 1 - A * eps_L, "the cosine between h_a and h_b: the slope of query b, 1 - a/(L-1)"),
+            Step(s_b, sympy.sqrt(1 - c_b**2), "its sine"),
+            Step(nu_e, BARE_NU * sympy.Min(B, 1), "the norm of the embeddings, which RMSNorm scales away"),
+            Step(K_a, (A * L * eps_L + nu_e / d) / 2, "the one constant: the middle of every output's error"),
+            _vec(U_B, c_b * E1 + s_b * Q, "the direction of h_b"),
+            _vec(E_A, nu_e * E1, "the embedding of a", "e_a"),
+            _vec(E_S, nu_e * E1, "the embedding of s: h_s = h_a", "e_s"),
+            _vec(E_B, nu_e * U_B, "the embedding of b", "e_b"),
+            Step(f_w, sympy.Min(1, B * d * s_b), "1, or the shrink of w to the budget"),
+            _vec(W, (f_w / d) * (E1 - (c_b / s_b) * Q),
+                 "the read-out: orthogonal to h_b, <w, h_a> = 1/sqrt(d) (slope 1)", "w"),
+            _vec(H_S, sd * E1, "the value of s, its rmsnorm", "_h_s"),
+            _vec(H_A, sd * E1, "the value of a, its rmsnorm", "_h_a"),
+            Step(W0, K_a - nu_e / d - 1, "the read-out bias: y_a(n) = K_a + n", "w0"),
+        ]
+
+    def plan(self, L_value: int, B_value: float):
+        """``(None, a, slack)``: ``a`` the middle of ``(a_min, a_max)``, ``a_max = (1 - nu/d)(L-1)/L``
+        (every error within 1/2) and ``a_min = (L-1)(1 - sqrt(1 - 1/(d B)^2))`` (``|w| = 1/(d s)
+        <= B``); the slack is ``(a_max - a_min)/a_max``."""
+        d = self.cell.d
+        a_max = (1 - float(BARE_NU) * min(B_value, 1.0) / d) * (L_value - 1) / L_value
+        dB = d * B_value
+        if dB <= 1 or a_max <= 0:
+            return None, a_max / 2, -math.inf
+        a_min = (L_value - 1) * (1 / dB**2) / (1 + math.sqrt(1 - 1 / dB**2))  # 1 - sqrt(1 - u), stably
+        return None, (a_min + a_max) / 2, (a_max - a_min) / a_max
+
+
+def _axes(cell: Cell) -> tuple:
+    """The kind's axes ``(top, across)`` (:func:`constructions.regression.axes`) as mpf
+    d-vectors: ``(c_1, p)`` LayerNorm, ``(e_1, q)`` RMSNorm (:mod:`constructions.basis`)."""
+    d = cell.d
+    zero = [mpmath.mpf(0)] * d
+    top, across = list(zero), list(zero)
+    if cell.kind.centred:
+        top = [mpmath.sqrt(mpmath.mpf(d - 1) / d)] + [-1 / mpmath.sqrt(mpmath.mpf(d) * (d - 1))] * (d - 1)
+        across[1], across[2] = 1 / mpmath.sqrt(2), -1 / mpmath.sqrt(2)
+    else:
+        top[0] = mpmath.mpf(1)
+        across = [mpmath.mpf(0)] + [-1 / mpmath.sqrt(mpmath.mpf(d - 1))] * (d - 1)
+    return np.array(top, dtype=object), np.array(across, dtype=object)

@@ -27,7 +27,7 @@ from constructions.regression import design
 from verify import counts_to, explicit
 from verify.strategies import sequences, target
 
-BUILT = [("none", "layernorm"), ("pre_bare", "layernorm")]
+BUILT = [("none", "layernorm"), ("pre_bare", "layernorm"), ("pre_bare", "rmsnorm")]
 
 
 def _cell(variant, norm="layernorm", d=8, **kw) -> Cell:
@@ -40,10 +40,13 @@ def _params(cell: Cell, L: int, factor=1 + 1e-4):
     return dz.build(L, est * factor if L > 1 else 1e-3), est
 
 
-@pytest.mark.parametrize("case", BUILT, ids=lambda c: c[0])
-@pytest.mark.parametrize("d", [3, 8])
+@pytest.mark.parametrize("case", BUILT, ids=lambda c: "-".join(c))
+@pytest.mark.parametrize("d", [2, 3, 8])
 def test_the_construction_is_certified_at_every_small_L(case, d):
     cell = _cell(*case, d=d)
+    if not select_last.built(cell):
+        assert d == 2 and cell.kind.centred and tasks.refusal(cell) is not None
+        return
     for L in range(1, 9):
         params, est = _params(cell, L)
         res = counts_to(params, L, "arb256")
@@ -53,7 +56,7 @@ def test_the_construction_is_certified_at_every_small_L(case, d):
         assert max(float(mpmath.sqrt(sum(x * x for x in v))) for v in params.vectors.values()) <= B * (1 + 1e-12)
 
 
-@pytest.mark.parametrize("case", BUILT, ids=lambda c: c[0])
+@pytest.mark.parametrize("case", BUILT, ids=lambda c: "-".join(c))
 def test_random_sequences_through_the_explicit_pass(case):
     cell = _cell(*case)
     L = 40
@@ -67,7 +70,7 @@ def test_random_sequences_through_the_explicit_pass(case):
     check()
 
 
-@pytest.mark.parametrize("case", BUILT, ids=lambda c: c[0])
+@pytest.mark.parametrize("case", BUILT, ids=lambda c: "-".join(c))
 def test_the_outputs_lie_on_two_lines_and_a_point(case):
     """No output depends on the number of b tokens; query a gives ``K_a + k_a n`` and query b
     ``K_b + k_b n`` (no norm: the same slope, and the b line is the a line shifted by one count)."""
@@ -88,8 +91,11 @@ def test_the_outputs_lie_on_two_lines_and_a_point(case):
             assert abs(ka - kb) < mpmath.mpf(10) ** -40
             assert all(abs((yb[n] - n) - (ya[n] - (n + 1))) < mpmath.mpf(10) ** -40 for n in range(L))
             assert abs(y("s")) < mpmath.mpf(10) ** -40  # K_s = 0
-        else:  # the symmetric slopes 1 +- a/(L-1)
+        elif cell.kind.centred:  # the symmetric slopes 1 +- a/(L-1)
             assert ka > 1 > kb and abs((ka - 1) + (kb - 1)) < mpmath.mpf(10) ** -40
+        else:  # one constant: query a exact, s on it, query b below
+            assert abs(ka - 1) < mpmath.mpf(10) ** -40 and kb < 1
+            assert abs(y("s") - (ya[0] - 1)) < mpmath.mpf(10) ** -40
 
 
 @settings(max_examples=200, deadline=None)
@@ -128,7 +134,7 @@ def test_b_lower_is_the_count_task_s_and_the_bare_bound_grows():
     assert laws.theory_exponent(bare) == 0.5 and laws.theory_exponent(_cell("none")) == 0.0
 
 
-@pytest.mark.parametrize("case", BUILT, ids=lambda c: c[0])
+@pytest.mark.parametrize("case", BUILT, ids=lambda c: "-".join(c))
 def test_rows_are_certified_above_the_lower_bound(case):
     cell = _cell(*case)
     for L in (2, 5, 16):
@@ -140,13 +146,26 @@ def test_rows_are_certified_above_the_lower_bound(case):
 
 
 def test_the_bare_rows_approach_the_bound_s_leading_term():
+    """LayerNorm: to the bound's ``sqrt(L-1)/(2d)``; RMSNorm (one constant): ``sqrt(2)`` above,
+    the root of ``1 - sqrt(1 - 1/(d B)^2) = (1 - nu/d)/L`` (solved here by bisection)."""
     cell = _cell("pre_bare")
     dz = design(cell)
     ratios = [dz.estimate(L) / last_select_line_lower(cell, L) for L in (64, 512, 2047)]
     assert ratios[0] > ratios[1] > ratios[2] > 1 and ratios[2] < 1.06
+    rms = _cell("pre_bare", norm="rmsnorm")
+    for L in (2, 64, 2047):
+        d, nu = rms.d, float(select_last.BARE_NU)
+        f = lambda B: 1 - math.sqrt(1 - 1 / (d * B) ** 2) - (1 - nu * min(B, 1) / d) / L
+        lo, hi = 1 / d, 100.0
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) > 0 else (lo, mid)
+        assert design(rms).estimate(L) == pytest.approx(hi, rel=1e-6)
+    ratio = design(rms).estimate(2047) / last_select_line_lower(rms, 2047)
+    assert ratio == pytest.approx(math.sqrt(2), rel=0.01)
 
 
-REFUSED = [dict(variant="none", d=2), dict(variant="pre_bare", d=2), dict(variant="pre_bare", norm="rmsnorm"),
+REFUSED = [dict(variant="none", d=2), dict(variant="pre_bare", d=2), dict(variant="pre_bare", norm="rmsnorm", eps=0.01),
            dict(variant="pre_bare", eps=0.01), dict(variant="pre_learned"), dict(variant="post_bare"),
            dict(variant="none", attention="softmax"), dict(variant="none", readout="classification")]
 
