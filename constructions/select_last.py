@@ -11,8 +11,9 @@ linear attention ``A = sum_j tau <h_q, h_j> h_j``, so an input with ``n_a`` toke
 and the input ``(s)`` gives ``y_s = <w, e_s> + tau |h_s|^2 <w, h_s> + w0``.  The inputs are
 ``(s)``; query ``a`` at ``n_a = 1..L``, ``n_b = 0..L - n_a``; query ``b`` at ``n_b = 1..L``,
 ``n_a = 0..L - n_b`` (:mod:`verify.inputs`).  A query-``b`` input must produce ``n_a`` from a
-query that is not ``a``: the *query* of ``b`` must score ``a`` as ``a`` does, while the *value*
-of ``b`` adds nothing to the read-out.  Both constructions below have ``<w, h_b> = 0``, so
+query that is not ``a``: the *query* of ``b`` must score ``a`` as ``a`` does (under bare pre-norm
+only nearly), while the *value* of ``b`` adds nothing to the read-out.  Every construction below
+has ``<w, h_b> = 0``, so
 ``p_a = p_b = 0`` exactly: no input depends on ``n_b``, and
 
 * query ``a``: ``y = K_a + k_a n``, ``n = 1..L`` (the count task's line at the last read);
@@ -88,12 +89,37 @@ sqrt(1 - 1/(d B)^2))``; ``a`` is the middle of the two (:meth:`ScaleSelectDesign
 ``1/2`` of the lower bound, a factor ``sqrt(2)`` above its leading term (the one constant gives
 the two lines one spread, ``a < 1``, where LayerNorm's offsets allow ``2``).
 
-**L = 1** (all three): ``B_min(1) = 0``, not attained; the witness at budget ``B`` puts the three
+**Pre-norm with a gain** (:class:`GainSelectDesign`; LayerNorm ``d >= 3``, RMSNorm every
+``d``, ``eps = 0``; with ``gain_bias`` the bias is left at 0, an upper bound).  A gain lets the
+values leave the sphere, and then ``b`` *can* score ``a`` exactly as ``a`` does without being
+``a``.  With ``g = G_1 e_1 + G_2 (0, 1, .., 1)`` (``G_1 = B cos phi``, ``G_2 = B sin phi/sqrt(d-1)``,
+``|g| = B``) the embeddings ``e = lam (cos th top + sin th across)`` (the kind's axes, ``(c_1, p)``
+or ``(e_1, q)``) give the values ``h(th) = A_1 cos th u_1 + A_2 sin th u_2``, an ellipse: RMSNorm
+``u = (e_1, q)``, ``A = sqrt(d) (G_1, G_2)``; LayerNorm ``u_1 = g * c_1/|g * c_1|``, ``u_2 = p``,
+``A_1 = sqrt(G_1^2 (d-1) + G_2^2)``, ``A_2 = sqrt(d) G_2``.  For ``h_a = h(t)`` off the axes the
+line through ``h_a`` orthogonal to ``h_a`` meets the ellipse again at ``h_b = h_a + tau_v
+h_a^perp`` (``tau_v = 2 X Y (1/A_1^2 - 1/A_2^2)/(Y^2/A_1^2 + X^2/A_2^2)``, ``(X, Y)`` the
+coordinates of ``h_a``), so ``<h_b, h_a> = |h_a|^2``: ``k_b = k_a = k``.  The read-out is the
+vector of the plane orthogonal to ``h_b`` with ``<w, h_a> = k sqrt(d)/|h_a|^2``; ``h_s = h_a``.
+The constants: ``K_q = <w, e_q> + k + w0`` for ``q = a, b, s``, and the construction sets, as
+without a norm, ``K_b = K_a + k - 1`` and ``K_s = 0`` (``K_a`` the middle of the line), i.e.
+``<w, e_b - e_a> = k - 1`` and ``<w, e_s - e_a> = -K_a``: through the parts ``mu`` along ``one``
+(LayerNorm, ``<w, one> != 0`` since ``u_1`` has a part along ``one``; the three parts centred
+on 0 within ``sqrt(B^2 - nu^2)``) or the scales ``lam`` in ``(0, B]`` (RMSNorm, where ``<w, t_a>``
+and ``<w, t_b>`` are positive on the grid's choice).  Then the select task's inputs decide what
+the count task's at the last read decide, and the price of ``b`` is budget: ``k <= B |h_a|^3
+|h_b - h_a|/(sqrt(d) |h_b|)`` against the count task's ``tau |h|^3 B`` with ``|h|`` up to ``M B``
+(the second axis of the gain and the chord's length cost a bounded factor, rate 0).  The split
+``phi`` maximises ``max_th |h_a|^3 |h_b - h_a|/|h_b|`` at unit budget (:meth:`GainSelectDesign.
+_gain_split`), ``(t, k)`` is the grid point of largest slack at budget ``B``
+(:meth:`GainSelectDesign.plan`).  LayerNorm at ``d = 2`` has its values on one line (not built).
+
+**L = 1** (every cell): ``B_min(1) = 0``, not attained; the witness at budget ``B`` puts the three
 outputs just around 1/2 (:meth:`FreeSelectDesign.build`, :meth:`BareSelectDesign.build`).
 
 Not built (:func:`refusal`): ``d = 2`` without a norm (no third direction of the frame) and
-with bare pre-LayerNorm (values ``+-h`` only), bare pre-norm with ``eps > 0`` (not scale-free),
-pre-norm with a gain, post-norm, softmax attention, classification.
+with pre-LayerNorm (values on one line), pre-norm with ``eps > 0`` (not scale-free), post-norm,
+softmax attention, classification.
 """
 
 from __future__ import annotations
@@ -107,7 +133,8 @@ import sympy
 from constructions import zoom
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _temperature, _vec
-from constructions.symbols import C1, E1, E_A, E_S, H_A, H_S, ONE, P, Q, W, W0, A, B, C, L, inner, t, tau
+from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, P, Q, W, W0, A, B, C, L, inner,
+                                   t, tau)
 from constructions.tasks import E_B, last_line_interval
 
 # no norm: the shape's parts, the slope's factor, the parts of e_s and w off the plane of e_a, e_b
@@ -143,7 +170,9 @@ def built(cell: Cell) -> bool:
         return False
     if not cell.normed:
         return True
-    return cell.pre and not cell.affine.gain and cell.eps == 0
+    if cell.pre and cell.affine.gain:
+        return cell.eps == 0 and (cell.d >= 3 or not cell.kind.centred)
+    return cell.pre and cell.eps == 0
 
 
 def refusal(cell: Cell) -> str | None:
@@ -159,9 +188,9 @@ def refusal(cell: Cell) -> str | None:
                 "the a tokens while no score makes the value of b vanish: not derived)")
     if cell.post:
         return f"{what} has no construction yet for linear attention with post-norm"
-    if cell.pre and cell.affine.gain:
-        return (f"{what} has no construction yet for linear attention with pre-norm and a gain "
-                "(built: without a norm and with bare pre-LayerNorm)")
+    if cell.pre and cell.affine.gain and cell.eps == 0:
+        return (f"{what} has no construction at d = 2 with pre-LayerNorm and a gain (its values "
+                "lie on one line, where no b scores a as a does without being a; d >= 3 is built)")
     if cell.d < 3 and not cell.normed:
         return (f"{what} has no construction at d = 2 without a norm (it needs a third direction "
                 "of the frame for e_s: constructions.select_last; d >= 3 is built)")
@@ -169,7 +198,7 @@ def refusal(cell: Cell) -> str | None:
         return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
                 "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
                 "every d, are built)")
-    return (f"{what} has no construction yet for bare pre-norm ({cell.kind.name}) with eps > 0 "
+    return (f"{what} has no construction yet for pre-norm ({cell.kind.name}) with eps > 0 "
             "(the constructions use the norm's exact scale invariance, eps = 0)")
 
 
@@ -179,6 +208,8 @@ def design(cell: Cell):
         return None
     if not cell.normed:
         return FreeSelectDesign(cell)
+    if cell.affine.gain:
+        return GainSelectDesign(cell)
     return BareSelectDesign(cell) if cell.kind.centred else ScaleSelectDesign(cell)
 
 
@@ -415,6 +446,194 @@ class ScaleSelectDesign(BareSelectDesign):
             return None, a_max / 2, -math.inf
         a_min = (L_value - 1) * (1 / dB**2) / (1 + math.sqrt(1 - 1 / dB**2))  # 1 - sqrt(1 - u), stably
         return None, (a_min + a_max) / 2, (a_max - a_min) / a_max
+
+
+# ---------------------------------------------------------------------- pre-norm with a gain
+G_1, G_2, A_1, A_2, n_1 = sympy.symbols("G_1 G_2 A_1 A_2 n_1", positive=True)
+X_a, Y_a, X_b, Y_b, tau_v, kap, om_a = sympy.symbols("X_a Y_a X_b Y_b tau_v kappa_w omega_a", real=True)
+u1c, u1o, W_ta, W_tb, Om, T_s, T_b = sympy.symbols("u1_c u1_o W_ta W_tb Omega T_s T_b", real=True)
+D_s, D_b, mu_a, lam_lo, lam_hi, lam_a2 = sympy.symbols("Delta_s Delta_b mu_a lambda_lo lambda_hi lambda_a", real=True)
+U_1, U_2, T_A, T_B = sympy.symbols("u_1 u_2 t_a t_b")
+#: the grid of the angle of h_a on the ellipse, and of the slope
+THETA_GRID = np.linspace(0.01, math.pi / 2 - 0.01, 157)
+
+
+class GainSelectDesign(_SelectLastDesign):
+    """Linear attention with pre-norm and a gain (a bias is left at 0), the select task read
+    last (module docstring): the values on an ellipse, ``b`` on the chord orthogonal to ``h_a``."""
+
+    def __init__(self, cell: Cell):
+        super().__init__(cell)
+        self.phi = self._gain_split()
+
+    # the geometry at unit budget: the ellipse's semi-axes per unit budget
+    def _axes_float(self, phi, B_value=1.0):
+        d = self.cell.d
+        G1, G2 = B_value * np.cos(phi), B_value * np.sin(phi) / math.sqrt(d - 1)
+        A1 = np.sqrt(G1**2 * (d - 1) + G2**2) if self.cell.kind.centred else math.sqrt(d) * G1
+        return G1, G2, A1, math.sqrt(d) * G2
+
+    def _chord(self, A1, A2, th):
+        """``(X_a, Y_a, X_b, Y_b)``: ``h_a`` at angle ``th`` and ``h_b``, the ellipse's second
+        point on the line through ``h_a`` orthogonal to ``h_a`` (float64)."""
+        X, Y = A1 * np.cos(th), A2 * np.sin(th)
+        tv = 2 * X * Y * (1 / A1**2 - 1 / A2**2) / (Y**2 / A1**2 + X**2 / A2**2)
+        return X, Y, X - tv * Y, Y + tv * X
+
+    def _gain_split(self) -> sympy.Rational:
+        """``phi``: ``g = B (cos phi e_1 + sin phi r/sqrt(d-1))``, ``r = (0, 1, .., 1)``, the split
+        maximising the slope capacity ``max_theta |h_a|^3 |h_b - h_a|/|h_b|`` at unit budget (a
+        float grid, rounded to a dyadic rational: any split is a valid construction)."""
+        best = (-1.0, 0.5)
+        th = THETA_GRID[:, None]
+        for phi in np.linspace(0.02, 1.55, 154):
+            _, _, A1, A2 = self._axes_float(phi)
+            X, Y, Xb, Yb = self._chord(A1, A2, th)
+            F = np.sqrt(X**2 + Y**2) ** 3 * np.hypot(Xb - X, Yb - Y) / np.hypot(Xb, Yb)
+            if F.max() > best[0]:
+                best = (float(F.max()), float(phi))
+        return sympy.Rational(round(best[1] * 2**12), 2**12)
+
+    def steps(self) -> list[Step]:
+        cell = self.cell
+        d = cell.d
+        sd = sympy.sqrt(d)
+        R = -sympy.sqrt(d - 1) * Q  # (0, 1, ..., 1)
+        out = [_temperature(cell),
+               Step(G_1, B * sympy.cos(self.phi), "the gain along e_1"),
+               Step(G_2, B * sympy.sin(self.phi) / sympy.sqrt(d - 1), "the gain on every other coordinate"),
+               _vec(G, G_1 * E1 + G_2 * R, f"the {cell.kind.name} gain, |g| = B", "g")]
+        if cell.affine.bias:
+            out.append(_vec(BETA, 0 * E1, f"the {cell.kind.name} bias, left at 0", "beta"))
+        if cell.kind.centred:
+            top, across = C1, P
+            out += [Step(n_1, sympy.sqrt(G_1**2 * (d - 1) / d + G_2**2 / d), "|g * c_1|"),
+                    Step(A_1, sd * n_1, "the ellipse's semi-axis along g * c_1"),
+                    _vec(U_1, (G_1 * sympy.sqrt(sympy.Rational(d - 1, d)) * E1 + (G_2 / sd) * Q) / n_1,
+                         "the unit vector of g * c_1"),
+                    _vec(U_2, P, "g * p / G_2 = p")]
+        else:
+            top, across = E1, Q
+            out += [Step(A_1, sd * G_1, "the ellipse's semi-axis along e_1"),
+                    _vec(U_1, E1, "g * e_1 / G_1"), _vec(U_2, Q, "g * q / G_2")]
+        out += [
+            Step(A_2, sd * G_2, "the ellipse's semi-axis along the second direction"),
+            Step(X_a, A_1 * sympy.cos(t), "h_a on the ellipse at angle t: its first coordinate"),
+            Step(Y_a, A_2 * sympy.sin(t), "its second"),
+            Step(tau_v, 2 * X_a * Y_a * (1 / A_1**2 - 1 / A_2**2) / (Y_a**2 / A_1**2 + X_a**2 / A_2**2),
+                 "the chord through h_a orthogonal to h_a meets the ellipse again at h_a + tau_v h_a^perp"),
+            Step(X_b, X_a - tau_v * Y_a, "h_b: its first coordinate"),
+            Step(Y_b, Y_a + tau_v * X_a, "its second: <h_a, h_b - h_a> = 0, so b scores a as a does"),
+            Step(om_a, A * sd / (X_a**2 + Y_a**2), "<w, h_a>: the slope k = tau |h_a|^2 <w, h_a>"),
+            Step(kap, om_a / (X_b * Y_a - Y_b * X_a), "the read-out's scale, orthogonal to h_b"),
+            _vec(W, kap * (-Y_b * U_1 + X_b * U_2), "the read-out, orthogonal to h_b: the value of b is unread", "w"),
+            _vec(T_A, sympy.cos(t) * top + sympy.sin(t) * across, "the embedding direction of a (and of s)"),
+            _vec(T_B, (X_b / A_1) * top + (Y_b / A_2) * across, "the embedding direction of b"),
+            Step(W_ta, inner(W, T_A), "<w, t_a>"), Step(W_tb, inner(W, T_B), "<w, t_b>"),
+            Step(T_s, -C, "<w, e_s - e_a>: K_s = 0"),
+            Step(T_b, A - 1, "<w, e_b - e_a>: K_b = K_a + k - 1 (query b reads as query a with one more a)"),
+        ]
+        if cell.kind.centred:
+            nu_v = sympy.Min(B, 1) / 2
+            m = sympy.sqrt(B**2 - nu_v**2)
+            out += [
+                Step(nu_e, nu_v, "the centred part of the embeddings"),
+                Step(Om, inner(W, ONE), "<w, one>: what the parts along one offset"),
+                Step(D_s, T_s / Om, "mu_s - mu_a"),
+                Step(D_b, (T_b - nu_e * (W_tb - W_ta)) / Om, "mu_b - mu_a"),
+                Step(mu_a, -(sympy.Max(0, D_s, D_b) + sympy.Min(0, D_s, D_b)) / 2,
+                     "mu_a: the three parts centred on 0"),
+                Step(mu_s, sympy.Max(-m, sympy.Min(m, mu_a + D_s)), "the part of e_s along one (within the budget)"),
+                Step(mu_b, sympy.Max(-m, sympy.Min(m, mu_a + D_b)), "the part of e_b along one (within the budget)"),
+                Step(m_e, sympy.Max(-m, sympy.Min(m, mu_a)), "the part of e_a along one (within the budget)"),
+                _vec(E_A, nu_e * T_A + m_e * ONE, "the embedding of a", "e_a"),
+                _vec(E_S, nu_e * T_A + mu_s * ONE, "the embedding of s: h_s = h_a", "e_s"),
+                _vec(E_B, nu_e * T_B + mu_b * ONE, "the embedding of b", "e_b")]
+        else:
+            tiny = FLOOR * B
+            out += [
+                Step(lam_lo, sympy.Max(tiny, -T_s / W_ta, -T_b / W_ta), "the least scale of e_a"),
+                Step(lam_hi, sympy.Min(B, B - T_s / W_ta, (B * W_tb - T_b) / W_ta), "the largest"),
+                Step(lam_a2, (lam_lo + lam_hi) / 2, "the scale of e_a: the middle"),
+                Step(lam_e, sympy.Max(tiny, sympy.Min(B, lam_a2 + T_s / W_ta)), "the scale of e_s (within the budget)"),
+                Step(gam_e, sympy.Max(tiny, sympy.Min(B, (T_b + lam_a2 * W_ta) / W_tb)), "the scale of e_b (within the budget)"),
+                _vec(E_A, lam_a2 * T_A, "the embedding of a", "e_a"),
+                _vec(E_S, lam_e * T_A, "the embedding of s: h_s = h_a", "e_s"),
+                _vec(E_B, gam_e * T_B, "the embedding of b", "e_b")]
+        out += [
+            _vec(H_A, X_a * U_1 + Y_a * U_2, "the value of a", "_h_a"),
+            _vec(H_S, H_A, "the value of s, equal to h_a", "_h_s"),
+            Step(W0, C - A - inner(W, E_A), "the read-out bias: y_a(n) = K_a + k n", "w0"),
+        ]
+        return out
+
+    def plan(self, L_value: int, B_value: float):
+        """``(theta, k, slack)``: the grid point ``(theta_a, k)`` of largest relative slack: the
+        budget of ``w`` (``1 - |w|^2/B^2``), the reach of the offsets (LayerNorm: ``1 -
+        spread(mu)/(2 m)``; RMSNorm: the width of the scales of ``e_a`` over ``B``, with
+        ``<w, t_a>, <w, t_b> > 0``) and the line's margin ``1 - (L-1)|k - 1|``."""
+        cell = self.cell
+        d = cell.d
+        phi = float(self.phi)
+        G1, G2, A1, A2 = self._axes_float(phi, B_value)
+        lo, hi = last_line_interval(L_value)
+        kk = (lo + (min(hi, 2.0) - lo) * np.linspace(0.005, 0.995, K_POINTS))[None, :]
+        th = THETA_GRID[:, None]
+        X, Y, Xb, Yb = self._chord(A1, A2, th)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            om = kk * math.sqrt(d) / (X**2 + Y**2)
+            kap = om / (Xb * Y - Yb * X)
+            w2 = kap**2 * (Xb**2 + Yb**2)
+            Ts, Tb = (kk - 1) * (L_value + 1) / 2, kk - 1
+            cb, sb = Xb / A1, Yb / A2
+            if cell.kind.centred:
+                n1 = math.sqrt(G1**2 * (d - 1) / d + G2**2 / d)
+                u1c = (G1 * (d - 1) + G2) / (d * n1)
+                u1o = math.sqrt(d - 1) * (G1 - G2) / (d * n1)
+                Wta = kap * (-Yb * np.cos(th) * u1c + Xb * np.sin(th))
+                Wtb = kap * (-Yb * cb * u1c + Xb * sb)
+                Om = -kap * Yb * u1o
+                nu = min(B_value, 1.0) / 2
+                m = math.sqrt(B_value**2 - nu**2)
+                Ds, Db = Ts / Om, (Tb - nu * (Wtb - Wta)) / Om
+                spread = np.maximum(np.maximum(0, Ds), Db) - np.minimum(np.minimum(0, Ds), Db)
+                reach = 1 - spread / (2 * m)
+            else:
+                Wta = kap * (-Yb * np.cos(th) + Xb * np.sin(th))
+                Wtb = kap * (-Yb * cb + Xb * sb)
+                lam_lo = np.maximum(np.maximum(0.0, -Ts / Wta), -Tb / Wta)
+                lam_hi = np.minimum(np.minimum(B_value, B_value - Ts / Wta), (B_value * Wtb - Tb) / Wta)
+                reach = np.where((Wta > 0) & (Wtb > 0), (lam_hi - lam_lo) / B_value, -np.inf)
+            count = 1 - max(L_value - 1, 1) * np.abs(kk - 1)
+            slack = np.minimum(np.minimum(1 - w2 / B_value**2, reach), count)
+        slack = np.where(np.isfinite(slack), slack, -np.inf)
+        i, j = np.unravel_index(int(np.argmax(slack)), slack.shape)
+        return float(THETA_GRID[i]), float(kk[0, j]), float(slack[i, j])
+
+    def arguments(self, L_value: int, Bv):
+        th, k_f, _ = self.plan(L_value, float(Bv))
+        kv = mpmath.mpf(k_f)
+        return mpmath.mpf(th), kv, -(kv - 1) * (L_value + 1) / 2
+
+    def _witness(self, Bv) -> Params:
+        """``L = 1``: ``g = B e_1`` (a bias 0), ``e_s = e_a = nu top``, ``e_b = nu across`` (so
+        ``h_b = 0``), ``h_s = h_a = h_1 e_1``, ``w = v e_1``: ``y_b = w0``, ``y_s = w0 + R`` and
+        ``y_a = w0 + R + D`` with ``R = v (nu top_1 + tau h_1^3)``, ``D = v tau h_1^3``; ``w0 = 1/2 -
+        R - D/2`` and ``R + D <= 1/4`` put them at ``1/2 - R - D/2``, ``1/2 - D/2``, ``1/2 + D/2``."""
+        d = self.cell.d
+        top, across = _axes(self.cell)
+        nu = min(Bv, 1) / 2
+        e1 = np.array([mpmath.mpf(1)] + [mpmath.mpf(0)] * (d - 1), dtype=object)
+        n_top = top[0] * mpmath.sqrt(d)  # N(top)_1
+        h1 = Bv * n_top  # h_s = h_a = h1 e_1
+        taum = 1 / mpmath.sqrt(d)
+        per_v = taum * h1**3 + nu * top[0]  # R per unit v (h along e_1)
+        v = min(Bv, 1 / (4 * (per_v + taum * h1**3)))
+        R, D = v * per_v, v * taum * h1**3
+        vectors = {"e_s": nu * top, "e_a": nu * top, "e_b": nu * across, "g": Bv * e1, "w": v * e1}
+        if self.cell.affine.bias:
+            vectors["beta"] = 0 * e1
+        return Params(self.cell, vectors, {"w0": mpmath.mpf(1) / 2 - R - D / 2})
 
 
 def _axes(cell: Cell) -> tuple:

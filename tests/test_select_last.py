@@ -27,11 +27,13 @@ from constructions.regression import design
 from verify import counts_to, explicit
 from verify.strategies import sequences, target
 
-BUILT = [("none", "layernorm"), ("pre_bare", "layernorm"), ("pre_bare", "rmsnorm")]
+BUILT = [("none", "layernorm"), ("pre_bare", "layernorm"), ("pre_bare", "rmsnorm"),
+         ("pre_learned", "layernorm", "gain"), ("pre_learned", "layernorm", "gain_bias"),
+         ("pre_learned", "rmsnorm", "gain"), ("pre_learned", "rmsnorm", "gain_bias")]
 
 
-def _cell(variant, norm="layernorm", d=8, **kw) -> Cell:
-    return Cell("linear", variant, "regression", d=d, norm=norm, task="select", read="last", **kw)
+def _cell(variant, norm="layernorm", affine=None, d=8, **kw) -> Cell:
+    return Cell("linear", variant, "regression", d=d, norm=norm, affine=affine, task="select", read="last", **kw)
 
 
 def _params(cell: Cell, L: int, factor=1 + 1e-4):
@@ -45,7 +47,7 @@ def _params(cell: Cell, L: int, factor=1 + 1e-4):
 def test_the_construction_is_certified_at_every_small_L(case, d):
     cell = _cell(*case, d=d)
     if not select_last.built(cell):
-        assert d == 2 and cell.kind.centred and tasks.refusal(cell) is not None
+        assert d == 2 and (cell.kind.centred or not cell.normed) and tasks.refusal(cell) is not None
         return
     for L in range(1, 9):
         params, est = _params(cell, L)
@@ -87,7 +89,7 @@ def test_the_outputs_lie_on_two_lines_and_a_point(case):
         ka, kb = ya[1] - ya[0], yb[1] - yb[0]
         assert all(abs(ya[i + 1] - ya[i] - ka) < mpmath.mpf(10) ** -40 for i in range(L - 1))
         assert all(abs(yb[i + 1] - yb[i] - kb) < mpmath.mpf(10) ** -40 for i in range(L - 1))
-        if not cell.normed:
+        if not cell.normed or cell.affine.gain:  # b scores a as a does: one slope, shifted lines
             assert abs(ka - kb) < mpmath.mpf(10) ** -40
             assert all(abs((yb[n] - n) - (ya[n] - (n + 1))) < mpmath.mpf(10) ** -40 for n in range(L))
             assert abs(y("s")) < mpmath.mpf(10) ** -40  # K_s = 0
@@ -98,7 +100,7 @@ def test_the_outputs_lie_on_two_lines_and_a_point(case):
             assert abs(y("s") - (ya[0] - 1)) < mpmath.mpf(10) ** -40
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(L=st.integers(3, 400), u=st.fractions(0, 1, max_denominator=64), v=st.fractions(0, 1, max_denominator=64),
        wq=st.fractions(-1, 1, max_denominator=64), d=st.sampled_from([3, 8, 64]))
 def test_the_bare_bound_holds_for_every_feasible_slope_set(L, u, v, wq, d):
@@ -119,6 +121,8 @@ def test_the_bare_bound_holds_for_every_feasible_slope_set(L, u, v, wq, d):
 def test_b_lower_is_the_count_task_s_and_the_bare_bound_grows():
     for d in (3, 8):
         for L in (1, 2, 3, 5, 64, 1000):
+            gain = _cell("pre_learned", affine="gain", d=d)
+            assert b_lower(gain, L, None) == last_line_lower(gain.replace(task="count"), L)
             free = _cell("none", d=d)
             assert b_lower(free, L, None) == last_free_line_lower(free.replace(task="count"), L)
             bare = _cell("pre_bare", d=d)
@@ -141,7 +145,7 @@ def test_rows_are_certified_above_the_lower_bound(case):
         row = search.regression_row(cell, L)
         assert row["certified"] and row["B_lower"] is not None
         assert row["B_lower"] <= row["B_min"]
-        if not cell.normed:  # bounded in L: the distractor's price is budget, not growth
+        if not cell.normed or cell.affine.gain:  # bounded in L: the price is budget, not growth
             assert row["B_min"] < 4
 
 
@@ -166,7 +170,8 @@ def test_the_bare_rows_approach_the_bound_s_leading_term():
 
 
 REFUSED = [dict(variant="none", d=2), dict(variant="pre_bare", d=2), dict(variant="pre_bare", norm="rmsnorm", eps=0.01),
-           dict(variant="pre_bare", eps=0.01), dict(variant="pre_learned"), dict(variant="post_bare"),
+           dict(variant="pre_bare", eps=0.01), dict(variant="pre_learned", d=2), dict(variant="pre_learned", eps=0.01),
+           dict(variant="post_bare"),
            dict(variant="none", attention="softmax"), dict(variant="none", readout="classification")]
 
 
@@ -190,4 +195,5 @@ def test_built_cells_are_not_refused_and_have_no_closed_form():
         cell = _cell(*case)
         assert tasks.refusal(cell) is None and select_last.built(cell)
         assert tasks.closed_form(cell, 8) is None
-        assert isinstance(design(cell), (select_last.FreeSelectDesign, select_last.BareSelectDesign))
+        assert isinstance(design(cell), (select_last.FreeSelectDesign, select_last.BareSelectDesign,
+                                         select_last.GainSelectDesign))
