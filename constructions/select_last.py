@@ -557,7 +557,8 @@ class GainSelectDesign(_SelectLastDesign):
             out += [
                 Step(lam_lo, sympy.Max(tiny, -T_s / W_ta, -T_b / W_ta), "the least scale of e_a"),
                 Step(lam_hi, sympy.Min(B, B - T_s / W_ta, (B * W_tb - T_b) / W_ta), "the largest"),
-                Step(lam_a2, (lam_lo + lam_hi) / 2, "the scale of e_a: the middle"),
+                Step(lam_a2, sympy.Max(tiny, sympy.Min(B, (lam_lo + lam_hi) / 2)),
+                     "the scale of e_a: the middle (within the budget)"),
                 Step(lam_e, sympy.Max(tiny, sympy.Min(B, lam_a2 + T_s / W_ta)), "the scale of e_s (within the budget)"),
                 Step(gam_e, sympy.Max(tiny, sympy.Min(B, (T_b + lam_a2 * W_ta) / W_tb)), "the scale of e_b (within the budget)"),
                 _vec(E_A, lam_a2 * T_A, "the embedding of a", "e_a"),

@@ -56,6 +56,9 @@ def test_the_construction_is_certified_at_every_small_L(case, d):
         # within the budget it was built at
         B = est * (1 + 1e-4) if L > 1 else 1e-3
         assert max(float(mpmath.sqrt(sum(x * x for x in v))) for v in params.vectors.values()) <= B * (1 + 1e-12)
+        if L > 1:  # below the plan's budget too: the vectors are shrunk to it, never beyond
+            small = design(cell).build(L, est * 0.7)
+            assert max(float(mpmath.sqrt(sum(x * x for x in v))) for v in small.vectors.values()) <= est * 0.7 * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("case", BUILT, ids=lambda c: "-".join(c))
