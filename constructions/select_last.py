@@ -71,7 +71,9 @@ the two lines, ``K_a = -a(L+1)/(2(L-1))`` (``n = 1..L``) and ``K_b = a/2`` (``n 
 ``K_s = 0``: ``(mu_s - mu_a) om = -K_a`` and ``(mu_b - mu_a) om = K_b - K_a + (1 - c) x + nu
 x/d``, both positive; with ``mu_a = -m`` and ``om`` the larger over ``2m`` every ``|mu| <= m``.  Every input is then within ``(1 - a)/2`` of its target, and the budget is
 ``|w|^2 = x^2/(d^2 s^2) + om^2 <= B^2`` (beyond it ``w`` is shrunk to ``B``, and the judge decides); at budget ``B`` the spread ``a`` is the middle of the
-spreads that fit (a grid over ``(0, 1)``, :meth:`BareSelectDesign.plan`).  As ``a -> 1``
+spreads that fit (a grid over ``(0, 1)``, :meth:`BareSelectDesign.plan`).  At the ``L`` where the
+one-constant geometry of bare pre-RMSNorm (below, on the axes ``c_1, p``) has the smaller
+``B_min`` (small ``L``: it needs no offsets) that geometry is built instead.  As ``a -> 1``
 ``x^2/(d^2 s^2) -> (L-1)(1 + 1/(L-1))^4/(4 d^2)`` and ``om = O(1/B)``, so the construction's
 ``B_min`` meets the lower bound's leading term ``sqrt(L-1)/(2d)``.
 
@@ -132,7 +134,7 @@ import sympy
 
 from constructions import zoom
 from constructions.cell import Cell, Params
-from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _temperature, _vec
+from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _temperature, _vec, axes
 from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, P, Q, W, W0, A, B, C, L, inner,
                                    t, tau)
 from constructions.tasks import E_B, last_line_interval
@@ -332,8 +334,58 @@ class FreeSelectDesign(_SelectLastDesign):
                       {"w0": mpmath.mpf(1) / 2 - R / 2})
 
 
-class BareSelectDesign(_SelectLastDesign):
-    """Linear attention with bare pre-LayerNorm, the select task read last (module docstring)."""
+class _RigidDesign(_SelectLastDesign):
+    """Bare pre-norm: the plan's spread ``a`` is the amplitude argument; the ``L = 1`` witness."""
+
+    def arguments(self, L_value: int, Bv):
+        _, a, _ = self.plan(L_value, float(Bv))
+        return mpmath.mpf(1), mpmath.mpf(a), mpmath.mpf(0)
+
+    def _witness(self, Bv) -> Params:
+        """``L = 1``: ``h_s = h_a = sqrt(d) top``, ``h_b = sqrt(d) across`` (``c = 0``; the
+        kind's axes, :func:`constructions.regression.axes`) and ``w = (x/d) top`` with ``x =
+        min(d B, 1/2)/2``: ``y_a = w0 + nu x/d + 2x``, ``y_s = w0 + nu x/d + x``, ``y_b = w0``;
+        ``w0 = 1/2 - nu x/d - 3x/2`` puts them at ``1/2 + x/2``, ``1/2 - x/2``, ``1/2 - 3x/2 -
+        nu x/d``, each within 1/2 of its target (1, 0, 0)."""
+        d = self.cell.d
+        x = min(d * Bv, mpmath.mpf(1) / 2) / 2
+        nu = mpmath.mpf(BARE_NU) * Bv
+        top, across = _axes(self.cell)
+        return Params(self.cell, {"e_s": nu * top, "e_a": nu * top, "e_b": nu * across, "w": (x / d) * top},
+                      {"w0": mpmath.mpf(1) / 2 - nu * x / d - 3 * x / 2})
+
+
+class BareSelectDesign(_RigidDesign):
+    """Linear attention with bare pre-LayerNorm, the select task read last (module docstring):
+    the symmetric slopes, or the one-constant geometry of :class:`ScaleSelectDesign` at the
+    ``L`` where that is cheaper."""
+
+    def __init__(self, cell: Cell):
+        super().__init__(cell)
+        self.one = ScaleSelectDesign(cell)
+        self._choice = {}
+
+    def _use_one(self, L_value: int) -> bool:
+        """Whether the one-constant geometry has the smaller float ``B_min`` at ``L``."""
+        if L_value not in self._choice:
+            one, sym = self.one.estimate(L_value), super().estimate(L_value)
+            self._choice[L_value] = one is not None and (sym is None or one < sym)
+        return self._choice[L_value]
+
+    def estimate(self, L_value: int, hi_B: float = 1e6, rtol: float = 1e-7):
+        if L_value > 1 and self._use_one(L_value):
+            return self.one.estimate(L_value, hi_B, rtol)
+        return super().estimate(L_value, hi_B, rtol)
+
+    def best_shape(self, L_value: int, B_value: float):
+        if L_value > 1 and self._use_one(L_value):
+            return self.one.best_shape(L_value, B_value)
+        return super().best_shape(L_value, B_value)
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        if _check_count(L_value) > 1 and self._use_one(L_value):
+            return self.one.build(L_value, B_value, dps)
+        return super().build(L_value, B_value, dps)
 
     def steps(self) -> list[Step]:
         d = self.cell.d
@@ -391,47 +443,34 @@ class BareSelectDesign(_SelectLastDesign):
         a = float((A_GRID[fit[0]] + A_GRID[fit[-1]]) / 2)
         return None, a, float(1 - self._norm2(L_value, B_value, a) / B_value**2)
 
-    def arguments(self, L_value: int, Bv):
-        _, a, _ = self.plan(L_value, float(Bv))
-        return mpmath.mpf(1), mpmath.mpf(a), mpmath.mpf(0)
-
-    def _witness(self, Bv) -> Params:
-        """``L = 1``: ``h_s = h_a = sqrt(d) top``, ``h_b = sqrt(d) across`` (``c = 0``; the
-        kind's axes, :func:`constructions.regression.axes`) and ``w = (x/d) top`` with ``x =
-        min(d B, 1/2)/2``: ``y_a = w0 + nu x/d + 2x``, ``y_s = w0 + nu x/d + x``, ``y_b = w0``;
-        ``w0 = 1/2 - nu x/d - 3x/2`` puts them at ``1/2 + x/2``, ``1/2 - x/2``, ``1/2 - 3x/2 -
-        nu x/d``, each within 1/2 of its target (1, 0, 0)."""
-        d = self.cell.d
-        x = min(d * Bv, mpmath.mpf(1) / 2) / 2
-        nu = mpmath.mpf(BARE_NU) * Bv
-        top, across = _axes(self.cell)
-        return Params(self.cell, {"e_s": nu * top, "e_a": nu * top, "e_b": nu * across, "w": (x / d) * top},
-                      {"w0": mpmath.mpf(1) / 2 - nu * x / d - 3 * x / 2})
 
 
-class ScaleSelectDesign(BareSelectDesign):
-    """Linear attention with bare pre-RMSNorm, the select task read last (module docstring):
-    one constant for every input, the slope of query ``a`` exactly 1."""
+class ScaleSelectDesign(_RigidDesign):
+    """Linear attention with bare pre-norm, the select task read last, one constant for every
+    input and the slope of query ``a`` exactly 1 (module docstring): the construction of
+    pre-RMSNorm, and of pre-LayerNorm where it is cheaper."""
 
     def steps(self) -> list[Step]:
         d = self.cell.d
         sd = sympy.sqrt(d)
         eps_L = 1 / (L - 1)
+        top, across = axes(self.cell)
+        name = self.cell.kind.name
         return [
             _temperature(self.cell),
             Step(c_b, 1 - A * eps_L, "the cosine between h_a and h_b: the slope of query b, 1 - a/(L-1)"),
             Step(s_b, sympy.sqrt(1 - c_b**2), "its sine"),
-            Step(nu_e, BARE_NU * sympy.Min(B, 1), "the norm of the embeddings, which RMSNorm scales away"),
+            Step(nu_e, BARE_NU * sympy.Min(B, 1), f"the norm of the embeddings, which {name} scales away"),
             Step(K_a, (A * L * eps_L + nu_e / d) / 2, "the one constant: the middle of every output's error"),
-            _vec(U_B, c_b * E1 + s_b * Q, "the direction of h_b"),
-            _vec(E_A, nu_e * E1, "the embedding of a", "e_a"),
-            _vec(E_S, nu_e * E1, "the embedding of s: h_s = h_a", "e_s"),
+            _vec(U_B, c_b * top + s_b * across, "the direction of h_b"),
+            _vec(E_A, nu_e * top, "the embedding of a", "e_a"),
+            _vec(E_S, nu_e * top, "the embedding of s: h_s = h_a", "e_s"),
             _vec(E_B, nu_e * U_B, "the embedding of b", "e_b"),
             Step(f_w, sympy.Min(1, B * d * s_b), "1, or the shrink of w to the budget"),
-            _vec(W, (f_w / d) * (E1 - (c_b / s_b) * Q),
+            _vec(W, (f_w / d) * (top - (c_b / s_b) * across),
                  "the read-out: orthogonal to h_b, <w, h_a> = 1/sqrt(d) (slope 1)", "w"),
-            _vec(H_S, sd * E1, "the value of s, its rmsnorm", "_h_s"),
-            _vec(H_A, sd * E1, "the value of a, its rmsnorm", "_h_a"),
+            _vec(H_S, sd * top, f"the value of s, its {name}", "_h_s"),
+            _vec(H_A, sd * top, f"the value of a, its {name}", "_h_a"),
             Step(W0, K_a - nu_e / d - 1, "the read-out bias: y_a(n) = K_a + n", "w0"),
         ]
 

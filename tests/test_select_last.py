@@ -96,7 +96,7 @@ def test_the_outputs_lie_on_two_lines_and_a_point(case):
             assert abs(ka - kb) < mpmath.mpf(10) ** -40
             assert all(abs((yb[n] - n) - (ya[n] - (n + 1))) < mpmath.mpf(10) ** -40 for n in range(L))
             assert abs(y("s")) < mpmath.mpf(10) ** -40  # K_s = 0
-        elif cell.kind.centred:  # the symmetric slopes 1 +- a/(L-1)
+        elif cell.kind.centred and not design(cell)._use_one(L):  # the symmetric slopes 1 +- a/(L-1)
             assert ka > 1 > kb and abs((ka - 1) + (kb - 1)) < mpmath.mpf(10) ** -40
         else:  # one constant: query a exact, s on it, query b below
             assert abs(ka - 1) < mpmath.mpf(10) ** -40 and kb < 1
@@ -199,4 +199,19 @@ def test_built_cells_are_not_refused_and_have_no_closed_form():
         assert tasks.refusal(cell) is None and select_last.built(cell)
         assert tasks.closed_form(cell, 8) is None
         assert isinstance(design(cell), (select_last.FreeSelectDesign, select_last.BareSelectDesign,
-                                         select_last.GainSelectDesign))
+                                         select_last.GainSelectDesign, select_last.ScaleSelectDesign))
+
+
+def test_bare_layernorm_builds_the_cheaper_geometry():
+    """Bare pre-LayerNorm: the one-constant geometry where it is cheaper (small L), the
+    symmetric slopes beyond, and never above either."""
+    dz = design(_cell("pre_bare"))
+    for L in (2, 8, 128, 512):
+        one, sym = dz.one.estimate(L), select_last._RigidDesign.estimate(dz, L)
+        assert dz.estimate(L) == min(one, sym)
+    assert dz._use_one(2) and not dz._use_one(512)
+    params, _ = _params(dz.cell, 512)
+    with mpmath.workdps(60):
+        y = lambda seq: explicit(params, seq, "mp60")
+        ka, kb = y("saa") - y("sa"), y("sab") - y("sb")
+        assert ka > 1 > kb and abs((ka - 1) + (kb - 1)) < mpmath.mpf(10) ** -40  # 1 +- a/(L-1)
