@@ -47,8 +47,8 @@ sqrt(d)`` with ``r = (om lam - K_a)/(om lam + k - 1)``, i.e. ``B > gam > 2 d^{1/
 needs about ``d^{1/8}``; ``|w|^2 = om^2 (1 + lam^2/gam^2) + w_3^2`` and ``|e_s|`` must also stay
 within ``B``.  (Where they do not, the vectors are shrunk to the budget: the parameters stay within
 ``B`` and the judge decides whether they count.)  Scores: none (``b`` scores exactly as ``a``).  At budget ``B`` the construction takes
-the ``(t, k)`` of largest relative slack on a grid (:meth:`FreeSelectDesign.plan`); it counts iff
-that slack is positive, so its ``B_min`` is bounded in ``L`` (rate 0).  The proven lower bound
+the ``(t, k)`` of largest relative slack on a grid (:meth:`FreeSelectDesign.plan`); it counts
+where that slack is positive, which holds from a budget bounded in ``L`` on (rate 0).  The proven lower bound
 is the count task's at the last read (:func:`bounds.lower.last_free_line_lower`: the count task
 is the sub-task ``n_b = 0``).
 
