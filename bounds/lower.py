@@ -301,6 +301,42 @@ def last_free_line_lower(cell: Cell, L: int, rtol: float = 1e-12) -> float:
         return lo
 
 
+def last_select_line_lower(cell: Cell, L: int) -> float | None:
+    """The select task read at the last position, linear attention: the count task's bound at
+    the last read (None where none is proven), and with bare pre-norm at least
+    ``(1 - 2/(L-1))(1 + 1/(L-1)) sqrt(L-1)/(2d)`` (``L >= 3``, ``eps = 0``).
+
+    *Sub-task.*  The count task's inputs at the last read, ``(s)`` and ``(s, a^n)`` read at the
+    last ``a``, are inputs of the select task (``n_b = 0``) with the same targets and the same
+    query: parameters that solve select to ``L`` count to ``L``, so :func:`last_free_line_lower`
+    (no norm) and :func:`last_line_lower` (pre-norm) hold.
+
+    *The distractor, bare pre-norm.*  ``|h_x| = sqrt(d)`` for every token.  Query ``a`` reads
+    ``y = K_a + x n_a + p n_b`` (``x = sqrt(d) <w, h_a>``), query ``b`` reads ``y = K_b + c x n_a
+    + q n_b`` with ``c = <h_a, h_b>/d`` and ``q = sqrt(d) <w, h_b>`` (:mod:`constructions.select_last`).
+    With ``e = 1/(L-1)``: the inputs ``(1, 0)`` and ``(L, 0)`` at query ``a`` give ``|x - 1| <
+    e``; ``(0, 1)`` and ``(L-1, 1)`` at query ``b`` give ``|c x - 1| < e``; ``(0, 1)`` and ``(0, L)``
+    at query ``b`` give ``|q| < e``.  So ``c > (1 - e)/x > (1 - e)/(1 + e) > 0``, and ``c < 1``:
+    ``c = 1`` is ``h_b = h_a``, where ``q = x > 1 - e >= e`` (``L >= 3``).  The least ``|w|`` with
+    ``<w, h_a> = x/sqrt(d)`` and ``<w, h_b> = q/sqrt(d)`` is that of the Gram system,
+    ``|w|^2 >= (x^2 - 2 c x q + q^2)/(d^2 (1 - c^2))``; the numerator is ``(x - c q)^2 + q^2
+    (1 - c^2) >= (x - |q|)^2 > (1 - 2e)^2`` and ``1 - c^2 < 1 - ((1-e)/(1+e))^2 = 4e/(1+e)^2``.
+    Hence ``B >= |w| > (1 - 2e)(1 + e)/(2 d sqrt(e))``, evaluated in ball arithmetic (lower end).
+    """
+    count = cell.replace(task="count")
+    if not cell.normed:
+        return last_free_line_lower(count, L)
+    if not cell.pre:
+        return None
+    base = last_line_lower(count, L)
+    if not laws.rigid(cell) or L < 3:
+        return base
+    with flint.ctx.workprec(PREC):
+        e = 1 / flint.arb(L - 1)
+        bound = (1 - 2 * e) * (1 + e) / (2 * cell.d * e.sqrt())
+        return max(base, arb_floor(bound))
+
+
 def last_pair_lower(cell: Cell, L: int, rtol: float = 1e-12) -> float:
     """Softmax attention without a norm read at the last position: ``B*``, the root of
     ``2 B^2 = D_lo(exp(-2 B^2/sqrt(d)))``, ``D_lo(rho) = (rho+2)/(rho+4)``, at ``L = 2`` (0 at
@@ -506,6 +542,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     """
     if cell.readout == "classification":
         return 0.0
+    if cell.read.last and cell.distractor and cell.attention == "linear" and cell.eps == 0:
+        return last_select_line_lower(cell, L)
     if cell.read.last:
         if cell.attention == "softmax" and not cell.normed and not cell.distractor:
             return last_pair_lower(cell, L)

@@ -289,7 +289,9 @@ def theory_exponent(cell: Cell):
     """
     fam = family(cell)
     if fam == "line":
-        return 0.0
+        # the select task read last with bare pre-norm: B_min ~ sqrt(L)/(2d)
+        # (constructions.select_last, bounds.lower.last_select_line_lower)
+        return 0.5 if cell.distractor and cell.read.last and rigid(cell) else 0.0
     if fam == "arc":
         return 0.75 if cell.affine.gain else 1.5
     if rigid(cell) or (cell.read.last and not cell.pre):

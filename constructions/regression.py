@@ -780,7 +780,8 @@ class FootDesign(RegressionDesign):
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
-    """The construction of a regression cell: :mod:`constructions.last_read`'s designs for the
+    """The construction of a regression cell: :mod:`constructions.select_last` for the select task
+    read last with linear attention, :mod:`constructions.last_read`'s designs for the
     last read without a norm or with bare pre-norm (softmax, ``eps = 0``), :class:`constructions.last_post.LastArcDesign`
     and :class:`~constructions.last_post.LinearLastArcDesign` for the last read after post-norm
     (softmax; linear with LayerNorm), :class:`constructions.select.SelectDesign`
@@ -802,6 +803,11 @@ def design(cell: Cell) -> RegressionDesign:
         from constructions.last_read import LineDesign
 
         return LineDesign(cell)
+    if cell.read.last and cell.task.distractor and cell.attention == "linear":
+        from constructions import select_last  # it builds on this module
+
+        if select_last.built(cell):
+            return select_last.design(cell)
     if cell.read.last and cell.post:
         from constructions import last_post
 

@@ -228,9 +228,15 @@ def refusal(cell: Cell) -> str | None:
         # the head of constructions.classification on the regression geometry: where e_b
         # changes no output the count task's head, margin and storage; softmax attention
         # without post-norm: the pencil head of constructions.pencil
+        if task == "select" and read == "last":
+            from constructions import select_last
+
+            return select_last.refusal(cell)
         return refusal(cell.replace(readout="regression"))
     if task == "select" and read == "last":
-        return f"{what} has no construction yet (the query b must count the a tokens too)"
+        from constructions import select_last  # it builds on this module
+
+        return select_last.refusal(cell)
     if laws.foot_distance(cell, 1) is not None and read == "last":
         return (f"{what} has no construction yet for linear attention with post-RMSNorm: the counts "
                 "1..L lie on a one-sided arc (constructions.one_sided) with its foot at n0 = -(sqrt(d) "
@@ -641,6 +647,8 @@ def closed_form(cell: Cell, L_value: int) -> dict | None:
         return select.closed_form(cell, L_value)
     if not cell.read.last:
         return count_closed_form(screen_cell(cell), L_value)
+    if cell.distractor:
+        return None  # constructions.select_last: planned on a grid, no closed form derived
     if L_value < 2 or laws.family(cell) != "line" or not cell.pre:
         return None  # the softmax last read (the optimum over the shape) and linear attention
         # without a norm (its offset is a cubic): no closed form derived
