@@ -572,6 +572,36 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     return LeadingTerm(general, value, p, d_min, "B_min")
 
 
+def leading_term_fields(cell: Cell) -> dict | None:
+    """:func:`leading_term` as plain values (None where it is None), without sympy where they are
+    generated (:func:`constructions.codegen.cached`): ``exact`` and ``general`` (``str`` of ``c``
+    and ``c(d)``) with their ``srepr`` (``srepr``, ``general_srepr``: they evaluate back in
+    sympy), ``value`` (``float(c)``), ``exponent`` (``str(p)``) and ``exponent_value``,
+    ``d_min``, ``statement``, ``proven``, and ``c`` and ``p`` rounded to 30 digits exactly as
+    ``sympy.N(., 30)`` gives them, as binary ``[mantissa, exponent]`` pairs (``constant_30``,
+    ``exponent_30``: the number ``mantissa * 2^exponent``)."""
+    from constructions import codegen
+
+    return codegen.cached(f"leading_term:{codegen.cell_key(cell)}", lambda: _leading_fields(cell))
+
+
+def _leading_fields(cell: Cell) -> dict | None:
+    term = leading_term(cell)
+    if term is None:
+        return None
+    import sympy
+
+    def binary(v):  # the mpf of sympy.N(v, 30), whose binary value mpmath keeps whole
+        sign, man, exp, _ = mpmath.mpf(sympy.N(v, 30))._mpf_
+        return [-int(man) if sign else int(man), int(exp)]
+
+    c, p = term.constant, term.exponent
+    return {"value": float(c), "exact": str(c), "srepr": sympy.srepr(c), "general": str(term.general),
+            "general_srepr": sympy.srepr(term.general), "d_min": term.d_min, "exponent": str(p),
+            "exponent_value": float(p), "statement": term.statement, "proven": term.proven,
+            "constant_30": binary(c), "exponent_30": binary(p)}
+
+
 # ---------------------------------------------------------------- the last read (count task)
 # Linear attention with pre-norm read at the last position (constructions.tasks): the line
 # y(n) = K + k n holds for n >= 1 and y(0) = K + delta is off it by the offset

@@ -90,7 +90,7 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions import arc, basis, laws, line, one_sided, segment, zoom
+from constructions import arc, basis, codegen, laws, line, one_sided, segment, zoom
 from constructions.basis import FrameVector
 from constructions.cell import MAX_B, MAX_L, Cell, Params, to_mpf
 from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, Q, W, W0, A, B, C, F, H,
@@ -464,12 +464,38 @@ class RegressionDesign:
         self.cell = cell
         self.family = family(cell)
         self.module = FAMILIES[self.family]
-        self.capacity_expr = laws.capacity(cell, t, B)
-        self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
-        self.capacity_mp = sympy.lambdify((t, B), self.capacity_expr, "mpmath")
         self._frame = None
         self._build = None
         self._scans = {}
+
+    def __getattr__(self, name: str):
+        """The capacity, built on first use: ``capacity_expr`` (the law
+        :func:`constructions.laws.capacity` in the symbols ``t, B``), ``_cap`` and ``capacity_mp``
+        (it compiled for numpy and mpmath, :func:`constructions.codegen.lambdified`: without sympy
+        where generated).  A subclass that sets them itself never reaches this."""
+        if name == "capacity_expr":
+            value = laws.capacity(self.cell, t, B)
+        elif name in ("_cap", "capacity_mp"):
+            module = "numpy" if name == "_cap" else "mpmath"
+            value = codegen.lambdified(self._code_key(f"capacity {module}"), module,
+                                       lambda: sympy.lambdify((t, B), self.capacity_expr, module))
+        else:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        setattr(self, name, value)
+        return value
+
+    def _code_key(self, part: str) -> str | None:
+        """The key of a generated ``part`` of this design (:mod:`constructions.codegen`), or None:
+        only the designs of this module, whose steps the generated file's key covers."""
+        if type(self) not in (RegressionDesign, FootDesign):
+            return None
+        return f"{type(self).__name__}:{codegen.cell_key(self.cell)}:{part}"
+
+    def compiled_parts(self) -> None:
+        """Build the compiled construction and capacities once (worker processes then inherit
+        them; :func:`constructions.codegen.generate` records them)."""
+        self.compiled()
+        self._cap, self.capacity_mp  # noqa: B018 (built on first use)
 
     # ----------------------------------------------------------------- symbolic side
     def steps(self) -> list[Step]:
@@ -511,11 +537,24 @@ class RegressionDesign:
         four) are computed; :meth:`evaluate` repeats the last of them up to ``d``.
         """
         if self._build is None:
-            assignments, out = program(self.steps(), self.cell.d)
-            self._names = list(out)
-            heads = [v.coordinates() if isinstance(v, FrameVector) else v for v in out.values()]
-            self._build = sympy.lambdify(ARGS, heads, "mpmath", cse=lambda exprs: (assignments, exprs))
+            key, made = self._code_key("construction"), {}
+
+            def lambdify():
+                assignments, out = program(self.steps(), self.cell.d)
+                made["names"] = list(out)
+                heads = [v.coordinates() if isinstance(v, FrameVector) else v for v in out.values()]
+                return sympy.lambdify(self._arguments(), heads, "mpmath",
+                                      cse=lambda exprs: (assignments, exprs))
+
+            build = codegen.lambdified(key, "mpmath", lambdify)
+            self._names = codegen.cached(key and f"{key} names", lambda: made.get("names") or
+                                         list(program(self.steps(), self.cell.d)[1]))
+            self._build = build
         return self._build
+
+    def _arguments(self) -> tuple:
+        """The arguments of the compiled construction: :data:`constructions.symbols.ARGS`."""
+        return ARGS
 
     # ----------------------------------------------------------------- the reduced problem
     def domain(self, L_value: int, B_value: float):
@@ -676,15 +715,9 @@ class FootDesign(RegressionDesign):
         """``F(B)``, the foot the construction uses at budget ``B`` (float)."""
         return laws.foot_distance(self.cell, float(B_value), laws.FLOAT) + float(FOOT_SLACK)
 
-    def compiled(self):
-        """The construction lambdified for mpmath in ``ARGS`` and ``psi``."""
-        if self._build is None:
-            assignments, out = program(self.steps(), self.cell.d)
-            self._names = list(out)
-            heads = [v.coordinates() if isinstance(v, FrameVector) else v for v in out.values()]
-            self._build = sympy.lambdify(ARGS + (psi,), heads, "mpmath",
-                                         cse=lambda exprs: (assignments, exprs))
-        return self._build
+    def _arguments(self) -> tuple:
+        """The compiled construction's arguments: ``ARGS`` and the read-out angle ``psi``."""
+        return ARGS + (psi,)
 
     def interval(self, t_value, L_value: int):
         raise ValueError("the one-sided arc's counting amplitudes depend on the read-out angle and "
