@@ -41,7 +41,8 @@ from typing import Callable
 #: the modules (in this package) the generated entries are derived from: the constructions'
 #: steps and laws (with the leading terms), the frame, the symbols, the cell, the arc family
 #: and this generator
-SOURCES = ("arc.py", "basis.py", "cell.py", "codegen.py", "laws.py", "regression.py", "symbols.py")
+SOURCES = ("arc.py", "basis.py", "cell.py", "codegen.py", "laws.py", "regression.py", "steps.py",
+           "symbols.py")
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATED = os.path.join(_HERE, "generated.py")

@@ -540,7 +540,7 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     if cell.readout != "regression" or cell.read.name != "bos":
         return None
     if cell.task.name != "count":
-        from constructions.tasks import refusal  # it builds on this module
+        from constructions.refusals import refusal  # it builds on this module
 
         if refusal(cell) or (cell.pre and cell.affine.bias and cell.kind.centred
                              and cell.attention == "softmax"):
