@@ -205,12 +205,14 @@ class _Boxes:
         ww, aa, bb, wa, wb, ab = dot(wc, wc), dot(a, a), dot(b, b), dot(wc, a), dot(wc, b), dot(a, b)
         wmax = np.zeros(N.shape)
         mT = np.zeros(T.shape)
+        wa2, wb2 = 2 * wa, 2 * wb
         for dc in (ca - cm, cb - cm):
+            c_ = dc[:, None]
+            cw, c2 = ww + c_ * (c_ * aa + wa2), 2 * c_
             for dS in (Sa - Sm, Sb - Sm):
-                c_, S_ = dc[:, None], dS[:, None]
-                wmax = np.maximum(wmax, ww + c_ * (c_ * aa + 2 * wa) + S_ * (S_ * bb + 2 * wb)
-                                  + 2 * c_ * S_ * ab)
-                mT = np.maximum(mT, abs(dc[:, None] + dS[:, None] * ds))
+                S_ = dS[:, None]
+                wmax = np.maximum(wmax, cw + S_ * (S_ * bb + wb2) + c2 * S_ * ab)
+                mT = np.maximum(mT, abs(c_ + S_ * ds))
         wmax = np.sqrt(np.maximum(wmax, 0.0))
         rows = np.arange(len(Sa))
         with np.errstate(divide="ignore", invalid="ignore"):
