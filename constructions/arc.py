@@ -129,5 +129,5 @@ def interval_float(lam_value: np.ndarray, L_value: int):
     at every ``L`` (:func:`nearest_offsets`)."""
     lv = np.asarray(lam_value, dtype=np.float64)
     fns = compiled()
-    hi = np.min([fns["_hi_np"](lv, x) for x in nearest_offsets(lv, L_value)], axis=0)
+    hi = fns["_hi_np"](lv, np.stack(nearest_offsets(lv, L_value))).min(axis=0)  # the candidates at once
     return fns["_lo_np"](lv, L_value), hi
