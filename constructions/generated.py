@@ -3,7 +3,7 @@
 The sources lambdify wrote for the numeric paths, and values derived in sympy, under
 the key of the modules they come from (used only while ``KEY`` is current)."""
 
-KEY = '611a92c427902d194c8268f88840e8a3931b8096c6f9ade80e2f5dd70501ea57'
+KEY = '6d773809291e539a4551985fb6b1053c747a18a13404f5c3c0dcccb5b01d9d27'
 
 FUNCTIONS = {
     'FootDesign:attention=linear,variant=post_bare,norm=rmsnorm,affine=bare,readout=regression,d=8,eps=0.0,task=count,read=bos:capacity mpmath':

@@ -17,7 +17,7 @@ no/pre-norm)
 For each ``t`` the counting amplitudes form an open interval ``(lo(t), hi(t))``
 (:mod:`constructions.segment`, :mod:`constructions.arc`, :mod:`constructions.line`),
 and at budget ``B`` the cell can reach amplitudes up to a *capacity* ``cap(t, B)``, derived in
-:mod:`constructions.laws` (:func:`capacity_branches` writes it as a minimum of increasing
+:mod:`constructions.laws` (:func:`constructions.steps.capacity_branches` writes it as a minimum of increasing
 branches).  The constructions below attain it:
 
 Write ``M`` for the kind's largest output coordinate (``sqrt(d-1)`` LayerNorm, ``sqrt(d)``
@@ -59,9 +59,9 @@ coordinate ``a M``.
 ``n0 < -sqrt(d)/B^2`` (:func:`constructions.laws.foot_distance`): the symmetric arc
 (``n0 = L/2``) of the arc family is not realisable, and the optimal arc is one-sided
 (:mod:`constructions.one_sided`), with the read-out angle ``psi`` as a second free shape
-parameter beside ``lam`` and the foot at the budget's limit (:func:`_foot_steps`).  RMSNorm does not centre, so
+parameter beside ``lam`` and the foot at the budget's limit (:func:`constructions.steps._foot_steps`).  RMSNorm does not centre, so
 nothing removes a common part of ``P`` and ``Q``; LayerNorm escapes this by centring away the
-common ``one`` component of the embeddings (:func:`_arc_steps`).  Its proven lower bound is the
+common ``one`` component of the embeddings (:func:`constructions.steps._arc_steps`).  Its proven lower bound is the
 restricted arc bound (:func:`bounds.arc_lower.arc_lower` with ``foot``).
 
 The cell counts to ``L`` at budget ``B`` iff some ``t`` has ``lo(t) < min(hi(t), cap(t, B))``.
@@ -70,13 +70,16 @@ The cell counts to ``L`` at budget ``B`` iff some ``t`` has ``lo(t) < min(hi(t),
 every ``B`` above ``B_min`` and ``B_min`` of the construction is ``B_min`` of the cell.
 
 **The construction as a derivation.**  :meth:`RegressionDesign.steps` lists the construction
-as named quantities (:class:`Step`), each a sympy expression in the arguments ``B, L, t, A, C``
+as named quantities (:class:`constructions.steps.Step`, built in :mod:`constructions.steps`,
+the symbolic side, loaded on first use), each a sympy expression in the arguments ``B, L, t, A, C``
 (:data:`constructions.symbols.ARGS`) and the earlier quantities; vectors are combinations of the
 frame ``c_1, p, one`` (and ``e_1``, ``q``) of :mod:`constructions.basis`, inner products
 ``inner(u, v)``.  :meth:`RegressionDesign.frame` resolves them into exact
 :class:`~constructions.basis.FrameVector` s (O(1) work in ``d``), :meth:`RegressionDesign.symbolic`
 into full sympy d-vectors (moderate ``d`` only), and :meth:`RegressionDesign.evaluate` evaluates
-the compiled construction in mpmath.
+the compiled construction in mpmath: for the cells of :func:`constructions.codegen.cells` the
+straight-line program sympy compiled once (:mod:`constructions.generated`), so that the numeric
+paths never load sympy.
 """
 
 from __future__ import annotations
@@ -263,7 +266,8 @@ class RegressionDesign:
 
     def compiled(self):
         """The construction lambdified for mpmath (built once): the straight-line
-        :func:`program` of the steps.
+        :func:`constructions.steps.program` of the steps (generated where current,
+        :func:`constructions.codegen.lambdified`).
 
         Only the distinct coordinates of every vector (``FrameVector.coordinates``, at most
         four) are computed; :meth:`evaluate` repeats the last of them up to ``d``.
