@@ -191,16 +191,18 @@ def main(argv=None) -> int:
 
         text = codegen.render(codegen.generate())
         try:
-            with open(GENERATED, encoding="utf-8") as f:
+            with open(codegen.GENERATED, encoding="utf-8") as f:
                 current = f.read() == text
         except FileNotFoundError:
             current = False
         if args.check:
-            cli.emit(f"{GENERATED}: " + ("current" if current else "stale: run python -m constructions.codegen"))
+            cli.emit(f"{codegen.GENERATED}: "
+                     + ("current" if current else "stale: run python -m constructions.codegen"))
             return 0 if current else 1
         if not current:
-            cli.write_files(_HERE, {"generated.py": text})
-        cli.emit(f"{GENERATED}: " + ("unchanged" if current else "written"))
+            folder, name = os.path.split(codegen.GENERATED)
+            cli.write_files(folder, {name: text})
+        cli.emit(f"{codegen.GENERATED}: " + ("unchanged" if current else "written"))
         return 0
 
     return cli.run("codegen", parse, execute, argv)

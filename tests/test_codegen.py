@@ -141,3 +141,18 @@ def test_check_command_reports_current():
     bad = subprocess.run([sys.executable, "-m", "constructions.codegen", "--bogus"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_command_rewrites_a_stale_file(fresh, tmp_path, monkeypatch, capsys):
+    """``--check`` fails on a stale file and writes nothing; without it the file is rewritten to
+    what the generator gives, after which ``--check`` passes."""
+    entries, _ = fresh
+    target = tmp_path / "generated.py"
+    target.write_text(codegen.render({**entries, "KEY": "stale"}), encoding="utf-8")
+    monkeypatch.setattr(codegen, "GENERATED", str(target))
+    monkeypatch.setattr(codegen, "generate", lambda: entries)
+    assert codegen.main(["--check"]) == 1 and "stale" in capsys.readouterr().out
+    assert "KEY = 'stale'" in target.read_text(encoding="utf-8")
+    assert codegen.main([]) == 0 and "written" in capsys.readouterr().out
+    assert target.read_text(encoding="utf-8") == codegen.render(entries)
+    assert codegen.main(["--check"]) == 0 and "current" in capsys.readouterr().out
