@@ -184,11 +184,12 @@ class _Boxes:
         :func:`_exact_alpha`: halving them is exact)."""
         return _sum4(Iv(alpha) * self.ns - abs(alpha) * 0.5)
 
-    def choose(self, Sa, Sb, ca, cb, Sm, cm):
+    def choose(self, Sa, Sb, ca, cb, Sm, cm, tangents):
         """Per box, the candidates with the best float estimates of the two bounds below.
 
         Third, the float value of the relaxed problem at the centre (the best point ratio):
-        an estimate of what no bound on the box can exceed.
+        an estimate of what no bound on the box can exceed.  ``tangents`` is
+        :meth:`_tangent_range` of the boxes.
         """
         ds = self.ds
         T = cm[:, None] + Sm[:, None] * ds                  # (nb, 4)
@@ -204,20 +205,22 @@ class _Boxes:
         ww, aa, bb, wa, wb, ab = dot(wc, wc), dot(a, a), dot(b, b), dot(wc, a), dot(wc, b), dot(a, b)
         wmax = np.zeros(N.shape)
         mT = np.zeros(T.shape)
+        wa2, wb2 = 2 * wa, 2 * wb
         for dc in (ca - cm, cb - cm):
+            c_ = dc[:, None]
+            cw, c2 = ww + c_ * (c_ * aa + wa2), 2 * c_
             for dS in (Sa - Sm, Sb - Sm):
-                c_, S_ = dc[:, None], dS[:, None]
-                wmax = np.maximum(wmax, ww + c_ * (c_ * aa + 2 * wa) + S_ * (S_ * bb + 2 * wb)
-                                  + 2 * c_ * S_ * ab)
-                mT = np.maximum(mT, abs(dc[:, None] + dS[:, None] * ds))
+                S_ = dS[:, None]
+                wmax = np.maximum(wmax, cw + S_ * (S_ * bb + wb2) + c2 * S_ * ab)
+                mT = np.maximum(mT, abs(c_ + S_ * ds))
         wmax = np.sqrt(np.maximum(wmax, 0.0))
         rows = np.arange(len(Sa))
         with np.errstate(divide="ignore", invalid="ignore"):
             score_t = np.where(N > 0, N / (wmax + (abs(A) @ (mT * mT / 2)[..., None])[..., 0]),
                                -np.inf)
-            lo, hi = self._tangent_range(Sa, Sb, ca, cb)
-            tm = (np.arctan(lo) + np.arctan(hi)) / 2
-            rad = (np.arctan(hi) - np.arctan(lo)) / 2
+            at_lo, at_hi = (np.arctan(x) for x in tangents)
+            tm = (at_lo + at_hi) / 2
+            rad = (at_hi - at_lo) / 2
             wm = A @ np.stack([np.cos(tm), np.sin(tm)], -1)
             score_i = np.where(N > 0, N / (_norm(wm)
                                            + (abs(A) @ rad[..., None])[..., 0]), -np.inf)
@@ -239,8 +242,9 @@ class _Boxes:
         """Step 3 by a third-order Taylor model in ``T_i`` around the centre (the two components
         of ``g`` and the four corners of the box side by side on trailing axes)."""
         ds = self.ds
-        dc = _stack(*(Iv(x) - cm for x in (ca, ca, cb, cb)))   # (boxes, corners)
-        dS = _stack(*(Iv(x) - Sm for x in (Sa, Sb, Sa, Sb)))
+        dca, dcb, dSa, dSb = (Iv(x) - m for x, m in ((ca, cm), (cb, cm), (Sa, Sm), (Sb, Sm)))
+        dc = _stack(dca, dca, dcb, dcb)   # (boxes, corners)
+        dS = _stack(dSa, dSb, dSa, dSb)
         mdc, mdS = Iv(abs(dc).hi.max(1)), Iv(abs(dS).hi.max(1))
         A = _exact_alpha(alpha)
         T = Iv(cm[:, None]) + Iv(Sm[:, None]) * ds
@@ -266,10 +270,11 @@ class _Boxes:
         quad = norm[0] * mdc.square() + norm[1] * mdc * mdS + norm[2] * mdS.square()
         return _ratio_lower(self._N(A), (Iv(lin) + quad + E).hi)
 
-    def interval(self, alpha, Sa, Sb, ca, cb) -> np.ndarray:
-        """Step 3 by the range of each ``v_i`` over the box's range of ``T_i``."""
+    def interval(self, alpha, tangents) -> np.ndarray:
+        """Step 3 by the range of each ``v_i`` over the box's range of ``T_i`` (``tangents``,
+        :meth:`_tangent_range` of the boxes)."""
         A = _exact_alpha(alpha)
-        lo, hi = self._tangent_range(Sa, Sb, ca, cb)
+        lo, hi = tangents
         t_lo, t_hi = Iv(lo), Iv(hi)
         # sin = T/sqrt(1+T^2) increases with T; cos = 1/sqrt(1+T^2) is a function of T^2
         sin = Iv((t_lo / (1 + t_lo.square()).sqrt()).lo, (t_hi / (1 + t_hi.square()).sqrt()).hi)
@@ -318,9 +323,10 @@ class _Boxes:
         v, point = np.full(len(Sa), np.inf), np.full(len(Sa), np.inf)
         if len(rest):
             Sa, Sb, ca, cb, Sm, cm = (x[rest] for x in (Sa, Sb, ca, cb, Sm, cm))
-            alpha_t, alpha_i, p = self.choose(Sa, Sb, ca, cb, Sm, cm)
+            tangents = self._tangent_range(Sa, Sb, ca, cb)
+            alpha_t, alpha_i, p = self.choose(Sa, Sb, ca, cb, Sm, cm, tangents)
             v[rest] = np.maximum(self.taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm),
-                                 self.interval(alpha_i, Sa, Sb, ca, cb))
+                                 self.interval(alpha_i, tangents))
             if foot is not None:  # the centre's foot (a float test)
                 p = np.where(cm < Sm * (self.L / 2 + foot), np.inf, p)
             point[rest] = p

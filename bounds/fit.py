@@ -24,7 +24,6 @@ import math
 
 import numpy as np
 import mpmath
-import sympy
 
 from constructions.cell import Cell
 from constructions import laws
@@ -134,22 +133,31 @@ def leading_constant(cell: Cell, rows) -> dict | None:
     ``value`` and ``exact`` (a string; ``srepr`` evaluates back in sympy) are ``c`` at the cell's
     width, ``general`` is ``c(d)`` (valid for ``d >= d_min``), ``exponent`` is ``p``;
     ``proven`` is ``B_min`` (upper and lower bounds share the leading term).  ``ratio`` is
-    ``B_min / (c L^p)`` and ``lower_ratio`` is ``B_lower / (c L^p)`` at the largest certified ``L`` of the rows (``L``).
+    ``B_min / (c L^p)`` and ``lower_ratio`` is ``B_lower / (c L^p)`` at the largest certified ``L`` of the rows (``L``),
+    with ``c`` and ``p`` at 30 digits.  The exact forms come from
+    :func:`constructions.laws.leading_term_fields` (generated: no sympy at run time).
     """
-    term = laws.leading_term(cell)
-    if term is None:
+    fields = laws.leading_term_fields(cell)
+    if fields is None:
         return None
-    c, p = term.constant, term.exponent
-    out = {"value": float(c), "exact": str(c), "srepr": sympy.srepr(c), "general": str(term.general),
-           "general_srepr": sympy.srepr(term.general), "d_min": term.d_min, "exponent": str(p),
-           "exponent_value": float(p), "statement": term.statement, "proven": term.proven,
-           "L": None, "ratio": None, "lower_ratio": None}
+    out = {k: fields[k] for k in ("value", "exact", "srepr", "general", "general_srepr", "d_min",
+                                  "exponent", "exponent_value", "statement", "proven")}
+    out.update(L=None, ratio=None, lower_ratio=None)
     certified = [r for r in rows if r.get("certified") and r.get("B_min")]
     if certified:
         last = max(certified, key=lambda r: r["L"])
-        scale = mpmath.mpf(sympy.N(c, 30)) * mpmath.mpf(last["L"]) ** mpmath.mpf(sympy.N(p, 30))
+        c, p = (_exact_mpf(fields[k]) for k in ("constant_30", "exponent_30"))
+        scale = c * mpmath.mpf(last["L"]) ** p
         out["L"] = last["L"]
         out["ratio"] = float(last["B_min"] / scale)
         if last.get("B_lower") is not None:
             out["lower_ratio"] = float(last["B_lower"] / scale)
     return out
+
+
+def _exact_mpf(pair) -> mpmath.mpf:
+    """``mantissa * 2^exponent`` as an mpf, exactly (not rounded to the working precision: as
+    ``mpmath.mpf`` keeps the binary value of a sympy Float)."""
+    man, exp = pair
+    with mpmath.workprec(max(53, abs(man).bit_length())):
+        return mpmath.mpf((man, exp))

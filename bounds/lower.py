@@ -18,7 +18,6 @@ from bounds.arc_lower import arc_lower
 from bounds.lstar import feasible as bare_pre_feasible
 from constructions import last_post, laws, regression, segment
 from constructions.cell import Cell
-from constructions.select import suppresses
 from verify.backends import arb_floor
 
 PREC = 128
@@ -561,6 +560,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             return None
         return last_segment_lower(cell, L, B_upper, rtol)
     if cell.distractor:
+        from constructions.select import suppresses  # sympy: only the select task loads it
+
         count = cell.replace(task="count")
         if B_upper is not None and suppresses(cell):
             # the bound is valid for any B_upper; the count task's own optimum (a float

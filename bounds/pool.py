@@ -4,7 +4,7 @@ A *task* is a pair ``(cell, L)``; its row is ``bounds.search.row(cell, L, rtol, 
 the same function whether it runs here, in a forked worker or on a remote worker, so where a
 row is computed never changes it (rows are deterministic; only their ``seconds`` differ).
 
-Workers are forked after every cell's lambdified construction is built once
+Workers are forked after every cell's compiled construction is built once
 (:func:`bounds.search.warm_up`), so they inherit it; they take the largest ``L`` first (the
 most expensive rows, for an even load) and report each row as it completes.  The parent owns
 Ctrl-C and SIGTERM: the workers ignore SIGINT and die of SIGTERM, and whenever the parent
@@ -39,14 +39,15 @@ def _indexed_row(job) -> tuple[int, dict]:
 
 def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,
          jobs: int = 1, done: Callable[[int, dict], None] | None = None,
-         compute: Callable[..., dict] = row) -> list[dict]:
+         compute: Callable[..., dict] = row, warm: Callable[[Cell], None] = warm_up) -> list[dict]:
     """The row of every task, in the order of ``tasks``, computed in ``jobs`` forked processes
     (in this process if ``jobs <= 1``, for a single task, or where ``fork`` is unavailable).
 
     ``done(i, row)`` is called in this process as the row of ``tasks[i]`` completes (in order
     of completion), e.g. to store it or advance a progress bar.  ``compute(cell, L, rtol,
     arc_boxes)`` makes a row (default :func:`bounds.search.row`; a module-level function or a
-    ``functools.partial`` of one, so that it reaches the workers).
+    ``functools.partial`` of one, so that it reaches the workers); ``warm(cell)`` builds, before
+    the workers are forked, what they inherit (default :func:`bounds.search.warm_up`).
     """
     out: list[dict | None] = [None] * len(tasks)
 
@@ -60,7 +61,7 @@ def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int =
             finished(i, compute(cell, L, rtol, arc_boxes))
         return out
     for cell in dict.fromkeys(cell for cell, _ in tasks):
-        warm_up(cell)
+        warm(cell)
     order = sorted(range(len(tasks)), key=lambda i: -tasks[i][1])
     jobs_in_order = [(i, compute, *tasks[i], rtol, arc_boxes) for i in order]
     pool = None

@@ -23,10 +23,8 @@ import time
 
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star, l_star_reason
-from bounds.margin import margin_upper
 from constructions import laws, regression
 from constructions.cell import Cell, Params
-from constructions.tasks import closed_form as task_closed_form
 from verify import interval_pass
 from verify.certify import certify, rigorous_bound, witness_budget
 from verify.judge import counts_to
@@ -55,11 +53,13 @@ def _unavailable(cell: Cell, L: int):
 
 
 def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,
-                   lower: bool = True, witness: bool = False) -> dict:
+                   lower: bool = True, witness: bool = False, closed: bool = True) -> dict:
     """One sweep row: certified ``B_min(L)`` of a regression cell (``lower=False``: no ``B_lower``).
 
     ``witness=True`` adds the certified parameter set behind ``B_min`` as ``row["witness"]``
     (a :class:`~constructions.cell.Params`, not JSON: the caller takes it out of the row).
+    ``closed=False`` leaves out the row's ``closed_form`` (:func:`_closed_form`: exact, in sympy),
+    for a caller that does not print it.
     """
     start = time.perf_counter()
     row = {"L": L, "B_min": None, "B_lower": None, "certified": False}
@@ -104,7 +104,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     row.update(
         B_min=b_min,
         B_lower=b_lower(cell, L, b_min, arc_boxes, rtol) if lower else None,
-        closed_form=task_closed_form(cell, L) if cell.eps == 0 else None,
+        **({"closed_form": _closed_form(cell, L)} if closed else {}),
         certified=res.certified,
         worst_error=res.worst_error,
         shape=None if shape is None else {"arc": "lambda", "segment": "rho"}[design.family],
@@ -116,6 +116,16 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     elif witness and res.certified:
         row["witness"] = params
     return row
+
+
+def _closed_form(cell: Cell, L: int) -> dict | None:
+    """The closed form of ``B_min(L)`` (:func:`constructions.tasks.closed_form`; None with
+    ``eps > 0``, where none is derived)."""
+    if cell.eps != 0:
+        return None
+    from constructions.tasks import closed_form  # sympy: only rows that show it load it
+
+    return closed_form(cell, L)
 
 
 def _infimum_row(row: dict, design, L: int, start: float, witness: bool = False) -> dict:
@@ -153,6 +163,7 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
         row.update(B_min=None, B_min_is_infimum=False, B_lower=None, note=why,
                    seconds=time.perf_counter() - start)
         return row
+    from bounds.margin import margin_upper  # with the classification heads (sympy, scipy)
     from constructions import classification  # scipy: only classification rows load it
 
     params = classification.design(cell).build(L)
@@ -175,13 +186,13 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
     return row
 
 
-def warm_up(cell: Cell) -> None:
-    """Build the cell's lambdified construction and closed form once (worker processes then
-    inherit them)."""
+def warm_up(cell: Cell, closed: bool = True) -> None:
+    """Build the cell's compiled construction and (``closed``) closed form once (worker
+    processes then inherit them)."""
     if cell.readout == "regression":
-        regression.design(cell).compiled()
-        if cell.eps == 0:
-            task_closed_form(cell, 2)  # the closed form's symbolic solving, once
+        regression.design(cell).compiled_parts()
+        if closed:
+            _closed_form(cell, 2)  # the closed form's symbolic solving, once
     else:
         from constructions import classification
 
@@ -191,7 +202,9 @@ def warm_up(cell: Cell) -> None:
 
 
 def row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,
-        witness: bool = False) -> dict:
+        witness: bool = False, closed: bool = True) -> dict:
+    """The sweep row of ``cell`` at ``L``: :func:`regression_row` (``closed``: with its closed
+    form) or :func:`classification_row`."""
     if cell.readout == "regression":
-        return regression_row(cell, L, rtol, arc_boxes, witness=witness)
+        return regression_row(cell, L, rtol, arc_boxes, witness=witness, closed=closed)
     return classification_row(cell, L, witness=witness)

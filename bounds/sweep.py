@@ -30,9 +30,11 @@ from bounds import pool
 from bounds.lower import ARC_BOXES
 from bounds.lstar import cell_l_star, l_star_reason, l_star_status
 from bounds.search import row as sweep_row
-from constructions import __version__, cli, progress, regression, tasks
+from bounds.search import warm_up
+from constructions import __version__, cli, progress, regression
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS, Cell
 from constructions.cell import MAX_L as CELL_MAX_L
+from constructions.refusals import refusal
 from verify.judge import check_cost
 from verify.report import directed
 
@@ -135,7 +137,7 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
         raise cli.UsageError(f"--fit-from must be >= 1, got {args.fit_from}")
     cell = Cell(args.attention, args.variant, args.readout, args.d, args.eps, norm=args.norm,
                 affine=args.affine, task=args.task, read=args.read)
-    why = tasks.refusal(cell)
+    why = refusal(cell)
     if why is not None:  # a cell without a construction yet: refused, never a wrong row
         raise cli.UsageError(f"{cell.attention}/{cell.variant}/{cell.readout}: {why}")
     Ls = grid(args.Lmin, args.Lmax)
@@ -162,11 +164,11 @@ def check_cell(cell: Cell, Lmax: int) -> None:
     check_cost(cell, judged)
 
 
-def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool) -> dict:
-    """One row; with ``save`` the files of its certified witness
-    (:func:`verify.params_file.witness_files`) ride along under ``_files`` for :func:`sweep`
-    to write, and are named in the row's ``saved``."""
-    r = sweep_row(cell, L, rtol=rtol, arc_boxes=arc_boxes, witness=save)
+def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool, closed: bool = True) -> dict:
+    """One row (``closed``: with its closed form); with ``save`` the files of its certified
+    witness (:func:`verify.params_file.witness_files`) ride along under ``_files`` for
+    :func:`sweep` to write, and are named in the row's ``saved``."""
+    r = sweep_row(cell, L, rtol=rtol, arc_boxes=arc_boxes, witness=save, closed=closed)
     witness = r.pop("witness", None)
     if witness is not None:
         from verify import params_file  # safetensors: only --save-params loads it
@@ -180,14 +182,16 @@ def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool) -> dict:
 
 def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
           lower_boxes: int = ARC_BOXES, jobs: int = 1, save_params: str | None = None,
-          done=None) -> dict:
+          done=None, closed_forms: bool = True) -> dict:
     """Every row, the rate fit and ``L*``: the object printed by ``--json``.  The rows are
     computed in ``jobs`` worker processes (:func:`bounds.pool.rows`; ``done(i, row)`` is
     called as the row of ``Ls[i]`` completes).  With ``save_params`` (a directory) the
     certified witness of every row is written there, one atomic pair of files per row
-    (:func:`constructions.cli.write_files`)."""
-    compute = functools.partial(_row, save=save_params is not None)
-    rows = pool.rows([(cell, L) for L in Ls], rtol, lower_boxes, jobs, done, compute)
+    (:func:`constructions.cli.write_files`).  ``closed_forms=False`` leaves out the rows'
+    exact closed forms (``closed_form``, built in sympy), which the table does not print."""
+    compute = functools.partial(_row, save=save_params is not None, closed=closed_forms)
+    rows = pool.rows([(cell, L) for L in Ls], rtol, lower_boxes, jobs, done, compute,
+                     functools.partial(warm_up, closed=closed_forms))
     for r in rows:
         if "_files" in r:
             cli.write_files(save_params, r.pop("_files"))
@@ -347,7 +351,8 @@ def execute(parsed) -> int:
     args, cell, Ls = parsed
     with progress.Bar(len(Ls), "sweep", args.quiet) as bar:
         result = sweep(cell, Ls, args.fit_from, args.rtol, args.lower_boxes, args.jobs,
-                       args.save_params, done=lambda i, row: bar.advance())
+                       args.save_params, done=lambda i, row: bar.advance(),
+                       closed_forms=args.json or args.out is not None)
     if args.out:
         write_out(result, args.out)
     cli.emit(json.dumps(result) if args.json else table(result))

@@ -47,20 +47,45 @@ def b_hi_x(lam, x, sqrt):
 def _symbolic() -> dict:
     """The sympy statements, built on first use (module ``__getattr__``): ``B_LO``, ``B_HI_X``
     (:func:`b_lo`, :func:`b_hi_x` of the symbols), ``SHAPE`` (``y(n) = C + A * SHAPE`` with
-    ``C = L/2``, shape ``t = lam``), their compiled forms, and the symbols this module names."""
+    ``C = L/2``, shape ``t = lam``) and the symbols this module names."""
     import sympy
 
     from constructions.symbols import L, lam, n, t, x
 
     lo, hi = b_lo(lam, L, sympy.sqrt), b_hi_x(lam, x, sympy.sqrt)
     return {"B_LO": lo, "B_HI_X": hi, "SHAPE": (n - L / 2) / sympy.sqrt(t**2 + (n - L / 2) ** 2),
-            "_lo": sympy.lambdify((lam, L), lo, "mpmath"), "_hi_x": sympy.lambdify((lam, x), hi, "mpmath"),
-            "_lo_np": sympy.lambdify((lam, L), lo, "numpy"), "_hi_np": sympy.lambdify((lam, x), hi, "numpy"),
             "L": L, "lam": lam, "n": n, "t": t, "x": x}
 
 
+@functools.cache
+def compiled() -> dict:
+    """``B_LO`` and ``B_HI_X`` compiled for mpmath (``_lo``, ``_hi_x``) and numpy (``_lo_np``,
+    ``_hi_np``), built on first use (module ``__getattr__``), without sympy where generated
+    (:func:`constructions.codegen.lambdified`)."""
+    from constructions import codegen
+
+    def make(expr, args, module):
+        def lambdify():
+            import sympy
+
+            # ``lambda`` is a Python keyword, which lambdify would replace by a numbered Dummy:
+            # named ``lam`` the source is the same in every process
+            k = _symbolic()
+            lam = sympy.Symbol("lam", positive=True)
+            return sympy.lambdify(tuple(lam if a == "lam" else k[a] for a in args),
+                                  k[expr].xreplace({k["lam"]: lam}), module)
+        return lambdify
+
+    parts = {"_lo": ("B_LO", ("lam", "L"), "mpmath"), "_hi_x": ("B_HI_X", ("lam", "x"), "mpmath"),
+             "_lo_np": ("B_LO", ("lam", "L"), "numpy"), "_hi_np": ("B_HI_X", ("lam", "x"), "numpy")}
+    return {name: codegen.lambdified(f"arc:{name}", module, make(expr, args, module))
+            for name, (expr, args, module) in parts.items()}
+
+
 def __getattr__(name: str):
-    if name in ("B_LO", "B_HI_X", "SHAPE", "_lo", "_hi_x", "_lo_np", "_hi_np", "L", "lam", "n", "t", "x"):
+    if name in ("_lo", "_hi_x", "_lo_np", "_hi_np"):
+        return compiled()[name]
+    if name in ("B_LO", "B_HI_X", "SHAPE", "L", "lam", "n", "t", "x"):
         return _symbolic()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -93,9 +118,9 @@ def interval(lam_value, L_value: int):
     full precision over its candidates.
     """
     lv = mpmath.mpf(lam_value)
-    lo = _symbolic()["_lo"](lv, mpmath.mpf(L_value))  # an mpf L keeps 1 - 1/L exact to working precision
+    lo = compiled()["_lo"](lv, mpmath.mpf(L_value))  # an mpf L keeps 1 - 1/L exact to working precision
     xs = {float(x) for x in nearest_offsets(float(lv), L_value)}
-    hi = min(_symbolic()["_hi_x"](lv, mpmath.mpf(x)) for x in xs)  # offsets are halves of integers: exact
+    hi = min(compiled()["_hi_x"](lv, mpmath.mpf(x)) for x in xs)  # offsets are halves of integers: exact
     return lo, hi
 
 
@@ -103,6 +128,6 @@ def interval_float(lam_value: np.ndarray, L_value: int):
     """Vectorised float64 version of :func:`interval` (a fast screen): ``O(1)`` work per ``lam``
     at every ``L`` (:func:`nearest_offsets`)."""
     lv = np.asarray(lam_value, dtype=np.float64)
-    fns = _symbolic()
-    hi = np.min([fns["_hi_np"](lv, x) for x in nearest_offsets(lv, L_value)], axis=0)
+    fns = compiled()
+    hi = fns["_hi_np"](lv, np.stack(nearest_offsets(lv, L_value))).min(axis=0)  # the candidates at once
     return fns["_lo_np"](lv, L_value), hi

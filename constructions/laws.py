@@ -544,7 +544,7 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     if cell.readout != "regression" or cell.read.name != "bos":
         return None
     if cell.task.name != "count":
-        from constructions.tasks import refusal  # it builds on this module
+        from constructions.refusals import refusal  # it builds on this module
 
         if refusal(cell) or (cell.pre and cell.affine.bias and cell.kind.centred
                              and cell.attention == "softmax"):
@@ -574,6 +574,36 @@ def leading_term(cell: Cell) -> LeadingTerm | None:
     d_min = next(w for w in (2, 3) if w >= smallest_d(cell)
                  and not (fam == "segment" and on_a_line(cell.replace(d=w))))
     return LeadingTerm(general, value, p, d_min, "B_min")
+
+
+def leading_term_fields(cell: Cell) -> dict | None:
+    """:func:`leading_term` as plain values (None where it is None), without sympy where they are
+    generated (:func:`constructions.codegen.cached`): ``exact`` and ``general`` (``str`` of ``c``
+    and ``c(d)``) with their ``srepr`` (``srepr``, ``general_srepr``: they evaluate back in
+    sympy), ``value`` (``float(c)``), ``exponent`` (``str(p)``) and ``exponent_value``,
+    ``d_min``, ``statement``, ``proven``, and ``c`` and ``p`` rounded to 30 digits exactly as
+    ``sympy.N(., 30)`` gives them, as binary ``[mantissa, exponent]`` pairs (``constant_30``,
+    ``exponent_30``: the number ``mantissa * 2^exponent``)."""
+    from constructions import codegen
+
+    return codegen.cached(f"leading_term:{codegen.cell_key(cell)}", lambda: _leading_fields(cell))
+
+
+def _leading_fields(cell: Cell) -> dict | None:
+    term = leading_term(cell)
+    if term is None:
+        return None
+    import sympy
+
+    def binary(v):  # the mpf of sympy.N(v, 30), whose binary value mpmath keeps whole
+        sign, man, exp, _ = mpmath.mpf(sympy.N(v, 30))._mpf_
+        return [-int(man) if sign else int(man), int(exp)]
+
+    c, p = term.constant, term.exponent
+    return {"value": float(c), "exact": str(c), "srepr": sympy.srepr(c), "general": str(term.general),
+            "general_srepr": sympy.srepr(term.general), "d_min": term.d_min, "exponent": str(p),
+            "exponent_value": float(p), "statement": term.statement, "proven": term.proven,
+            "constant_30": binary(c), "exponent_30": binary(p)}
 
 
 # ---------------------------------------------------------------- the last read (count task)

@@ -17,14 +17,20 @@ turns the bar off instead of ending the run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 
-from tqdm import tqdm
 
+@functools.cache
+def _tqdm_class():
+    """``tqdm`` without its monitor thread (commands fork worker processes while a bar is
+    open), imported when a bar is first drawn: a run without one never loads it."""
+    from tqdm import tqdm
 
-class _Tqdm(tqdm):
-    # no monitor thread: commands fork worker processes while a bar is open
-    monitor_interval = 0
+    class _Tqdm(tqdm):
+        monitor_interval = 0
+
+    return _Tqdm
 
 
 def enabled(quiet: bool, stream=None) -> bool:
@@ -47,7 +53,7 @@ class Bar:
         self._tqdm = None
         if enabled(quiet):
             try:
-                self._tqdm = _Tqdm(total=total, initial=initial, desc=desc, unit=unit,
+                self._tqdm = _tqdm_class()(total=total, initial=initial, desc=desc, unit=unit,
                                    file=sys.stderr, leave=False, dynamic_ncols=True)
             except OSError:
                 self._tqdm = None

@@ -17,7 +17,7 @@ no/pre-norm)
 For each ``t`` the counting amplitudes form an open interval ``(lo(t), hi(t))``
 (:mod:`constructions.segment`, :mod:`constructions.arc`, :mod:`constructions.line`),
 and at budget ``B`` the cell can reach amplitudes up to a *capacity* ``cap(t, B)``, derived in
-:mod:`constructions.laws` (:func:`capacity_branches` writes it as a minimum of increasing
+:mod:`constructions.laws` (:func:`constructions.steps.capacity_branches` writes it as a minimum of increasing
 branches).  The constructions below attain it:
 
 Write ``M`` for the kind's largest output coordinate (``sqrt(d-1)`` LayerNorm, ``sqrt(d)``
@@ -59,9 +59,9 @@ coordinate ``a M``.
 ``n0 < -sqrt(d)/B^2`` (:func:`constructions.laws.foot_distance`): the symmetric arc
 (``n0 = L/2``) of the arc family is not realisable, and the optimal arc is one-sided
 (:mod:`constructions.one_sided`), with the read-out angle ``psi`` as a second free shape
-parameter beside ``lam`` and the foot at the budget's limit (:func:`_foot_steps`).  RMSNorm does not centre, so
+parameter beside ``lam`` and the foot at the budget's limit (:func:`constructions.steps._foot_steps`).  RMSNorm does not centre, so
 nothing removes a common part of ``P`` and ``Q``; LayerNorm escapes this by centring away the
-common ``one`` component of the embeddings (:func:`_arc_steps`).  Its proven lower bound is the
+common ``one`` component of the embeddings (:func:`constructions.steps._arc_steps`).  Its proven lower bound is the
 restricted arc bound (:func:`bounds.arc_lower.arc_lower` with ``foot``).
 
 The cell counts to ``L`` at budget ``B`` iff some ``t`` has ``lo(t) < min(hi(t), cap(t, B))``.
@@ -70,13 +70,16 @@ The cell counts to ``L`` at budget ``B`` iff some ``t`` has ``lo(t) < min(hi(t),
 every ``B`` above ``B_min`` and ``B_min`` of the construction is ``B_min`` of the cell.
 
 **The construction as a derivation.**  :meth:`RegressionDesign.steps` lists the construction
-as named quantities (:class:`Step`), each a sympy expression in the arguments ``B, L, t, A, C``
+as named quantities (:class:`constructions.steps.Step`, built in :mod:`constructions.steps`,
+the symbolic side, loaded on first use), each a sympy expression in the arguments ``B, L, t, A, C``
 (:data:`constructions.symbols.ARGS`) and the earlier quantities; vectors are combinations of the
 frame ``c_1, p, one`` (and ``e_1``, ``q``) of :mod:`constructions.basis`, inner products
 ``inner(u, v)``.  :meth:`RegressionDesign.frame` resolves them into exact
 :class:`~constructions.basis.FrameVector` s (O(1) work in ``d``), :meth:`RegressionDesign.symbolic`
 into full sympy d-vectors (moderate ``d`` only), and :meth:`RegressionDesign.evaluate` evaluates
-the compiled construction in mpmath.
+the compiled construction in mpmath: for the cells of :func:`constructions.codegen.cells` the
+straight-line program sympy compiled once (:mod:`constructions.generated`), so that the numeric
+paths never load sympy.
 """
 
 from __future__ import annotations
@@ -84,18 +87,12 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from dataclasses import dataclass
 
 import mpmath
 import numpy as np
-import sympy
 
-from constructions import arc, basis, laws, line, one_sided, segment, zoom
-from constructions.basis import FrameVector
+from constructions import arc, codegen, laws, line, segment, zoom
 from constructions.cell import MAX_B, MAX_L, Cell, Params, to_mpf
-from constructions.symbols import (ARGS, BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, Q, W, W0, A, B, C, F, H,
-                                   L, N_1, P, S, V, V_norm, X, alpha, beta_1, ell, eta, gamma,
-                                   inner, kappa, mu, nu, omega, psi, r, rho, sigma, t, tau, xi)
 
 #: above this width :meth:`RegressionDesign.symbolic` refuses (it builds d-long sympy vectors);
 #: :meth:`RegressionDesign.frame` and everything numeric work up to ``Cell``'s ``MAX_D``
@@ -110,313 +107,36 @@ FAMILIES = {"segment": segment, "arc": arc, "line": line}
 family = laws.family
 
 
-def _branches(expr) -> list:
-    """``expr`` as the list whose minimum it is (a positive factor distributes over ``Min``)."""
-    if isinstance(expr, sympy.Min):
-        return list(expr.args)
-    if isinstance(expr, sympy.Mul):
-        mins = [f for f in expr.args if isinstance(f, sympy.Min)]
-        if len(mins) == 1:
-            rest = expr / mins[0]
-            return [rest * arg for arg in mins[0].args]
-    return [expr]
-
-
-def capacity_branches(cell: Cell) -> list:
-    """``cap(t, B)`` (:func:`constructions.laws.capacity`) as the minimum of these sympy
-    expressions, each increasing in ``B``: in ``B`` and the score gap ``sigma = sqrt(d) log t``
-    for the segment, in ``B`` alone otherwise."""
-    if family(cell) == "segment":
-        return [B * gap for gap in _branches(laws.value_gap(cell, B, sigma))]
-    return _branches(laws.capacity(cell, t, B))
-
-
-@dataclass(frozen=True)
-class Step:
-    """One named quantity of a construction: ``symbol = value``, with what it is.
-
-    ``value`` is a sympy expression in :data:`~constructions.symbols.ARGS` and the symbols of
-    earlier steps; a vector step (``vector``) is linear in the frame symbols and earlier vector
-    steps.  ``key`` names the result in :meth:`RegressionDesign.frame` and
-    :meth:`RegressionDesign.evaluate` (the parameter names, ``_h_s``/``_h_a`` for the token
-    values); ``meaning`` is plain words.
-    """
-
-    symbol: sympy.Basic
-    value: sympy.Basic
-    meaning: str
-    key: str | None = None
-    vector: bool = False
-
-
-def _vec(symbol, value, meaning, key=None) -> Step:
-    return Step(symbol, sympy.sympify(value), meaning, key, True)
-
-
-def _embedding_scale(cell: Cell) -> Step:
-    """The norm of the embeddings where the norm makes them scale-free.
-
-    With ``eps = 0`` any positive norm does: half the budget, at most 1/2.  With ``eps > 0``
-    the norm is only approximately scale-free, best for large inputs: half the budget.
-    """
-    value = sympy.Min(B, 1) / 2 if cell.eps == 0 else B / 2
-    return Step(nu, value, f"the norm of the embeddings, free because {cell.kind.name} removes their scale")
-
-
-def _score_gap(cell: Cell) -> Step:
-    return Step(sigma, sympy.sqrt(cell.d) * sympy.log(t),
-                "the score gap between the tokens s and a, seen from s, sqrt(d) log rho")
-
-
-def _temperature(cell: Cell) -> Step:
-    return Step(tau, cell.tau, "the score temperature, 1/sqrt(d)")
-
-
-def axes(cell: Cell) -> tuple:
-    """``(top, across)``: the unit embedding direction whose normalisation has the largest first
-    coordinate, and a unit vector orthogonal to it with zero first coordinate whose image is
-    orthogonal to the top's.
-
-    LayerNorm: ``(c_1, p)`` (``N(c_1) = sqrt(d) c_1``, first coordinate ``sqrt(d-1)``; both
-    centred, so ``N(a c_1 + b p) = sqrt(d) (a c_1 + b p)`` for ``a^2 + b^2 = 1``; ``p`` needs
-    ``d >= 3``).  RMSNorm: ``(e_1, q)`` (``N(e_1) = sqrt(d) e_1``, first coordinate ``sqrt(d)``;
-    RMSNorm of a unit vector is ``sqrt(d)`` times it, and ``q`` exists at every ``d >= 2``).
-    In both cases the first coordinate of ``N(a top + b across)`` is ``a M``, ``M`` the kind's
-    :meth:`~constructions.cell.NormKind.max_coordinate`.
-    """
-    return (C1, P) if cell.kind.centred else (E1, Q)
-
-
-def _segment_steps(cell: Cell) -> list[Step]:
-    d = cell.d
-    sd = sympy.sqrt(d)
-    w0_meaning = "the read-out bias, so that y(0) = C"
-    name = cell.kind.name
-    if not cell.pre:
-        return [
-            _score_gap(cell),
-            Step(X, laws.value_gap(cell, B, sigma), "the distance between h_s and h_a: the largest at budget B"),
-            Step(r, X - B, "the norm of e_s"),
-            _vec(E_A, B * C1, "the embedding of a", "e_a"),
-            _vec(E_S, -r * C1, "the embedding of s, opposite to e_a", "e_s"),
-            _vec(H_S, E_S, "the value of s (no norm: the embedding)", "_h_s"),
-            _vec(H_A, E_A, "the value of a", "_h_a"),
-            _vec(W, (A / X) * C1, "the read-out, along h_a - h_s", "w"),
-            Step(W0, C - 2 * inner(W, E_S), w0_meaning, "w0"),
-        ]
-    top, across = axes(cell)
-    bias_w0 = Step(W0, C - inner(W, E_S) - inner(W, H_S), w0_meaning, "w0")
-    read = [_vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"), bias_w0]
-    if laws.rigid(cell):
-        cos_g, sin_g = sympy.cos(gamma), sympy.sin(gamma)
-        return [
-            _score_gap(cell),
-            _embedding_scale(cell),
-            Step(cos_g, 1 - sigma / d, "the cosine of the angle between h_s and h_a"),
-            Step(sin_g, sympy.sqrt(sympy.Max(0, 1 - cos_g**2)), "its sine"),
-            _vec(E_S, nu * top, "the embedding of s", "e_s"),
-            _vec(E_A, nu * (cos_g * top + sin_g * across), "the embedding of a", "e_a"),
-            _vec(H_S, sd * top, f"the value of s, its {name}", "_h_s"),
-            _vec(H_A, sd * (cos_g * top + sin_g * across), f"the value of a, its {name}", "_h_a"),
-            _vec(W, -(A / (2 * sigma)) * (H_S - H_A), "the read-out, along h_a - h_s", "w"),
-            bias_w0,
-        ]
-    head = [_score_gap(cell), _embedding_scale(cell),
-            Step(X, laws.value_gap(cell, B, sigma), "the distance between h_s and h_a: the largest at budget B")]
-    if laws.on_a_line(cell):
-        return head + [
-            _vec(E_S, nu * C1, "the embedding of s", "e_s"),
-            _vec(E_A, -nu * C1, "the embedding of a, opposite", "e_a"),
-            _vec(G, (X / 2) * E1, "the gain: N(e_s) = (1, -1) = -N(e_a), so the values are g and -g", "g"),
-            _vec(H_S, (X / 2) * E1, "the value of s, g N(e_s)", "_h_s"),
-            _vec(H_A, -(X / 2) * E1, "the value of a, g N(e_a)", "_h_a"),
-        ] + read
-    M = cell.kind.max_coordinate(d)
-    bias = cell.affine.bias
-    out = head + [
-        Step(N_1, X / B - M, f"the first coordinate of the {name} of e_s"),
-        Step(alpha, N_1 / M, f"the cosine between e_s and {top}"),
-    ]
-    if bias:
-        out.append(Step(beta_1, sigma / X - B * N_1, "the bias, along e_1"))
-    shift = beta_1 if bias else 0
-    out += [
-        _vec(E_S, nu * (alpha * top + sympy.sqrt(sympy.Max(0, 1 - alpha**2)) * across), "the embedding of s", "e_s"),
-        _vec(E_A, -nu * top, "the embedding of a", "e_a"),
-        _vec(G, B * E1, f"the {name} gain", "g"),
-    ]
-    if bias:
-        out.append(_vec(BETA, beta_1 * E1, f"the {name} bias", "beta"))
-    plus = " + beta" if bias else ""
-    return out + [
-        _vec(H_S, (B * N_1 + shift) * E1, f"the value of s, g N(e_s){plus}", "_h_s"),
-        _vec(H_A, (shift - B * M) * E1, f"the value of a, g N(e_a){plus}", "_h_a"),
-    ] + read
-
-
 #: how far beyond the budget's limit the one-sided arc puts its foot: ``F = sqrt(d)/B^2 +
-#: FOOT_SLACK``, so that ``|e_s| = sqrt(FOOT_SLACK) B = B/4096 > 0`` (the limit needs ``e_s = 0``).
+#: FOOT_SLACK`` with ``FOOT_SLACK = 2^-FOOT_SLACK_BITS`` (:data:`constructions.steps.FOOT_SLACK`,
+#: exact), so that ``|e_s| = sqrt(FOOT_SLACK) B = B/4096 > 0`` (the limit needs ``e_s = 0``).
 #: The foot moves by ``2^-24`` counts, which costs at most ``1.1e-8`` of ``B_min`` (about ``0.18
 #: FOOT_SLACK`` relative, most at ``L = 4`` bare, falling like ``L^{-2}``): below the sweep's
 #: tolerance, where a larger slack would show against the bare lower bound (met to ``1e-4``,
 #: the tolerance of its branch and bound), while the embeddings and the residuals, all of the
 #: size of ``e_s``, move away from the narrow formats' smallest numbers
-FOOT_SLACK = sympy.Rational(1, 2**24)
+FOOT_SLACK_BITS = 24
+
+#: the names of :mod:`constructions.steps` (the symbolic side) that this module's
+#: ``__getattr__`` also answers, loading it (and sympy) on first use
+_STEPS = ("Step", "axes", "capacity_branches", "program", "resolve", "FOOT_SLACK", "_branches", "_vec",
+          "_embedding_scale", "_score_gap", "_temperature", "_segment_steps", "_foot_steps",
+          "_arc_steps", "_line_steps")
 
 
-def _foot_steps(cell: Cell) -> list[Step]:
-    """Linear attention with post-RMSNorm: the one-sided arc of :mod:`constructions.one_sided`.
+def __getattr__(name: str):
+    """The symbolic side, loaded on first use: the names of :mod:`constructions.steps`
+    (:data:`_STEPS`) and the symbols of :mod:`constructions.symbols`."""
+    if name in _STEPS:
+        from constructions import steps
 
-    With ``along = sin psi top + cos psi across`` and ``perp = cos psi top - sin psi across``
-    (orthonormal), ``e_a = B along`` and ``e_s = nu (F along + lam perp)/sqrt(F^2 + lam^2)``
-    give ``<e_s, e_a> = nu B F/sqrt(F^2 + lam^2) > 0``, the foot ``n0 = -(1 + tau nu^2)/(tau B^2)
-    = -F`` (:func:`constructions.laws.foot_distance`) and ``|P + F Q|/|Q| = lam``; the residual is
-    then a positive multiple of ``lam perp + (n + F) along``, and the read-out along ``top`` sees
-    ``A f(n)`` (:data:`constructions.one_sided.SHAPE`).
-    """
-    top, across = axes(cell)
-    along = sympy.sin(psi) * top + sympy.cos(psi) * across
-    perp = sympy.cos(psi) * top - sympy.sin(psi) * across
-    return [
-        _temperature(cell),
-        Step(F, laws.foot_distance(cell, B) + FOOT_SLACK,
-             "the distance of the foot of the residual line before the count 0: just beyond the "
-             "nearest the budget allows"),
-        Step(nu, sympy.sqrt(FOOT_SLACK) * B, "the norm of e_s, which sets how far beyond that limit"),
-        _vec(E_A, B * along, "the embedding of a, of norm B, along the residual line", "e_a"),
-        _vec(E_S, nu * (F * along + t * perp) / sympy.sqrt(F**2 + t**2),
-             "the embedding of s, at the angle that puts the line at distance lambda", "e_s"),
-    ]
+        return getattr(steps, name)
+    if not name.startswith("__"):
+        from constructions import symbols
 
-
-def _arc_steps(cell: Cell) -> list[Step]:
-    """Embeddings with the normalised residual ``z(n)`` a positive multiple of
-    ``lam across + (n - L/2) top`` (:func:`axes`), or for a foot tied to the budget the one-sided
-    arc (:func:`_foot_steps`)."""
-    d = cell.d
-    sd = sympy.sqrt(d)
-    top, across = axes(cell)
-    foot = laws.foot_distance(cell, B) is not None
-    out = _foot_steps(cell) if foot else [
-        _vec(V, t * across - (L / 2) * top, "the residual line at n = 0, up to scale"),
-        Step(V_norm, sympy.sqrt(t**2 + L**2 / 4), "its norm"),
-        _embedding_scale(cell),
-        _temperature(cell),
-    ]
-    if cell.attention == "softmax":
-        # r(n) ~ 2 rho e_s + n (e_s + e_a): put e_s = kappa v/(2 rho), e_s + e_a = kappa top;
-        # rho = exp(tau <e_s, e_s - e_a>) = exp(ell) fixes kappa; ell keeps both norms <= nu
-        # (the attention ratio is at most e = exp(1))
-        out += [
-            Step(ell, sympy.Min(1, nu**2 / (sd * (1 / sympy.sqrt(2) + sympy.E * sympy.sqrt(2) / V_norm) ** 2)),
-                 "the log attention ratio, at most 1 and small enough for both embeddings to have "
-                 "norm at most nu (e is exp(1))"),
-            Step(rho, sympy.exp(ell), "the attention ratio of s over a"),
-            Step(kappa, sympy.sqrt(ell / (tau * (V_norm**2 / (2 * rho**2) + L / (4 * rho)))),
-                 "the scale of the residual line, fixed by the attention ratio"),
-            _vec(E_S, (kappa / (2 * rho)) * V, "the embedding of s", "e_s"),
-            _vec(E_A, kappa * top - E_S, "the embedding of a", "e_a"),
-        ]
-    elif not foot:
-        # LayerNorm (RMSNorm ties the foot to the budget: _foot_steps):
-        # r(n) = (1 + tau|e_s|^2) e_s + n tau <e_s,e_a> e_a with e_s = xi v + eta one,
-        # e_a = mu c_1 + eta one; mu solves tau mu (eta^2 - xi mu L/2) = (1 + tau |e_s|^2) xi
-        out += [
-            Step(eta, nu / 2, "the component of both embeddings along one"),
-            Step(xi, sympy.Min(eta / (2 * V_norm), eta**2 / (4 * sympy.sqrt(L * sd)), eta**3 / (8 * sd)),
-                 "the scale of v in e_s, small enough for the norm bound"),
-            Step(omega, (1 + tau * (xi**2 * V_norm**2 + eta**2)) * xi, "the coefficient of v in the residual"),
-            Step(mu, 2 * omega / (tau * eta**2 + sympy.sqrt(tau**2 * eta**4 - 2 * tau * xi * L * omega)),
-                 "the c_1 component of e_a, the smaller root that puts the residual line in place"),
-            _vec(E_S, xi * V + eta * ONE, "the embedding of s", "e_s"),
-            _vec(E_A, mu * C1 + eta * ONE, "the embedding of a", "e_a"),
-        ]
-    if not cell.affine.gain:
-        out.append(_vec(W, (A / sd) * top, f"the read-out, along {top}", "w"))
-    else:
-        # w * g = S^2 e_1, whose projection on the plane is S^2 a along top: b = sqrt(d) a S^2
-        reach = cell.kind.axis_reach(d)
-        out += [Step(S, sympy.sqrt(A / (sd * reach)), "the norm of w and of g, which share the amplitude"),
-                _vec(W, S * E1, "the read-out", "w"),
-                _vec(G, S * E1, f"the {cell.kind.name} gain", "g")]
-        if cell.affine.bias:
-            out.append(_vec(BETA, sympy.Integer(0), f"the {cell.kind.name} bias", "beta"))
-    out.append(Step(W0, C, "the read-out bias", "w0") if foot
-               else Step(W0, L / 2, "the read-out bias, the middle count", "w0"))
-    return out
-
-
-def _line_steps(cell: Cell) -> list[Step]:
-    d = cell.d
-    sd = sympy.sqrt(d)
-    out = [_temperature(cell)]
-    if not cell.pre:
-        out += [_vec(E_S, B * C1, "the embedding of s", "e_s"),
-                _vec(H_S, E_S, "the value of s (no norm: the embedding)", "_h_s"),
-                _vec(W, (A / (tau * B**3)) * C1, "the read-out", "w")]
-    elif laws.rigid(cell):
-        top, _ = axes(cell)
-        out += [_embedding_scale(cell),
-                _vec(E_S, nu * top, "the embedding of s", "e_s"),
-                _vec(H_S, sd * top, f"the value of s, its {cell.kind.name}", "_h_s"),
-                _vec(W, (A / d) * top, "the read-out", "w")]
-    else:
-        top, _ = axes(cell)
-        name = cell.kind.name
-        H_unit, _ = laws.value_reach(cell)
-        out += [_embedding_scale(cell),
-                Step(H, B * H_unit, "the norm of the token values, the largest at budget B"),
-                _vec(E_S, nu * top, "the embedding of s", "e_s"),
-                _vec(G, B * E1, f"the {name} gain", "g")]
-        if cell.affine.bias:
-            out.append(_vec(BETA, B * E1, f"the {name} bias", "beta"))
-        out += [_vec(H_S, H * E1, "the value of s, g N(e_s)" + (" + beta" if cell.affine.bias else ""), "_h_s"),
-                _vec(W, (A / (tau * H**3)) * E1, "the read-out", "w")]
-    out += [_vec(E_A, E_S, "the embedding of a, equal to e_s", "e_a"),
-            _vec(H_A, H_S, "the value of a, equal to h_s", "_h_a"),
-            # y(0) = <w, e_s> + tau <h_s, h_s> <w, h_s> + w0
-            Step(W0, C - inner(W, E_S) - tau * inner(H_S, H_S) * inner(W, H_S),
-                 "the read-out bias, so that y(0) = C", "w0")]
-    return out
-
-
-def program(steps: list[Step], width: int) -> tuple[list, dict]:
-    """The steps as a straight-line program: ``(variable, expression)`` assignments in order, and
-    the keyed results in those variables.
-
-    Each scalar step gets one variable and each vector step three (its ``f, r, s``), so
-    evaluating the program costs a few operations per step and nothing is inlined twice.
-    """
-    rename, vectors, assignments, out = {}, {}, [], {}
-    for j, step in enumerate(steps):
-        value = basis.inner_products(step.value.xreplace(rename), width, vectors)
-        if step.vector:
-            names = sympy.symbols(f"v{j}f v{j}r v{j}s")
-            assignments += zip(names, FrameVector.of(value, width, vectors).pattern)
-            result = vectors[step.symbol] = FrameVector(width, names)
-        else:
-            result = rename[step.symbol] = sympy.Symbol(f"q{j}")
-            assignments.append((result, value))
-        if step.key is not None:
-            out[step.key] = result
-    return assignments, out
-
-
-def resolve(steps: list[Step], width: int) -> dict:
-    """The keyed steps with every named quantity substituted: expressions in the arguments only.
-
-    Vectors become :class:`~constructions.basis.FrameVector` s, scalars sympy expressions.
-    """
-    scalars, vectors, out = {}, {}, {}
-    for step in steps:
-        expr = basis.inner_products(step.value, width, vectors).xreplace(scalars)
-        if step.vector:
-            value = vectors[step.symbol] = FrameVector.of(expr, width, vectors)
-        else:
-            value = scalars[step.symbol] = expr
-        if step.key is not None:
-            out[step.key] = value
-    return out
+        if hasattr(symbols, name):
+            return getattr(symbols, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check_count(L_value) -> int:
@@ -464,17 +184,54 @@ class RegressionDesign:
         self.cell = cell
         self.family = family(cell)
         self.module = FAMILIES[self.family]
-        self.capacity_expr = laws.capacity(cell, t, B)
-        self._cap = sympy.lambdify((t, B), self.capacity_expr, "numpy")
-        self.capacity_mp = sympy.lambdify((t, B), self.capacity_expr, "mpmath")
         self._frame = None
         self._build = None
         self._scans = {}
 
+    def __getattr__(self, name: str):
+        """The capacity, built on first use: ``capacity_expr`` (the law
+        :func:`constructions.laws.capacity` in the symbols ``t, B``), ``_cap`` and ``capacity_mp``
+        (it compiled for numpy and mpmath, :func:`constructions.codegen.lambdified`: without sympy
+        where generated).  A subclass that sets them itself never reaches this."""
+        if name == "capacity_expr":
+            from constructions.symbols import B, t
+
+            value = laws.capacity(self.cell, t, B)
+        elif name in ("_cap", "capacity_mp"):
+            module = "numpy" if name == "_cap" else "mpmath"
+
+            def lambdify():
+                import sympy
+
+                from constructions.symbols import B, t
+
+                return sympy.lambdify((t, B), self.capacity_expr, module)
+
+            value = codegen.lambdified(self._code_key(f"capacity {module}"), module, lambdify)
+        else:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        setattr(self, name, value)
+        return value
+
+    def _code_key(self, part: str) -> str | None:
+        """The key of a generated ``part`` of this design (:mod:`constructions.codegen`), or None:
+        only the designs of this module, whose steps the generated file's key covers."""
+        if type(self) not in (RegressionDesign, FootDesign):
+            return None
+        return f"{type(self).__name__}:{codegen.cell_key(self.cell)}:{part}"
+
+    def compiled_parts(self) -> None:
+        """Build the compiled construction and capacities once (worker processes then inherit
+        them; :func:`constructions.codegen.generate` records them)."""
+        self.compiled()
+        self._cap, self.capacity_mp  # noqa: B018 (built on first use)
+
     # ----------------------------------------------------------------- symbolic side
-    def steps(self) -> list[Step]:
+    def steps(self) -> list:
         """The construction as named quantities, in order (module docstring; O(1) in ``d``)."""
-        builder = {"segment": _segment_steps, "arc": _arc_steps, "line": _line_steps}
+        from constructions import steps  # the symbolic side (sympy)
+
+        builder = {"segment": steps._segment_steps, "arc": steps._arc_steps, "line": steps._line_steps}
         return builder[self.family](self.cell)
 
     def frame(self) -> dict:
@@ -489,6 +246,8 @@ class RegressionDesign:
         pre-norm) of the segment and line families.
         """
         if self._frame is None:
+            from constructions.steps import resolve
+
             self._frame = resolve(self.steps(), self.cell.d)
         return self._frame
 
@@ -501,21 +260,48 @@ class RegressionDesign:
             raise ValueError(f"symbolic() builds d-long sympy vectors and is limited to "
                              f"d <= {SYMBOLIC_MAX_D} (got d = {self.cell.d}); frame() gives the "
                              "same construction as exact coefficients on the frame at any d")
+        from constructions.basis import FrameVector
+
         return {name: v.matrix() if isinstance(v, FrameVector) else v for name, v in self.frame().items()}
 
     def compiled(self):
         """The construction lambdified for mpmath (built once): the straight-line
-        :func:`program` of the steps.
+        :func:`constructions.steps.program` of the steps (generated where current,
+        :func:`constructions.codegen.lambdified`).
 
         Only the distinct coordinates of every vector (``FrameVector.coordinates``, at most
         four) are computed; :meth:`evaluate` repeats the last of them up to ``d``.
         """
         if self._build is None:
-            assignments, out = program(self.steps(), self.cell.d)
-            self._names = list(out)
-            heads = [v.coordinates() if isinstance(v, FrameVector) else v for v in out.values()]
-            self._build = sympy.lambdify(ARGS, heads, "mpmath", cse=lambda exprs: (assignments, exprs))
+            key, made = self._code_key("construction"), {}
+
+            def lambdify():
+                import sympy
+
+                from constructions.basis import FrameVector
+                from constructions.steps import program
+
+                assignments, out = program(self.steps(), self.cell.d)
+                made["names"] = list(out)
+                heads = [v.coordinates() if isinstance(v, FrameVector) else v for v in out.values()]
+                return sympy.lambdify(self._arguments(), heads, "mpmath",
+                                      cse=lambda exprs: (assignments, exprs))
+
+            def names():
+                from constructions.steps import program
+
+                return made.get("names") or list(program(self.steps(), self.cell.d)[1])
+
+            build = codegen.lambdified(key, "mpmath", lambdify)
+            self._names = codegen.cached(key and f"{key} names", names)
+            self._build = build
         return self._build
+
+    def _arguments(self) -> tuple:
+        """The arguments of the compiled construction: :data:`constructions.symbols.ARGS`."""
+        from constructions.symbols import ARGS
+
+        return ARGS
 
     # ----------------------------------------------------------------- the reduced problem
     def domain(self, L_value: int, B_value: float):
@@ -674,17 +460,13 @@ class FootDesign(RegressionDesign):
 
     def foot(self, B_value: float) -> float:
         """``F(B)``, the foot the construction uses at budget ``B`` (float)."""
-        return laws.foot_distance(self.cell, float(B_value), laws.FLOAT) + float(FOOT_SLACK)
+        return laws.foot_distance(self.cell, float(B_value), laws.FLOAT) + 2.0**-FOOT_SLACK_BITS
 
-    def compiled(self):
-        """The construction lambdified for mpmath in ``ARGS`` and ``psi``."""
-        if self._build is None:
-            assignments, out = program(self.steps(), self.cell.d)
-            self._names = list(out)
-            heads = [v.coordinates() if isinstance(v, FrameVector) else v for v in out.values()]
-            self._build = sympy.lambdify(ARGS + (psi,), heads, "mpmath",
-                                         cse=lambda exprs: (assignments, exprs))
-        return self._build
+    def _arguments(self) -> tuple:
+        """The compiled construction's arguments: ``ARGS`` and the read-out angle ``psi``."""
+        from constructions.symbols import ARGS, psi
+
+        return ARGS + (psi,)
 
     def interval(self, t_value, L_value: int):
         raise ValueError("the one-sided arc's counting amplitudes depend on the read-out angle and "
@@ -693,11 +475,15 @@ class FootDesign(RegressionDesign):
     interval_float = interval
 
     def slack(self, t_value, L_value: int, B_value: float):
+        from constructions import one_sided
+
         cap = float(self.capacity(1.0, B_value))
         return np.array([one_sided.slack(L_value, self.foot(B_value), float(v), cap)
                          for v in np.atleast_1d(t_value)])
 
     def best_shape(self, L_value: int, B_value: float):
+        from constructions import one_sided
+
         return one_sided.best_shape(L_value, self.foot(B_value), float(self.capacity(1.0, B_value)))
 
     def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
@@ -712,8 +498,10 @@ class FootDesign(RegressionDesign):
         the bracket is bisected on the sign of ``T(B) - B``.  It stops at ``rtol/10`` or at the
         noise of the float search for ``R*`` (about ``1e-9``).
         """
+        from constructions import one_sided
+
         def T(b):
-            foot = float(FOOT_SLACK) if b is None else self.foot(b)
+            foot = 2.0**-FOOT_SLACK_BITS if b is None else self.foot(b)
             R = one_sided.least_amplitude(L_value, foot)[1]
             return float(laws.budget(self.cell, R, laws.FLOAT)) if np.isfinite(R) else None
 
@@ -752,6 +540,8 @@ class FootDesign(RegressionDesign):
         the capacity (:func:`constructions.one_sided.readout`); where nothing counts, the least
         read-out, scaled to the capacity if it exceeds it (a parameter set within the budget that
         does not count)."""
+        from constructions import one_sided
+
         L_value = _check_count(L_value)
         with mpmath.workdps(dps):
             Bv = _check_budget(B_value)

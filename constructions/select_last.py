@@ -119,7 +119,7 @@ _gain_split`), ``(t, k)`` is the grid point of largest slack at budget ``B``
 **L = 1** (every cell): ``B_min(1) = 0``, not attained; the witness at budget ``B`` puts the three
 outputs just around 1/2 (:meth:`FreeSelectDesign.build`, :meth:`BareSelectDesign.build`).
 
-Not built (:func:`refusal`): ``d = 2`` without a norm (no third direction of the frame) and
+Not built (:func:`constructions.refusals.refusal`): ``d = 2`` without a norm (no third direction of the frame) and
 with pre-LayerNorm (values on one line), pre-norm with ``eps > 0`` (not scale-free), post-norm,
 softmax attention, classification.
 """
@@ -133,6 +133,7 @@ import numpy as np
 import sympy
 
 from constructions import zoom
+from constructions.refusals import select_last_built as built
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _temperature, _vec, axes
 from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, P, Q, W, W0, A, B, C, L, inner,
@@ -159,49 +160,6 @@ K_POINTS = 65
 A_GRID = np.linspace(1e-4, 1 - 1e-4, 4097)
 #: the scale of the bare embeddings' centred parts, relative to the budget
 BARE_NU = sympy.Rational(1, 2**10)
-
-
-def built(cell: Cell) -> bool:
-    """Whether this module builds ``cell``: the select task read last, linear attention,
-    regression, without a norm (``d >= 3``) or with bare pre-norm at ``eps = 0`` (LayerNorm
-    ``d >= 3``, RMSNorm every ``d``)."""
-    if not (cell.distractor and cell.read.last and cell.attention == "linear"
-            and cell.readout == "regression"):
-        return False
-    if cell.d < 3 and (not cell.normed or cell.kind.centred):
-        return False
-    if not cell.normed:
-        return True
-    if cell.pre and cell.affine.gain:
-        return cell.eps == 0 and (cell.d >= 3 or not cell.kind.centred)
-    return cell.pre and cell.eps == 0
-
-
-def refusal(cell: Cell) -> str | None:
-    """Why the select task at the last read has no construction in ``cell`` (None: built here)."""
-    if built(cell):
-        return None
-    what = "the select task at the last read"
-    if cell.readout == "classification":
-        return (f"{what} has no construction yet for classification (the regression constructions "
-                "are linear attention without a norm or with bare pre-LayerNorm, constructions.select_last)")
-    if cell.attention == "softmax":
-        return (f"{what} has no construction yet for softmax attention (the query b must count "
-                "the a tokens while no score makes the value of b vanish: not derived)")
-    if cell.post:
-        return f"{what} has no construction yet for linear attention with post-norm"
-    if cell.pre and cell.affine.gain and cell.eps == 0:
-        return (f"{what} has no construction at d = 2 with pre-LayerNorm and a gain (its values "
-                "lie on one line, where no b scores a as a does without being a; d >= 3 is built)")
-    if cell.d < 3 and not cell.normed:
-        return (f"{what} has no construction at d = 2 without a norm (it needs a third direction "
-                "of the frame for e_s: constructions.select_last; d >= 3 is built)")
-    if cell.d < 3 and cell.eps == 0:
-        return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
-                "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
-                "every d, are built)")
-    return (f"{what} has no construction yet for pre-norm ({cell.kind.name}) with eps > 0 "
-            "(the constructions use the norm's exact scale invariance, eps = 0)")
 
 
 def design(cell: Cell):

@@ -1,0 +1,149 @@
+"""Which cells have no construction yet, and why (:func:`refusal`): the commands refuse them up
+front, in one line, instead of printing a wrong row.  Plain cell logic (no sympy), so that a
+command checks its cell before it loads any construction."""
+
+from __future__ import annotations
+
+from constructions import laws
+from constructions.cell import Cell
+
+
+def refusal(cell: Cell) -> str | None:
+    """Why ``cell``'s task and read position have no construction yet (None: built, or the
+    count task at the BOS read)."""
+    task, read = cell.task.name, cell.read.name
+    if task == "count" and read == "bos":
+        return None
+    what = f"the {task} task at the {read} read"
+    if cell.readout == "classification":
+        if read == "last" and task == "count":
+            if cell.post:  # constructions.last_post.LastArcHead on the last-read arc
+                return refusal(cell.replace(readout="regression"))
+            # the head of constructions.last_read on the last-read regression geometry
+            if cell.attention == "softmax" and not cell.affine.gain:
+                # constructions.last_read: the pair head (no norm), the plane head (bare
+                # pre-norm, eps = 0)
+                if not cell.normed or (cell.pre and cell.eps == 0):
+                    return None
+                return (f"{what} has no construction yet for classification with softmax attention "
+                        "and bare pre-norm with eps > 0 (built: no norm, bare pre-norm at eps = 0, "
+                        "pre_learned, post-norm)")
+            return refusal(cell.replace(readout="regression"))
+        if (task == "select" and read == "bos" and cell.attention == "softmax" and cell.pre
+                and cell.kind.image_dim(cell.d) == 1):
+            return (f"{what} has no construction for classification at d = 2 with pre-LayerNorm (two "
+                    "values: (s, a, a, b) and (s, a) have one output, so nothing solves it beyond "
+                    "L = 2, constructions.two_value_select; regression is built)")
+        # the head of constructions.classification on the regression geometry: where e_b
+        # changes no output the count task's head, margin and storage; softmax attention
+        # without post-norm: the pencil head of constructions.pencil
+        if task == "select" and read == "last":
+            return _select_last(cell)
+        return refusal(cell.replace(readout="regression"))
+    if task == "select" and read == "last":
+        return _select_last(cell)
+    if laws.foot_distance(cell, 1) is not None and read == "last":
+        return (f"{what} has no construction yet for linear attention with post-RMSNorm: the counts "
+                "1..L lie on a one-sided arc (constructions.one_sided) with its foot at n0 = -(sqrt(d) "
+                "+ <e_s, e_a>^2/|e_a|^2)/|e_a|^2 and its distance lam <= |n0| B/(2 d^(1/4)) both tied "
+                "to the embeddings, and the count 0 at n_* = -sqrt(d)/|e_a|^2 between the foot and 1: "
+                "not derived")
+    if read == "last":
+        if cell.attention == "softmax":
+            if not cell.normed:
+                return None  # constructions.last_read.PairDesign: L* = 2
+            if cell.pre and not cell.affine.gain and cell.eps == 0:
+                return None  # constructions.last_read.BareDesign, up to L* = 4
+            if cell.post:
+                # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it
+                if cell.eps > 0:
+                    return (f"{what} has no construction yet for softmax attention with post-norm and "
+                            "eps > 0 (the arc, and the count 0 on it, use the norm's scale invariance, "
+                            "eps = 0)")
+                if cell.d < laws.smallest_d(cell):
+                    return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
+                            "subspace must hold the 2-D arc: d >= 3)")
+                return None
+            if not cell.affine.gain:
+                return (f"{what} has no construction yet for softmax attention with bare pre-norm and "
+                        "eps > 0 (values shorter than sqrt(d) let rho exceed 1: its L* is "
+                        "bounds.lstar.last_l_star_eps, exact; built: eps = 0)")
+            if cell.kind.image_dim(cell.d) < 2:
+                return f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built)"
+            if cell.eps > 0:
+                return (f"{what} has no construction yet for softmax attention with eps > 0 (its "
+                        "offset uses the norm's exact invariances, eps = 0)")
+            return None
+        if cell.post:
+            # constructions.last_post.LinearLastArcDesign (post-LayerNorm; post-RMSNorm is refused
+            # above: its foot is tied to the budget)
+            if cell.eps > 0:
+                return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
+                        "(the arc, and the count 0 on it, use the norm's scale invariance, eps = 0)")
+            if cell.d < laws.smallest_d(cell):
+                return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
+                        "subspace must hold the 2-D arc: d >= 3)")
+            return None
+        return None  # pre-norm here; without a norm constructions.last_read.LineDesign
+    # select at the BOS read
+    if cell.attention == "softmax" and cell.pre and cell.kind.image_dim(cell.d) < 2:
+        if cell.eps == 0:
+            return None  # constructions.two_value_select: two values, L* = 2
+        return (f"{what} has no construction yet at d = 2 with pre-LayerNorm and eps > 0 (the "
+                "values s_x (1, -1), |s_x| < 1, are no longer two: nothing solves it beyond the "
+                "count task's L* (bounds.lstar.l_star), its own L* is not derived; eps = 0 is "
+                "built, L* = 2)"
+                if not cell.affine.gain else
+                f"{what} has no construction yet at d = 2 with a learned pre-LayerNorm and eps > 0 "
+                "(the values are no longer two; eps = 0 is built, L* = 2)")
+    if cell.attention == "softmax" and not cell.post:
+        return None  # constructions.select
+    if cell.pre and not cell.affine.bias and cell.kind.image_dim(cell.d) == 1:
+        return (f"{what} has no construction at d = 2 with pre-LayerNorm without a bias, and no "
+                "parameters solve it for L >= 1: every value is +- one vector v, so a b token adds "
+                "tau |v|^2 h_s to the attention as an a token does, and (s, a) and (s, b) have one "
+                "output (d >= 3 is built)")
+    return None
+
+
+def select_last_built(cell: Cell) -> bool:
+    """Whether :mod:`constructions.select_last` builds ``cell``: the select task read last, linear attention,
+    regression, without a norm (``d >= 3``) or with bare pre-norm at ``eps = 0`` (LayerNorm
+    ``d >= 3``, RMSNorm every ``d``)."""
+    if not (cell.distractor and cell.read.last and cell.attention == "linear"
+            and cell.readout == "regression"):
+        return False
+    if cell.d < 3 and (not cell.normed or cell.kind.centred):
+        return False
+    if not cell.normed:
+        return True
+    if cell.pre and cell.affine.gain:
+        return cell.eps == 0 and (cell.d >= 3 or not cell.kind.centred)
+    return cell.pre and cell.eps == 0
+
+
+def _select_last(cell: Cell) -> str | None:
+    """Why the select task at the last read has no construction in ``cell`` (None: built, :mod:`constructions.select_last`)."""
+    if select_last_built(cell):
+        return None
+    what = "the select task at the last read"
+    if cell.readout == "classification":
+        return (f"{what} has no construction yet for classification (the regression constructions "
+                "are linear attention without a norm or with bare pre-LayerNorm, constructions.select_last)")
+    if cell.attention == "softmax":
+        return (f"{what} has no construction yet for softmax attention (the query b must count "
+                "the a tokens while no score makes the value of b vanish: not derived)")
+    if cell.post:
+        return f"{what} has no construction yet for linear attention with post-norm"
+    if cell.pre and cell.affine.gain and cell.eps == 0:
+        return (f"{what} has no construction at d = 2 with pre-LayerNorm and a gain (its values "
+                "lie on one line, where no b scores a as a does without being a; d >= 3 is built)")
+    if cell.d < 3 and not cell.normed:
+        return (f"{what} has no construction at d = 2 without a norm (it needs a third direction "
+                "of the frame for e_s: constructions.select_last; d >= 3 is built)")
+    if cell.d < 3 and cell.eps == 0:
+        return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
+                "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
+                "every d, are built)")
+    return (f"{what} has no construction yet for pre-norm ({cell.kind.name}) with eps > 0 "
+            "(the constructions use the norm's exact scale invariance, eps = 0)")
