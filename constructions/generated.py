@@ -3,7 +3,7 @@
 The sources lambdify wrote for the numeric paths, and values derived in sympy, under
 the key of the modules they come from (used only while ``KEY`` is current)."""
 
-KEY = 'b0078b7247931f99703121ecb61a13f272819213df7cc3f66b79e6b9971a614c'
+KEY = '6cc7e33b44267a51c5aa78a63b269d8ede49fff55b519ce8304268844478b4b0'
 
 FUNCTIONS = {
     'FootDesign:attention=linear,variant=post_bare,norm=rmsnorm,affine=bare,readout=regression,d=8,eps=0.0,task=count,read=bos:capacity mpmath':
