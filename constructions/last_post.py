@@ -75,10 +75,9 @@ from constructions.regression import (RegressionDesign, Step, _check_budget, _ch
 from constructions.symbols import (ARGS, BETA, E1, E_A, E_S, G, ONE, V, W, W0, A, B, C, S, kappa, t, tau)
 
 def built(cell: Cell) -> bool:
-    """Whether ``cell``'s count task read last after post-norm has its construction here (either
-    read-out; :func:`constructions.registry.last_arc`): ``eps = 0``, the arc's width (``d >= 3``
-    for LayerNorm), and softmax attention or linear attention with LayerNorm
-    (:func:`constructions.refusals.refusal` says why not)."""
+    """Whether ``cell`` (either read-out) is built here: the cells of
+    :func:`constructions.registry.last_arc` (:func:`constructions.refusals.refusal` says why
+    not)."""
     return registry.builds("last_post", cell)
 
 

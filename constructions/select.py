@@ -155,9 +155,8 @@ kappa, g_1, n_s, m_s = sympy.symbols("kappa g_1 n_s m_s", positive=True)
 
 
 def suppresses(cell: Cell) -> bool:
-    """Whether ``cell`` is built here (:func:`constructions.registry.suppressed_select`): the select
-    task read at ``s``, softmax attention without a norm, with bare pre-norm or with pre-norm and
-    a gain (not LayerNorm at ``d = 2``, whose two values leave ``b`` no place), regression."""
+    """Whether ``cell`` (regression) is built here: the cells of
+    :func:`constructions.registry.suppressed_select`."""
     return registry.builds("select", cell)
 
 

@@ -163,9 +163,8 @@ BARE_NU = sympy.Rational(1, 2**10)
 
 
 def built(cell: Cell) -> bool:
-    """Whether ``cell`` is built here (:mod:`constructions.registry`: no norm at ``d >= 3``,
-    bare pre-norm at ``eps = 0`` (LayerNorm ``d >= 3``, RMSNorm every ``d``), pre-norm with a
-    gain at ``eps = 0`` (not LayerNorm at ``d = 2``); linear attention, regression)."""
+    """Whether ``cell`` (regression) is built here: the cells of the four entries of
+    :mod:`constructions.registry` in this module (``*_select_last``)."""
     return registry.builds("select_last", cell)
 
 

@@ -65,9 +65,8 @@ TWO_VALUE_L_STAR = 2
 
 
 def applies(cell: Cell) -> bool:
-    """Whether ``cell`` is built here (:func:`constructions.registry.two_value_select`): the select
-    task read at ``s``, softmax regression, pre-LayerNorm with two values (``d = 2``, ``eps = 0``),
-    any affine option."""
+    """Whether ``cell`` (regression) is built here: the cells of
+    :func:`constructions.registry.two_value_select`."""
     return registry.builds("two_value_select", cell)
 
 
