@@ -94,7 +94,7 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions import basis, laws, pencil, zoom
+from constructions import basis, laws, pencil, registry, zoom
 from constructions.cell import Cell, Params
 from constructions.regression import axes, family
 from constructions.regression import design as regression_design
@@ -481,14 +481,12 @@ def _mp_vector(axis, width: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> ClassificationDesign:
-    """The head of a classification cell (:class:`constructions.last_read.LastReadHead` at the
-    last read, :class:`constructions.last_post.LastArcHead` there after post-norm)."""
-    if cell.read.last and cell.post:
-        from constructions.last_post import LastArcHead  # it builds on this module
-
-        return LastArcHead(cell)
-    if cell.read.last:
-        from constructions.last_read import LastReadHead  # it builds on this module
-
-        return LastReadHead(cell)
-    return ClassificationDesign(cell)
+    """The head of a classification cell: the first entry of
+    :data:`constructions.registry.CLASSIFICATION` that serves it, built
+    (:class:`ClassificationDesign` at the read at ``s``,
+    :class:`constructions.last_read.LastReadHead` at the last read,
+    :class:`constructions.last_post.LastArcHead` there after post-norm); a ValueError naming
+    :func:`constructions.refusals.refusal`'s reason where no entry does."""
+    if cell.readout != "classification":
+        raise ValueError("ClassificationDesign is for classification cells")
+    return registry.construct(cell)

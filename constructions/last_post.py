@@ -66,7 +66,7 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions import arc, laws, zoom
+from constructions import arc, laws, registry, zoom
 from constructions.basis import FrameVector
 from constructions.cell import Cell, Params
 from constructions.classification import ClassificationDesign
@@ -75,11 +75,10 @@ from constructions.regression import (RegressionDesign, Step, _check_budget, _ch
 from constructions.symbols import (ARGS, BETA, E1, E_A, E_S, G, ONE, V, W, W0, A, B, C, S, kappa, t, tau)
 
 def built(cell: Cell) -> bool:
-    """Whether ``cell``'s count task read last after post-norm has its construction here (either
-    read-out): ``eps = 0``, the arc's width (``d >= 3`` for LayerNorm), and softmax attention or
-    linear attention with LayerNorm (:func:`constructions.tasks.refusal` says why not)."""
-    return (cell.read.last and cell.post and cell.eps == 0 and not cell.distractor
-            and cell.d >= laws.smallest_d(cell) and (cell.attention == "softmax" or cell.kind.centred))
+    """Whether ``cell`` (either read-out) is built here: the cells of
+    :func:`constructions.registry.last_arc` (:func:`constructions.refusals.refusal` says why
+    not)."""
+    return registry.builds("last_post", cell)
 
 
 #: ``u = -n_*``, the parameter of the count 0 before the arc's origin (a sixth argument)

@@ -1,6 +1,8 @@
 """Which cells have no construction yet, and why (:func:`refusal`): the commands refuse them up
 front, in one line, instead of printing a wrong row.  Plain cell logic (no sympy), so that a
-command checks its cell before it loads any construction."""
+command checks its cell before it loads any construction.  The cells that are built are those
+an entry of :mod:`constructions.registry` serves: the two are stated apart, one as reasons and one
+as constructions, and the tests check that they agree on a grid of every part."""
 
 from __future__ import annotations
 
@@ -106,26 +108,10 @@ def refusal(cell: Cell) -> str | None:
     return None
 
 
-def select_last_built(cell: Cell) -> bool:
-    """Whether :mod:`constructions.select_last` builds ``cell``: the select task read last, linear attention,
-    regression, without a norm (``d >= 3``) or with bare pre-norm at ``eps = 0`` (LayerNorm
-    ``d >= 3``, RMSNorm every ``d``)."""
-    if not (cell.distractor and cell.read.last and cell.attention == "linear"
-            and cell.readout == "regression"):
-        return False
-    if cell.d < 3 and (not cell.normed or cell.kind.centred):
-        return False
-    if not cell.normed:
-        return True
-    if cell.pre and cell.affine.gain:
-        return cell.eps == 0 and (cell.d >= 3 or not cell.kind.centred)
-    return cell.pre and cell.eps == 0
-
-
 def _select_last(cell: Cell) -> str | None:
-    """Why the select task at the last read has no construction in ``cell`` (None: built, :mod:`constructions.select_last`)."""
-    if select_last_built(cell):
-        return None
+    """Why the select task at the last read has no construction in ``cell`` (None: built,
+    :mod:`constructions.select_last`: linear attention and regression, without a norm at
+    ``d >= 3`` or with pre-norm at ``eps = 0``, not LayerNorm at ``d = 2``)."""
     what = "the select task at the last read"
     if cell.readout == "classification":
         return (f"{what} has no construction yet for classification (the regression constructions "
@@ -135,15 +121,19 @@ def _select_last(cell: Cell) -> str | None:
                 "the a tokens while no score makes the value of b vanish: not derived)")
     if cell.post:
         return f"{what} has no construction yet for linear attention with post-norm"
-    if cell.pre and cell.affine.gain and cell.eps == 0:
-        return (f"{what} has no construction at d = 2 with pre-LayerNorm and a gain (its values "
-                "lie on one line, where no b scores a as a does without being a; d >= 3 is built)")
-    if cell.d < 3 and not cell.normed:
+    if not cell.normed:
+        if cell.d >= 3:
+            return None
         return (f"{what} has no construction at d = 2 without a norm (it needs a third direction "
                 "of the frame for e_s: constructions.select_last; d >= 3 is built)")
-    if cell.d < 3 and cell.eps == 0:
-        return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
-                "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
-                "every d, are built)")
-    return (f"{what} has no construction yet for pre-norm ({cell.kind.name}) with eps > 0 "
-            "(the constructions use the norm's exact scale invariance, eps = 0)")
+    if cell.eps > 0:
+        return (f"{what} has no construction yet for pre-norm ({cell.kind.name}) with eps > 0 "
+                "(the constructions use the norm's exact scale invariance, eps = 0)")
+    if cell.kind.image_dim(cell.d) >= 2:
+        return None
+    if cell.affine.gain:
+        return (f"{what} has no construction at d = 2 with pre-LayerNorm and a gain (its values "
+                "lie on one line, where no b scores a as a does without being a; d >= 3 is built)")
+    return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
+            "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
+            "every d, are built)")

@@ -91,7 +91,7 @@ import numbers
 import mpmath
 import numpy as np
 
-from constructions import arc, codegen, laws, line, segment, zoom
+from constructions import arc, codegen, laws, line, registry, segment, zoom
 from constructions.cell import MAX_B, MAX_L, Cell, Params, to_mpf
 
 #: above this width :meth:`RegressionDesign.symbolic` refuses (it builds d-long sympy vectors);
@@ -570,52 +570,10 @@ class FootDesign(RegressionDesign):
 
 @functools.lru_cache(maxsize=None)
 def design(cell: Cell) -> RegressionDesign:
-    """The construction of a regression cell: :mod:`constructions.select_last` for the select task
-    read last with linear attention, :mod:`constructions.last_read`'s designs for the
-    last read without a norm or with bare pre-norm (softmax, ``eps = 0``), :class:`constructions.last_post.LastArcDesign`
-    and :class:`~constructions.last_post.LinearLastArcDesign` for the last read after post-norm
-    (softmax; linear with LayerNorm), :class:`constructions.select.SelectDesign`
-    for the select task with softmax attention and no post-norm, :class:`constructions.tasks.FootSelectDesign`
-    for the select task on the one-sided arc, :class:`constructions.tasks.TaskDesign` for
-    the other tasks and reads (:class:`constructions.two_value_select.TwoValueSelectDesign` for the
-    select task with softmax and pre-LayerNorm at ``d = 2``), :class:`FootDesign` for the one-sided arc (linear attention with
-    post-RMSNorm), :class:`RegressionDesign` otherwise."""
-    if cell.read.last and cell.attention == "softmax" and not cell.normed and not cell.task.distractor:
-        from constructions.last_read import PairDesign  # it builds on this module
-
-        return PairDesign(cell)
-    if (cell.read.last and cell.attention == "softmax" and laws.rigid(cell) and cell.eps == 0
-            and not cell.task.distractor):
-        from constructions.last_read import BareDesign
-
-        return BareDesign(cell)
-    if cell.read.last and cell.attention == "linear" and not cell.normed and not cell.task.distractor:
-        from constructions.last_read import LineDesign
-
-        return LineDesign(cell)
-    if cell.read.last and cell.task.distractor and cell.attention == "linear":
-        from constructions import select_last  # it builds on this module
-
-        if select_last.built(cell):
-            return select_last.design(cell)
-    if cell.read.last and cell.post:
-        from constructions import last_post
-
-        if last_post.built(cell):
-            return (last_post.LastArcDesign if cell.attention == "softmax" else last_post.LinearLastArcDesign)(cell)
-    if cell.task.distractor or cell.read.last:
-        from constructions import two_value_select  # it builds on this module
-        from constructions.select import SelectDesign, suppresses  # they build on this module
-
-        if two_value_select.applies(cell):
-            return two_value_select.TwoValueSelectDesign(cell)
-        from constructions.tasks import FootSelectDesign, TaskDesign
-
-        if suppresses(cell):
-            return SelectDesign(cell)
-        if cell.distractor and not cell.read.last and laws.foot_distance(cell, 1) is not None:
-            return FootSelectDesign(cell)
-        return TaskDesign(cell)
-    if laws.foot_distance(cell, 1) is not None and cell.readout == "regression":
-        return FootDesign(cell)
-    return RegressionDesign(cell)
+    """The construction of a regression cell: the first entry of
+    :data:`constructions.registry.REGRESSION` that serves it, built (its module imported on
+    first use: the design modules build on this one); a ValueError naming
+    :func:`constructions.refusals.refusal`'s reason where no entry does."""
+    if cell.readout != "regression":
+        raise ValueError("RegressionDesign is for regression cells")
+    return registry.construct(cell)

@@ -136,7 +136,7 @@ import math
 import numpy as np
 import sympy
 
-from constructions import closed_forms, laws, segment
+from constructions import closed_forms, laws, registry, segment
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, Step, _embedding_scale, _score_gap, _vec, axes
 from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, P, Q, W, W0, A, B, C, X,
@@ -155,13 +155,9 @@ kappa, g_1, n_s, m_s = sympy.symbols("kappa g_1 n_s m_s", positive=True)
 
 
 def suppresses(cell: Cell) -> bool:
-    """Whether ``cell`` is built here: the select task read at ``s``, softmax attention without a
-    norm, with bare pre-norm or with pre-norm and a gain (not LayerNorm at ``d = 2``, whose two
-    values leave ``b`` no place), regression."""
-    return (cell.distractor and not cell.read.last and cell.attention == "softmax"
-            and cell.readout == "regression"
-            and (not cell.normed or (laws.rigid(cell) and not laws.two_values(cell))
-                 or _gain(cell)))
+    """Whether ``cell`` (regression) is built here: the cells of
+    :func:`constructions.registry.suppressed_select`."""
+    return registry.builds("select", cell)
 
 
 def _gain(cell: Cell) -> bool:

@@ -132,8 +132,8 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions import zoom
-from constructions.refusals import select_last_built as built
+from constructions import registry, zoom
+from constructions.refusals import refusal
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _temperature, _vec, axes
 from constructions.symbols import (BETA, C1, E1, E_A, E_S, G, H_A, H_S, ONE, P, Q, W, W0, A, B, C, L, inner,
@@ -162,15 +162,10 @@ A_GRID = np.linspace(1e-4, 1 - 1e-4, 4097)
 BARE_NU = sympy.Rational(1, 2**10)
 
 
-def design(cell: Cell):
-    """The construction of ``cell`` if this module builds it, else None."""
-    if not built(cell):
-        return None
-    if not cell.normed:
-        return FreeSelectDesign(cell)
-    if cell.affine.gain:
-        return GainSelectDesign(cell)
-    return BareSelectDesign(cell) if cell.kind.centred else ScaleSelectDesign(cell)
+def built(cell: Cell) -> bool:
+    """Whether ``cell`` (regression) is built here: the cells of the four entries of
+    :mod:`constructions.registry` in this module (``*_select_last``)."""
+    return registry.builds("select_last", cell)
 
 
 def _params(cell: Cell, out: dict) -> Params:

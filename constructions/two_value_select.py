@@ -54,7 +54,7 @@ import math
 import mpmath
 import sympy
 
-from constructions import zoom
+from constructions import registry, zoom
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, Step, _check_budget, _check_count, _vec
 from constructions.symbols import BETA, C1, E_A, E_S, G, H_A, H_S, ONE, W, W0, A, B, C, inner, t
@@ -65,10 +65,9 @@ TWO_VALUE_L_STAR = 2
 
 
 def applies(cell: Cell) -> bool:
-    """The select task read at ``s``, softmax regression, pre-LayerNorm with two values
-    (``d = 2``, ``eps = 0``), any affine option."""
-    return (cell.distractor and not cell.read.last and cell.attention == "softmax" and cell.pre
-            and cell.readout == "regression" and cell.kind.image_dim(cell.d) == 1 and cell.eps == 0)
+    """Whether ``cell`` (regression) is built here: the cells of
+    :func:`constructions.registry.two_value_select`."""
+    return registry.builds("two_value_select", cell)
 
 
 def inputs(L: int) -> list[tuple[int, int]]:

@@ -1,0 +1,243 @@
+"""Which construction serves which cell: one table per read-out, one entry per construction.
+
+An :class:`Entry` names a design class (its module in :mod:`constructions` and its name) and
+the cells it serves, a predicate on the parts of the :class:`~constructions.cell.Cell`
+(attention, placement, kind, affine, ``d``, ``eps``, task, read).  :func:`serving` returns the
+first entry of the cell's table (:data:`REGRESSION` or :data:`CLASSIFICATION`) that serves it,
+None where no construction is derived; :func:`construct` builds it
+(:func:`constructions.regression.design` and :func:`constructions.classification.design` are
+this, cached).  The predicates are plain cell logic and the design modules are imported only
+when an entry is built: they build on :mod:`constructions.regression`, which dispatches through
+this table, and loading this module loads neither them nor sympy.
+
+The entries of a table serve disjoint sets of cells (the tests check it on a grid), so the order
+of a table is only the order in which a reader meets them; the cells no entry serves are those
+:func:`constructions.refusals.refusal` gives a reason for, in its own plain logic (the tests check
+that the two agree on every cell of a grid of all parts).
+
+*Regression* (the count task read at ``s`` first, then the last read, then the select task):
+
+* :func:`count_bos`: :class:`~constructions.regression.RegressionDesign`, and
+  :func:`count_foot`: :class:`~constructions.regression.FootDesign` (the one-sided arc);
+* the count task read last: :func:`pair_read`, :func:`rigid_read`, :func:`line_read`
+  (:mod:`constructions.last_read`), :func:`last_arc` (:mod:`constructions.last_post`, softmax and
+  linear attention), :func:`value_read` (:class:`~constructions.tasks.TaskDesign`);
+* the select task read at ``s``: :func:`free_select` (:class:`~constructions.tasks.TaskDesign`, a
+  distractor that changes nothing), :func:`foot_select` (:class:`~constructions.tasks.FootSelectDesign`),
+  :func:`suppressed_select` (:mod:`constructions.select`), :func:`two_value_select`
+  (:mod:`constructions.two_value_select`);
+* the select task read last: :func:`free_select_last`, :func:`bare_select_last`,
+  :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`).
+
+*Classification* (a head on the geometry of a regression entry at budget 1):
+:func:`last_arc` (:class:`~constructions.last_post.LastArcHead`), :func:`last_head`
+(:class:`~constructions.last_read.LastReadHead`) and :func:`bos_head`
+(:class:`~constructions.classification.ClassificationDesign`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+from constructions import laws
+from constructions.cell import Cell
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A construction: the class ``name`` of ``constructions.<module>`` and the cells it serves."""
+
+    module: str
+    name: str
+    serves: Callable[[Cell], bool]
+
+    def load(self) -> type:
+        """The design class (its module imported on first use)."""
+        return getattr(importlib.import_module(f"constructions.{self.module}"), self.name)
+
+
+# ----------------------------------------------------------------------- the count task, at s
+def count_bos(cell: Cell) -> bool:
+    """The count task read at ``s`` where the foot of the residual line is free (every cell but
+    linear attention with post-RMSNorm): the families of :mod:`constructions.regression`."""
+    return not cell.distractor and not cell.read.last and _foot_free(cell)
+
+
+def count_foot(cell: Cell) -> bool:
+    """The count task read at ``s``, linear attention with post-RMSNorm: the one-sided arc."""
+    return not cell.distractor and not cell.read.last and not _foot_free(cell)
+
+
+def _foot_free(cell: Cell) -> bool:
+    """Whether no budget ties the foot of the residual line (:func:`constructions.laws.foot_distance`)."""
+    return laws.foot_distance(cell, 1.0, laws.FLOAT) is None
+
+
+# ----------------------------------------------------------------------- the count task, read last
+def _count_last(cell: Cell) -> bool:
+    return not cell.distractor and cell.read.last
+
+
+def pair_read(cell: Cell) -> bool:
+    """Softmax attention without a norm (``L* = 2``)."""
+    return _count_last(cell) and cell.attention == "softmax" and not cell.normed
+
+
+def rigid_read(cell: Cell) -> bool:
+    """Softmax attention with bare pre-norm at ``eps = 0`` (``L* = 4``), either kind, every ``d``."""
+    return _count_last(cell) and cell.attention == "softmax" and laws.rigid(cell) and cell.eps == 0
+
+
+def line_read(cell: Cell) -> bool:
+    """Linear attention without a norm."""
+    return _count_last(cell) and cell.attention == "linear" and not cell.normed
+
+
+def last_arc(cell: Cell) -> bool:
+    """Post-norm at ``eps = 0`` (the arc of ``L - 1`` and the count 0 on it): softmax attention,
+    or linear attention with LayerNorm (with RMSNorm the foot is tied to the budget), at the arc's
+    width (``d >= 3`` for LayerNorm)."""
+    return (_count_last(cell) and cell.post and cell.eps == 0 and cell.d >= laws.smallest_d(cell)
+            and (cell.attention == "softmax" or cell.kind.centred))
+
+
+def value_read(cell: Cell) -> bool:
+    """Pre-norm, the values read along one axis: linear attention (every affine, ``d`` and
+    ``eps``), or softmax attention with a gain at ``eps = 0`` and a plane in the norm's image
+    (not LayerNorm at ``d = 2``)."""
+    return (_count_last(cell) and cell.pre
+            and (cell.attention == "linear"
+                 or (cell.affine.gain and cell.eps == 0 and cell.kind.image_dim(cell.d) >= 2)))
+
+
+# ----------------------------------------------------------------------- the select task, at s
+def _select_bos(cell: Cell) -> bool:
+    return cell.distractor and not cell.read.last
+
+
+def free_select(cell: Cell) -> bool:
+    """A distractor that changes no output: softmax attention with post-norm, linear attention
+    without post-RMSNorm and without values on one line (:func:`constructions.laws.on_a_line`,
+    where ``b`` adds what ``a`` adds)."""
+    return _select_bos(cell) and (
+        (cell.attention == "softmax" and cell.post)
+        or (cell.attention == "linear" and _foot_free(cell) and not laws.on_a_line(cell)))
+
+
+def foot_select(cell: Cell) -> bool:
+    """Linear attention with post-RMSNorm: the one-sided arc and a distractor that scores 0."""
+    return _select_bos(cell) and not _foot_free(cell)
+
+
+def suppressed_select(cell: Cell) -> bool:
+    """Softmax attention without post-norm, the distractor suppressed at a price: no norm, bare
+    pre-norm without two values (:func:`constructions.laws.two_values`), pre-norm with a gain and
+    a plane for it (RMSNorm; LayerNorm at ``d >= 3``); every ``eps``."""
+    return _select_bos(cell) and cell.attention == "softmax" and (
+        not cell.normed
+        or (laws.rigid(cell) and not laws.two_values(cell))
+        or (cell.pre and cell.affine.gain and cell.kind.image_dim(cell.d) >= 2))
+
+
+def two_value_select(cell: Cell) -> bool:
+    """Softmax attention with pre-LayerNorm at ``d = 2`` and ``eps = 0`` (two values, ``L* = 2``),
+    every affine."""
+    return (_select_bos(cell) and cell.attention == "softmax" and cell.pre
+            and cell.kind.image_dim(cell.d) == 1 and cell.eps == 0)
+
+
+# ----------------------------------------------------------------------- the select task, read last
+def _select_last(cell: Cell) -> bool:
+    """The select task read last with linear attention, without post-norm."""
+    return cell.distractor and cell.read.last and cell.attention == "linear" and not cell.post
+
+
+def free_select_last(cell: Cell) -> bool:
+    """No norm, ``d >= 3`` (a third direction of the frame for ``e_s``)."""
+    return _select_last(cell) and not cell.normed and cell.d >= 3
+
+
+def bare_select_last(cell: Cell) -> bool:
+    """Bare pre-LayerNorm at ``eps = 0``, ``d >= 3``."""
+    return (_select_last(cell) and laws.rigid(cell) and cell.kind.centred and cell.eps == 0
+            and cell.d >= 3)
+
+
+def scale_select_last(cell: Cell) -> bool:
+    """Bare pre-RMSNorm at ``eps = 0``, every ``d``."""
+    return _select_last(cell) and laws.rigid(cell) and not cell.kind.centred and cell.eps == 0
+
+
+def gain_select_last(cell: Cell) -> bool:
+    """Pre-norm with a gain at ``eps = 0`` and a plane in the norm's image (not LayerNorm at ``d = 2``)."""
+    return (_select_last(cell) and cell.pre and cell.affine.gain and cell.eps == 0
+            and cell.kind.image_dim(cell.d) >= 2)
+
+
+#: the regression constructions (module docstring)
+REGRESSION = (
+    Entry("regression", "RegressionDesign", count_bos),
+    Entry("regression", "FootDesign", count_foot),
+    Entry("last_read", "PairDesign", pair_read),
+    Entry("last_read", "BareDesign", rigid_read),
+    Entry("last_read", "LineDesign", line_read),
+    Entry("last_post", "LastArcDesign", lambda cell: last_arc(cell) and cell.attention == "softmax"),
+    Entry("last_post", "LinearLastArcDesign", lambda cell: last_arc(cell) and cell.attention == "linear"),
+    Entry("tasks", "TaskDesign", value_read),
+    Entry("tasks", "TaskDesign", free_select),
+    Entry("tasks", "FootSelectDesign", foot_select),
+    Entry("select", "SelectDesign", suppressed_select),
+    Entry("two_value_select", "TwoValueSelectDesign", two_value_select),
+    Entry("select_last", "FreeSelectDesign", free_select_last),
+    Entry("select_last", "BareSelectDesign", bare_select_last),
+    Entry("select_last", "ScaleSelectDesign", scale_select_last),
+    Entry("select_last", "GainSelectDesign", gain_select_last),
+)
+
+
+# ----------------------------------------------------------------------- classification heads
+def last_head(cell: Cell) -> bool:
+    """The count task read last without post-norm, on the geometry of :func:`pair_read`,
+    :func:`rigid_read`, :func:`line_read` or :func:`value_read`."""
+    return pair_read(cell) or rigid_read(cell) or line_read(cell) or value_read(cell)
+
+
+def bos_head(cell: Cell) -> bool:
+    """The read at ``s``, on the geometry of every regression entry there but
+    :func:`two_value_select` (two values: ``(s, a, a, b)`` and ``(s, a)`` have one output)."""
+    return (not cell.read.last and not two_value_select(cell)
+            and any(e.serves(cell) for e in REGRESSION))
+
+
+#: the classification heads (module docstring)
+CLASSIFICATION = (
+    Entry("classification", "ClassificationDesign", bos_head),
+    Entry("last_read", "LastReadHead", last_head),
+    Entry("last_post", "LastArcHead", last_arc),
+)
+
+TABLES = {"regression": REGRESSION, "classification": CLASSIFICATION}
+
+
+def serving(cell: Cell) -> Entry | None:
+    """The first entry of the table of ``cell``'s read-out that serves it (None: not built)."""
+    return next((e for e in TABLES[cell.readout] if e.serves(cell)), None)
+
+
+def builds(module: str, cell: Cell) -> bool:
+    """Whether ``cell`` is served by a construction of ``constructions.<module>``."""
+    entry = serving(cell)
+    return entry is not None and entry.module == module
+
+
+def construct(cell: Cell):
+    """The construction serving ``cell``, built; a ValueError naming
+    :func:`constructions.refusals.refusal`'s reason where none does."""
+    entry = serving(cell)
+    if entry is None:
+        from constructions.refusals import refusal
+
+        raise ValueError(f"{cell.describe()}: {refusal(cell) or 'no construction is derived'}")
+    return entry.load()(cell)
