@@ -211,3 +211,31 @@ def test_forward_by_hand():
         # N((2, 4, 12)) = (2-6, 4-6, 12-6)/sqrt(56/3): w reads -2 / sqrt(56/3)
         expected = -2 / mpmath.sqrt(mpmath.mpf(56) / 3)
         assert abs(forward(keys3, v3, 0, "s") - expected) < mpmath.mpf(10) ** -50
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=[f"{c.describe()}-{c.task.name}-{c.read.name}"
+                                             for c in CELLS])
+def test_forward_agrees_with_the_toolkit_on_random_parameters(cell):
+    """The forward pass here and the toolkit's (:func:`verify.forward.explicit`, at 80 digits)
+    give one output on random parameters and random sequences: two independent readings of the
+    model agree to 40 digits (a norm input the toolkit refuses as degenerate is skipped)."""
+    from hypothesis import given, settings
+
+    from verify.forward import NormUndefined, explicit
+    from verify.strategies import parameter_sets, sequences
+
+    keys = cell.keys()
+
+    @settings(max_examples=8, deadline=None)
+    @given(parameter_sets(cell, max_magnitude=2.0), sequences(cell, 6))
+    def agree(params, tokens):
+        vec = {name: list(params.vectors[name]) for name in cell.vector_names()}
+        try:
+            theirs = explicit(params, tokens, "mp80")
+        except NormUndefined:
+            return
+        ours = forward(keys, vec, params.scalars["w0"], tokens)
+        with mpmath.workdps(DPS):
+            assert abs(ours - mpmath.mpf(theirs)) <= mpmath.mpf(10) ** -40 * (1 + abs(ours))
+
+    agree()
