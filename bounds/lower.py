@@ -565,9 +565,11 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
         count = cell.replace(task="count")
         if B_upper is not None and suppresses(cell):
             # the bound is valid for any B_upper; the count task's own optimum (a float
-            # estimate) lets the branch and bound stop at its tolerance
+            # estimate) lets the branch and bound stop at its tolerance below it (a cap above the
+            # optimum would be out of reach of every lower bound: the search would spend all
+            # its boxes)
             est = regression.design(count).estimate(L)
-            B_upper = B_upper if est is None else min(B_upper, est * (1 + rtol))
+            B_upper = B_upper if est is None else min(B_upper, est)
         return b_lower(count, L, B_upper, arc_boxes, rtol)
     if cell.post:
         if cell.eps > 0 or cell.d < laws.smallest_d(cell) or B_upper is None:
