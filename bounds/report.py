@@ -401,11 +401,11 @@ def figure_precision(walls):
 
 def figure_tasks(task_results, results):
     """``B_min`` of each cell built for the select task or the last read over the same cell's
-    plain counting (the count task read at ``s``)."""
-    fig, axes = _figure(1, 1, (13, 6))
-    ax = axes[0][0]
+    plain counting (the count task read at ``s``): one panel per task and read position (more
+    than 20 series in a panel repeat the colours with another line style)."""
     plain = {(c.attention, c.variant, c.kind.name, c.affine.name): r for c, r, _ in results
              if c.readout == "regression"}
+    panels: dict[tuple[str, str], list] = {}
     for cell, res, _ in task_results:
         twin = plain.get((cell.attention, cell.variant, cell.kind.name, cell.affine.name))
         if res is None or twin is None:
@@ -414,10 +414,18 @@ def figure_tasks(task_results, results):
         Ls = sorted(set(mine) & set(theirs))
         if Ls:
             label = name(cell).replace("/regression", "")
-            ax.semilogx(Ls, [mine[L] / theirs[L] for L in Ls], "o-", ms=3, lw=1, label=label)
-    ax.axhline(1.0, color="0.3", lw=0.8)
-    _label(ax, "Selective counting and the last-position read against plain counting",
-           "B_min(task, read) / B_min(count, bos)", loc="upper left", bbox_to_anchor=(1.02, 1.0))
+            panels.setdefault((cell.task.name, cell.read.name), []).append(
+                (label, Ls, [mine[L] / theirs[L] for L in Ls]))
+    keys = sorted(panels) or [("select", "bos")]
+    fig, axes = _figure(len(keys), 1, (13, 5 * len(keys)))
+    for ax, key in zip(axes[:, 0], keys):
+        series = panels.get(key, [])
+        for i, (label, Ls, ratio) in enumerate(series):
+            ax.semilogx(Ls, ratio, "o", ls=("-", "--", ":")[i // 20 % 3], ms=3, lw=1, label=label)
+        ax.axhline(1.0, color="0.3", lw=0.8, label="plain counting")
+        _label(ax, f"The {key[0]} task read at {key[1]} against plain counting",
+               "B_min(task, read) / B_min(count, bos)", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+               ncol=2 if len(series) > 24 else 1)
     return _save(fig)
 
 
