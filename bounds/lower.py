@@ -16,7 +16,7 @@ import flint
 
 from bounds.arc_lower import arc_lower
 from bounds.lstar import feasible as bare_pre_feasible
-from constructions import last_post, laws, regression, segment
+from constructions import laws, regression, segment
 from constructions.cell import Cell
 from verify.backends import arb_floor
 
@@ -550,6 +550,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             return last_free_line_lower(cell, L)
         if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:
             return None if cell.eps > 0 or B_upper is None else last_bare_lower(cell, L, B_upper)
+        from constructions import last_post  # sympy: only the last read loads it
+
         if last_post.built(cell):
             return None if B_upper is None else last_post_lower(cell, L, B_upper, arc_boxes)
         if cell.distractor or not cell.pre or (cell.eps > 0 and laws.rigid(cell)):

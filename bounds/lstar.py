@@ -254,7 +254,7 @@ def l_star_status(cell: Cell) -> tuple[str, int | None]:
         count = cell_l_star(cell.replace(task="count"))
         if count is not None:
             return "finite", count
-    from constructions.tasks import refusal  # constructions.tasks imports nothing from bounds
+    from constructions.refusals import refusal  # no sympy: the table's path
 
     if refusal(cell) is not None or (cell.post and cell.d < laws.smallest_d(cell)):
         return "unknown", None
