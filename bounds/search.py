@@ -111,8 +111,6 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
         shape_value=shape,
         seconds=time.perf_counter() - start,
     )
-    if not res.certified:  # no head certified: nothing shows that B_min is an infimum of 0
-        row.update(B_min=None, B_min_is_infimum=False)
     if not res.counts:
         row["note"] = f"cannot certify ({res.verdict})"
     elif witness and res.certified:
@@ -183,6 +181,8 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
         storage=params.storage(),
         seconds=time.perf_counter() - start,
     )
+    if not res.certified:  # no head certified: nothing shows that B_min is an infimum of 0
+        row.update(B_min=None, B_min_is_infimum=False)
     if not res.counts:
         row["note"] = f"cannot certify ({res.verdict})"
     elif witness and res.certified:
