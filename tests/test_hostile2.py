@@ -130,3 +130,21 @@ def test_a_classification_row_without_a_certified_head_claims_no_infimum(capsys)
 
     good = classification_row(failing.replace(eps=0.0), 4)
     assert good["certified"] is True and good["B_min"] == 0.0 and good["B_min_is_infimum"] is True
+
+
+def test_a_heads_exact_infimum_is_printed_only_with_exact(tmp_path, capsys):
+    """``B_min_exact`` (and the text's ``B_min(L) exactly`` line) come with ``--exact`` only, for
+    a classification head as for regression: without it the key is null."""
+    from verify import __main__ as verify_cli
+    from verify.params_file import to_json
+
+    cell = Cell("linear", "pre_learned", "classification", d=4, task="count", read="last")
+    path = tmp_path / "head.json"
+    path.write_text(to_json(classification.design(cell).build(5)))
+    for extra, exact in (([], None), (["--exact"], "0")):
+        assert verify_cli.main(["--params", str(path), "--json", *extra]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["B_min"] == 0.0 and report["B_min_exact"] == exact
+        assert verify_cli.main(["--params", str(path), *extra]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert ("B_min(L) exactly: 0" in lines) == (exact is not None)
