@@ -154,7 +154,9 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
     ``margin_upper``, a proven upper bound on the margin of every parameter set with every
     vector of norm <= 1 (:func:`bounds.margin.margin_upper`; None where no proof applies), with
     their ratio ``margin_ratio`` (``witness=True``: and the certified head as
-    ``row["witness"]``, as in :func:`regression_row`)."""
+    ``row["witness"]``, as in :func:`regression_row`).  ``B_min`` is 0 as an infimum only where
+    the head is certified (a certified head scaled by any ``t > 0`` still counts); else None,
+    as a regression row without a certified witness."""
     start = time.perf_counter()
     row = {"L": L, "B_min": 0.0, "B_min_is_infimum": True, "B_lower": 0.0, "certified": False,
            "margin": None, "storage": None}
@@ -179,6 +181,8 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
         storage=params.storage(),
         seconds=time.perf_counter() - start,
     )
+    if not res.certified:  # no head certified: nothing shows that B_min is an infimum of 0
+        row.update(B_min=None, B_min_is_infimum=False)
     if not res.counts:
         row["note"] = f"cannot certify ({res.verdict})"
     elif witness and res.certified:

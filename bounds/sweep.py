@@ -139,7 +139,8 @@ def parse(argv) -> tuple[argparse.Namespace, Cell, list[int]]:
                 affine=args.affine, task=args.task, read=args.read)
     why = refusal(cell)
     if why is not None:  # a cell without a construction yet: refused, never a wrong row
-        raise cli.UsageError(f"{cell.attention}/{cell.variant}/{cell.readout}: {why}")
+        raise cli.UsageError(f"{cell.attention}/{cell.variant}/{cell.readout}: {why}"
+                             f"{_refused_l_star(cell)}")
     Ls = grid(args.Lmin, args.Lmax)
     check_cell(cell, max(Ls))
     return args, cell, Ls
@@ -237,6 +238,18 @@ def _l_star_keys(cell: Cell) -> dict:
     ``unknown``) and ``L_star_upper`` (a proven upper bound where ``finite``, else null)."""
     status, value = l_star_status(cell)
     return {"L_star_status": status, "L_star_upper": value if status == "finite" else None}
+
+
+def _refused_l_star(cell: Cell) -> str:
+    """What is known of a refused cell's ``L*`` (:func:`bounds.lstar.l_star_status`), for its
+    one line: ``"; L* = N"`` (exact), ``"; L* is finite, at most U"`` (``L_star_status``
+    ``finite``), else nothing."""
+    status, value = l_star_status(cell)
+    if status == "exact":
+        return f"; L* = {value} at d = {cell.d}"
+    if status == "finite":
+        return f"; L* is finite, at most {value} (L_star_status finite, L_star_upper {value})"
+    return ""
 
 
 FIT_NOTE = ("the rates are asymptotic: at finite L the log-log fit carries the corrections of "

@@ -77,22 +77,41 @@ def check_out_dir(folder: str, option: str = "--out") -> str:
     """Refuse, before any work, an output directory that cannot be written.
 
     The empty string, an existing file that is not a directory, and a path whose nearest
-    existing ancestor is not a writable directory are :class:`UsageError`.
+    existing ancestor is not a writable directory are :class:`UsageError`.  Writable means that
+    an entry can be made there: the permission bits say nothing to root, nor about file systems
+    that refuse every new entry (``/proc``, ``/sys``), so the check makes (and removes) a
+    temporary file in the directory, or a temporary directory in the ancestor.
     """
     if not folder or not folder.strip():
         raise UsageError(f"{option} needs a directory name, got an empty string")
     if os.path.exists(folder):
         if not os.path.isdir(folder):
             raise UsageError(f"{option} {folder} exists and is not a directory")
-        if not os.access(folder, os.W_OK | os.X_OK):
+        if not (os.access(folder, os.W_OK | os.X_OK) and _can_make_entry(folder, False)):
             raise UsageError(f"{option} {folder} is not a writable directory")
         return folder
     parent = os.path.dirname(os.path.abspath(folder))
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+    if (not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK)
+            or not _can_make_entry(parent, True)):
         raise UsageError(f"{option} {folder} cannot be created (no writable directory above it)")
     return folder
+
+
+def _can_make_entry(folder: str, directory: bool) -> bool:
+    """Whether a temporary file (``directory``: a directory) can be made in ``folder``; it is
+    removed at once."""
+    try:
+        if directory:
+            os.rmdir(tempfile.mkdtemp(dir=folder, prefix=".probe."))
+        else:
+            fd, path = tempfile.mkstemp(dir=folder, prefix=".probe.")
+            os.close(fd)
+            os.unlink(path)
+    except OSError:
+        return False
+    return True
 
 
 @contextlib.contextmanager

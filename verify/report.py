@@ -42,7 +42,7 @@ def _b_min(params: Params, L: int, counts: bool, exact: bool) -> dict:
     out = {"B_min": None, "B_min_exact": None, "B_min_is_infimum": False}
     if cell.readout == "classification":
         if counts:  # every task and read: the head's scale is free
-            return {**out, "B_min": 0.0, "B_min_exact": "0", "B_min_is_infimum": True,
+            return {**out, "B_min": 0.0, "B_min_exact": "0" if exact else None, "B_min_is_infimum": True,
                     "B_min_source": "an infimum: with free biases the argmax is scale-free"}
         return {**out, "B_min_source": "not known here"}
     form = None if not known else (closed_forms.closed_form if exact else closed_forms.value)(cell, L)
