@@ -43,8 +43,9 @@ only for ``sigma >= -H^2/4``.  (Rigid values and values on a line have ``sigma >
 found by branch and bound: on ``[r0, r1]`` the numerator is at most ``value_gap(sigma(r1))`` and
 the factor ``rho/(...)`` at most its value at the point of ``[r0, r1]`` nearest its peak.  LayerNorm at
 ``d = 2`` with bare pre-norm realises only ``rho = 1`` (``X = 0``) and ``rho_max``: there the
-bound is ``F(rho_max)``.  The construction attains ``F`` at every ``rho``, so this bound is the
-max-min margin, to the branch-and-bound tolerance.
+bound is ``F(rho_max)``.  The construction attains ``F`` at every ``rho >= 1``, so this bound is
+the max-min margin, to the branch-and-bound tolerance, but at ``L = 1`` where ``rho < 1`` wins
+(with a gain; the construction keeps ``rho >= 1``).
 
 **The arc (post-norm, eps = 0).**  For either attention the residual is a positive multiple of
 ``P + n Q``, and the norm maps it to ``z_n = R unit(P' + n Q')`` (``P', Q'`` the centred parts
