@@ -33,14 +33,19 @@ are ``X rho/((rho+c)(rho+c+1))`` with ``X = |h_a - h_s|`` and (C) gives
 with ``X <= value_gap(sigma)`` at unit budget, ``sigma = sqrt(d) log rho`` the score gap
 (:func:`constructions.laws.value_gap`, proven in :mod:`constructions.laws`; it increases with
 ``sigma``) and ``sigma <= score_gap_max`` (:func:`constructions.laws.score_gap_max`).  For
-``rho < 1`` the bound is below its value at ``rho = 1`` (``value_gap`` increases with ``sigma``
-and ``rho/(L rho^2 + L^2 rho + (L^3-L)/3)`` increases up to ``sqrt((L^2-1)/3) >= 1``), so the
-supremum over ``rho in [1, rho_max]`` bounds every parameter set.  It is found by branch and
-bound: on ``[r0, r1]`` the numerator is at most ``value_gap(sigma(r1))`` and the factor
-``rho/(...)`` at most its value at the point of ``[r0, r1]`` nearest its peak.  LayerNorm at
+``L >= 2`` and ``rho < 1`` the bound is below its value at ``rho = 1`` (``value_gap`` increases
+with ``sigma`` and ``rho/(L rho^2 + L^2 rho + (L^3-L)/3)`` increases up to ``sqrt((L^2-1)/3) >=
+1``), so the supremum over ``rho in [1, rho_max]`` bounds every parameter set.  At ``L = 1`` the
+factor is ``1/(1 + rho)``, decreasing, and ``rho < 1`` can beat ``rho = 1`` (with a gain, once
+``H^2 > 2 sqrt(d)``: the slope of ``F`` at ``rho = 1`` is ``sqrt(d)/(2H) - H/4``); there the
+search starts at ``rho_low = exp(-H^2/(4 sqrt d))``: ``X^2 - H X - sigma <= 0`` has a real root
+only for ``sigma >= -H^2/4``.  (Rigid values and values on a line have ``sigma >= 0``.)  It is
+found by branch and bound: on ``[r0, r1]`` the numerator is at most ``value_gap(sigma(r1))`` and
+the factor ``rho/(...)`` at most its value at the point of ``[r0, r1]`` nearest its peak.  LayerNorm at
 ``d = 2`` with bare pre-norm realises only ``rho = 1`` (``X = 0``) and ``rho_max``: there the
-bound is ``F(rho_max)``.  The construction attains ``F`` at every ``rho``, so this bound is the
-max-min margin, to the branch-and-bound tolerance.
+bound is ``F(rho_max)``.  The construction attains ``F`` at every ``rho >= 1``, so this bound is
+the max-min margin, to the branch-and-bound tolerance, but at ``L = 1`` where ``rho < 1`` wins
+(with a gain; the construction keeps ``rho >= 1``).
 
 **The arc (post-norm, eps = 0).**  For either attention the residual is a positive multiple of
 ``P + n Q``, and the norm maps it to ``z_n = R unit(P' + n Q')`` (``P', Q'`` the centred parts
@@ -158,14 +163,23 @@ def _geometric(a, b):
 
 
 def _segment(cell: Cell, L: int) -> flint.arb:
-    """``sup F(rho)`` over ``rho in [1, rho_max]`` (module docstring)."""
+    """``sup F(rho)`` over ``rho in [1, rho_max]``, from ``rho_low < 1`` at ``L = 1`` (module
+    docstring)."""
     ops = laws.ARB
     sd = flint.arb(cell.d).sqrt()
     c = flint.arb(L**3 - L) / 3
     peak = (c / L).sqrt()
+    start, floor = flint.arb(1), None
+    if L == 1 and not (laws.rigid(cell) or laws.on_a_line(cell)):
+        H = _arb(laws.value_reach(cell, ops)[0])
+        start = (-H * H / (4 * sd)).exp()
+        # sigma >= -H^2/4 on every reachable shape; raising sigma to just above it only raises
+        # value_gap (it increases) and keeps its square root real in ball arithmetic
+        floor = -H * H / 4 * (1 - flint.arb(2) ** -64)
 
     def X(rho):
-        return _arb(laws.value_gap(cell, 1, sd * rho.log(), ops))
+        sigma = sd * rho.log()
+        return _arb(laws.value_gap(cell, 1, sigma if floor is None else sigma.max(floor), ops))
 
     def shape(rho):
         return rho / (L * rho * rho + L * L * rho + c)
@@ -178,7 +192,7 @@ def _segment(cell: Cell, L: int) -> flint.arb:
         p = peak.min(b).max(a) if float(peak.mid()) > float(a.mid()) else a
         return X(b) * shape(p)
 
-    return _branch_and_bound(box, lambda r: X(r) * shape(r), flint.arb(1), rho_max, _geometric)
+    return _branch_and_bound(box, lambda r: X(r) * shape(r), start, rho_max, _geometric)
 
 
 def _arc(cell: Cell, L: int) -> flint.arb:

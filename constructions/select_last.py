@@ -58,7 +58,7 @@ sqrt(d) c_1``, ``h_b = sqrt(d)(c c_1 + s p)`` (``s = sqrt(1 - c^2)``) and ``w`` 
 0``, ``k_b = c k_a`` with ``c < 1``.  Both slopes must lie in ``(1 - 1/(L-1), 1 + 1/(L-1))``,
 so ``c > (L-2)/L`` and ``w``, orthogonal to ``h_b`` yet reading ``h_a``, is long: the least
 ``|w|`` with ``<w, h_a> = x/sqrt(d)`` and ``<w, h_b> = 0`` is ``x/(d s)``
-(:func:`bounds.lower.last_select_bare_lower` proves ``B >= (1 - 2/(L-1))(1 + 1/(L-1))
+(:func:`bounds.lower.last_select_line_lower` proves ``B >= (1 - 2/(L-1))(1 + 1/(L-1))
 sqrt(L-1)/(2d)`` for every parameter set).  *What suppressing b costs:* the read-out's norm,
 ``B_min ~ sqrt(L)/(2d)``: the distractor turns the count task's bounded cost into a growth of
 rate ``1/2``.  Construction: ``x = k_a = 1 + a/(L-1)`` and ``k_b = c x = 1 - a/(L-1)`` (the
