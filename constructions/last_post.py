@@ -66,13 +66,14 @@ import mpmath
 import numpy as np
 import sympy
 
-from constructions import arc, laws, registry, zoom
+from constructions import arc, registry, zoom
 from constructions.basis import FrameVector
 from constructions.cell import Cell, Params
 from constructions.classification import ClassificationDesign
 from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _temperature,
                                       _vec, axes, program)
-from constructions.symbols import (ARGS, BETA, E1, E_A, E_S, G, ONE, V, W, W0, A, B, C, S, kappa, t, tau)
+from constructions.steps import arc_readout_steps
+from constructions.symbols import ARGS, E_A, E_S, ONE, V, W0, B, C, kappa, t
 
 def built(cell: Cell) -> bool:
     """Whether ``cell`` (either read-out) is built here: the cells of
@@ -201,21 +202,11 @@ class LastArcDesign(RegressionDesign):
 
     def steps(self) -> list[Step]:
         cell = self.cell
-        d = cell.d
-        sd = sympy.sqrt(d)
         top, across = axes(cell)
         out = [_temperature(cell),
                _vec(V, t * across - C * top, "the residual line at n = 0, up to scale: V + n top")]
         out += self._embedding_steps()
-        if not cell.affine.gain:
-            out.append(_vec(W, (A / sd) * top, f"the read-out, along {top}", "w"))
-        else:
-            reach = cell.kind.axis_reach(d)
-            out += [Step(S, sympy.sqrt(A / (sd * reach)), "the norm of w and of g, which share the amplitude"),
-                    _vec(W, S * E1, "the read-out", "w"),
-                    _vec(G, S * E1, f"the {cell.kind.name} gain", "g")]
-            if cell.affine.bias:
-                out.append(_vec(BETA, sympy.Integer(0), f"the {cell.kind.name} bias", "beta"))
+        out += arc_readout_steps(cell)
         out.append(Step(W0, C, "the read-out bias, the centre of the counts 1..L", "w0"))
         return out
 

@@ -158,7 +158,7 @@ from constructions import segment
 from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _temperature,
                                       _vec, axes)
 from constructions.symbols import C1, E_A, E_S, H_A, H_S, ONE, W, W0, A, B, C, X, gamma, inner, nu, t, tau
-from constructions.tasks import SHRINK, delta, delta_c, last_line_interval, last_offsets, lam_a, r_off
+from constructions.tasks import SHRINK, delta, delta_c, last_line_interval, last_offsets, lam_a, offset_steps
 
 #: the scale of ``e_s`` in the line geometry: the offset ``delta = -Delta (1 - LINE_SLACK)``
 #: just inside its reach ``(-Delta, Delta)`` (``e_s`` must stay non-zero under pre-norm)
@@ -438,7 +438,6 @@ class BareDesign(RegressionDesign):
         d = self.cell.d
         sd = sympy.sqrt(d)
         top, across = axes(self.cell)
-        half = sympy.Rational(1, 2)
         dc, rr = bare_offsets(self.cell, B, A, t, laws.SYMPY)
         if self.fixed:
             head = [Step(X, 2 * sd, "|h_a - h_s| = 2 sqrt(d): h_a = -h_s, the only other value"),
@@ -455,12 +454,7 @@ class BareDesign(RegressionDesign):
             h_a_dir = _cos * top + _sin * across
         out = [Step(nu, BARE_NU * B, "the scale of the embeddings' directions"), *head,
                Step(_W, sympy.sqrt(sympy.Max(0, B**2 - A**2 / X**2)), "the read-out's reach off h_a - h_s"),
-               Step(delta_c, dc, "the middle of the reachable offsets y(0) - K"),
-               Step(r_off, rr, "their half-width"),
-               Step(delta, sympy.Min(sympy.Max((sympy.Max(-half - C, delta_c - r_off)
-                                                + sympy.Min(half - C, delta_c + r_off)) / 2,
-                                               delta_c - SHRINK * r_off), delta_c + SHRINK * r_off),
-                    "the offset y(0) - K: y(0) within 1/2 of 0 (kept inside the reach)")]
+               *offset_steps(dc, rr)]
         if self.cell.kind.centred:
             out += [Step(_mu, sympy.sqrt(B**2 - nu**2), "the part of the embeddings along one, which LayerNorm removes"),
                     Step(_om, (delta - delta_c) / (2 * _mu), "the read-out along one: it sets the offset"),

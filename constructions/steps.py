@@ -199,6 +199,24 @@ def _foot_steps(cell: Cell) -> list[Step]:
     ]
 
 
+def arc_readout_steps(cell: Cell) -> list[Step]:
+    """The read-out of the arc at amplitude ``A`` (both reads): ``w = (A/sqrt(d)) top`` bare;
+    with a gain ``w = g = S e_1``, ``S = sqrt(A/(sqrt(d) reach))``, since ``w * g = S^2 e_1``
+    projects on the arc's plane as ``S^2 reach`` along ``top`` (``reach`` the kind's
+    :meth:`axis_reach`), and the bias 0."""
+    sd = sympy.sqrt(cell.d)
+    top, _ = axes(cell)
+    if not cell.affine.gain:
+        return [_vec(W, (A / sd) * top, f"the read-out, along {top}", "w")]
+    reach = cell.kind.axis_reach(cell.d)
+    out = [Step(S, sympy.sqrt(A / (sd * reach)), "the norm of w and of g, which share the amplitude"),
+           _vec(W, S * E1, "the read-out", "w"),
+           _vec(G, S * E1, f"the {cell.kind.name} gain", "g")]
+    if cell.affine.bias:
+        out.append(_vec(BETA, sympy.Integer(0), f"the {cell.kind.name} bias", "beta"))
+    return out
+
+
 def _arc_steps(cell: Cell) -> list[Step]:
     """Embeddings with the normalised residual ``z(n)`` a positive multiple of
     ``lam across + (n - L/2) top`` (:func:`axes`), or for a foot tied to the budget the one-sided
@@ -241,16 +259,7 @@ def _arc_steps(cell: Cell) -> list[Step]:
             _vec(E_S, xi * V + eta * ONE, "the embedding of s", "e_s"),
             _vec(E_A, mu * C1 + eta * ONE, "the embedding of a", "e_a"),
         ]
-    if not cell.affine.gain:
-        out.append(_vec(W, (A / sd) * top, f"the read-out, along {top}", "w"))
-    else:
-        # w * g = S^2 e_1, whose projection on the plane is S^2 a along top: b = sqrt(d) a S^2
-        reach = cell.kind.axis_reach(d)
-        out += [Step(S, sympy.sqrt(A / (sd * reach)), "the norm of w and of g, which share the amplitude"),
-                _vec(W, S * E1, "the read-out", "w"),
-                _vec(G, S * E1, f"the {cell.kind.name} gain", "g")]
-        if cell.affine.bias:
-            out.append(_vec(BETA, sympy.Integer(0), f"the {cell.kind.name} bias", "beta"))
+    out += arc_readout_steps(cell)
     out.append(Step(W0, C, "the read-out bias", "w0") if foot
                else Step(W0, L / 2, "the read-out bias, the middle count", "w0"))
     return out

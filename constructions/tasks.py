@@ -235,6 +235,19 @@ def _distractor_step(cell: Cell) -> Step:
     return _vec(E_B, nu * across, meaning, "e_b")
 
 
+def offset_steps(dc, rr) -> list[Step]:
+    """The offset ``delta = y(0) - K`` of a last-read construction whose read-out reaches the
+    offsets ``dc +- rr``: the middle of those within 1/2 of 0 (``y(0)`` counts 0), kept inside
+    ``dc +- SHRINK rr``."""
+    half = sympy.Rational(1, 2)
+    return [Step(delta_c, dc, "the middle of the reachable offsets y(0) - K"),
+            Step(r_off, rr, "their half-width"),
+            Step(delta, sympy.Min(sympy.Max((sympy.Max(-half - C, delta_c - r_off)
+                                             + sympy.Min(half - C, delta_c + r_off)) / 2,
+                                            delta_c - SHRINK * r_off), delta_c + SHRINK * r_off),
+                 "the offset y(0) - K: y(0) within 1/2 of 0 (kept inside the reach)")]
+
+
 def _last_segment_steps(cell: Cell) -> list[Step]:
     """The count task at the last read, softmax attention with pre-norm and a gain (module
     docstring): values on ``e_1``, ``h_s = H B e_1`` and ``h_a = (H B - X) e_1``."""
@@ -243,7 +256,6 @@ def _last_segment_steps(cell: Cell) -> list[Step]:
     name = cell.kind.name
     H_unit, _ = laws.value_reach(cell)
     M = cell.kind.max_coordinate(d)
-    half = sympy.Rational(1, 2)
     out = [Step(sigma, sympy.sqrt(d) * sympy.log(t),
                 "the score gap seen from a, <h_a, h_s - h_a> = sqrt(d) log rho"),
            _embedding_scale(cell),
@@ -259,12 +271,7 @@ def _last_segment_steps(cell: Cell) -> list[Step]:
     if not off_axis:
         out.append(_vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"))
     out += [
-            Step(delta_c, dc, "the middle of the reachable offsets y(0) - K"),
-            Step(r_off, rr, "their half-width"),
-            Step(delta, sympy.Min(sympy.Max((sympy.Max(-half - C, delta_c - r_off)
-                                             + sympy.Min(half - C, delta_c + r_off)) / 2,
-                                            delta_c - SHRINK * r_off), delta_c + SHRINK * r_off),
-                 "the offset y(0) - K: y(0) within 1/2 of 0 (kept inside the reach)")]
+            *offset_steps(dc, rr)]
     if cell.kind.centred:
         a = cell.kind.axis_reach(d)
         out += [Step(mu_one, -sympy.sqrt(d) * (delta * X / A + nu * a * (1 - alpha)),
