@@ -254,12 +254,7 @@ class LastArcDesign(RegressionDesign):
         est = super().estimate(L_value, hi_B, rtol)
         if est is None or self._fits(L_value, est):
             return est
-        lo_B, up_B = est, est * 2
-        while not self._fits(L_value, up_B):
-            lo_B, up_B = up_B, up_B * 2
-            if up_B > hi_B:
-                return None
-        return zoom.bisect_up(lambda b: self._fits(L_value, b), lo_B, up_B, rtol)[1]
+        return zoom.threshold(lambda b: self._fits(L_value, b), est, est * 2, hi_B, rtol)
 
     def fallback_u(self, Bv):
         """``u`` where none fits: next to ``1/2``, where the embeddings cost nothing (a parameter

@@ -544,13 +544,7 @@ class BareDesign(RegressionDesign):
             return None
         if L_value == 1:
             return 1e-12
-        feasible = lambda b: self._best(L_value, b)[2] > 0
-        lo_B, up_B = 1e-6, 1.0
-        while not feasible(up_B):
-            lo_B, up_B = up_B, up_B * 2
-            if up_B > hi_B:
-                return None
-        return zoom.bisect_up(feasible, lo_B, up_B, max(rtol, 1e-9))[1]
+        return zoom.threshold(lambda b: self._best(L_value, b)[2] > 0, 1e-6, 1.0, hi_B, max(rtol, 1e-9))
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
         """The geometry at budget ``B`` with the searched ``(rho, D)`` and the middle ``K``

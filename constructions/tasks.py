@@ -437,12 +437,7 @@ class TaskDesign(RegressionDesign):
             est = super().estimate(L_value, hi_B, rtol)
             if est is None or self._offset_ok(L_value, est):
                 return est
-            lo_B, up_B = est, est * 2
-            while not self._offset_ok(L_value, up_B):
-                lo_B, up_B = up_B, up_B * 2
-                if up_B > hi_B:
-                    return None
-            return zoom.bisect_up(lambda b: self._offset_ok(L_value, b), lo_B, up_B, rtol)[1]
+            return zoom.threshold(lambda b: self._offset_ok(L_value, b), est, est * 2, hi_B, rtol)
 
         def feasible(b):
             _, top, floor = self._last_slope(L_value, b, laws.FLOAT)

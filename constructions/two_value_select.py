@@ -168,13 +168,7 @@ class TwoValueSelectDesign(RegressionDesign):
             return None
         if L_value == 1:
             return 1e-12
-        feasible = lambda b: self._best_t(L_value, b)[1] > 0
-        lo_B, up_B = 1e-6, 1.0
-        while not feasible(up_B):
-            lo_B, up_B = up_B, up_B * 2
-            if up_B > hi_B:
-                return None
-        return zoom.bisect_up(feasible, lo_B, up_B, max(rtol, 1e-12))[1]
+        return zoom.threshold(lambda b: self._best_t(L_value, b)[1] > 0, 1e-6, 1.0, hi_B, max(rtol, 1e-12))
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
         """The construction at budget ``B``: the searched ``t``, the middle amplitude and constant."""

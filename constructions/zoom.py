@@ -18,6 +18,17 @@ def bisect_up(feasible, lo: float, hi: float, rtol: float) -> tuple[float, float
     return lo, hi
 
 
+def threshold(feasible, lo: float, up: float, hi: float, rtol: float) -> float | None:
+    """The least feasible budget to ``rtol`` (from above) of a predicate that holds on an up-set,
+    from ``lo`` not feasible and a first guess ``up``: ``up`` doubles (``lo`` following) until it
+    is feasible, then :func:`bisect_up`; None if that passes ``hi``."""
+    while not feasible(up):
+        lo, up = up, up * 2
+        if up > hi:
+            return None
+    return bisect_up(feasible, lo, up, rtol)[1]
+
+
 def maximize(f, lo: float, hi: float, points: int = 65, rounds: int = 5):
     """``(t, f(t))`` approximately maximising ``f`` over ``[lo, hi]`` (``0 < lo <= hi``).
 
