@@ -128,7 +128,8 @@ def _exact_alpha(alpha: np.ndarray) -> np.ndarray:
     big = np.max(abs(alpha), axis=1)
     _, x = np.frexp(big)
     u = np.ldexp(1.0, x - 50)[:, None]
-    q = np.where(big[:, None] >= 2.0 ** -900, np.round(alpha / u), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # u underflows to 0 only on the zero rows
+        q = np.where(big[:, None] >= 2.0 ** -900, np.round(alpha / u), 0.0)
     top = np.arange(4) == np.argmax(abs(q), axis=1)[:, None]
     rest = np.where(top, 0.0, q)
     q = np.where(top, -(rest[:, 0] + rest[:, 1] + rest[:, 2] + rest[:, 3])[:, None], q)
