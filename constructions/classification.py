@@ -302,6 +302,12 @@ class ClassificationDesign:
             x = np.arange(L_value + 1, dtype=np.float64) - L_value / 2
         else:  # the one-sided arc: (n + F) top - lam across (the read-out angle psi = pi/2)
             x, lam = np.arange(L_value + 1, dtype=np.float64) + self.foot, -lam
+        return self.points_at(x, lam, omega, chi)
+
+    def points_at(self, x: np.ndarray, lam: float, omega, chi) -> np.ndarray:
+        """The read points of the arc's counts at the offsets ``x`` along ``top`` (distance
+        ``lam`` across): the norm's image ``sqrt(d) (x top + lam across)/|.|``, then the gain's
+        plane at ``omega`` and its tilt ``chi``."""
         s = np.sqrt(x * x + lam * lam) / math.sqrt(self.cell.d)
         top, across = x / s, lam / s
         if not self.cell.affine.gain:

@@ -113,13 +113,14 @@ def interval(lam_value, L_value: int):
     return max(lo, z_lo), min(hi, z_hi)
 
 
-def interval_float(lam_value, L_value: int):
-    """Vectorised float64 :func:`interval` (a screen)."""
+def interval_float(lam_value, L_value: int, zero=None):
+    """Vectorised float64 :func:`interval` (a screen): the BOS arc's interval of ``L - 1`` cut
+    by the count 0's, ``zero`` (:func:`zero_interval` unless given)."""
     lv = np.asarray(lam_value, dtype=np.float64)
     if L_value == 1:
         return np.zeros(lv.shape), np.ones(lv.shape)
     lo, hi = arc.interval_float(lv, L_value - 1)
-    z_lo, z_hi = zero_interval(lv, float(L_value), np.sqrt)
+    z_lo, z_hi = (zero or zero_interval)(lv, float(L_value), np.sqrt)
     return np.maximum(lo, z_lo), np.minimum(hi, z_hi)
 
 
@@ -336,12 +337,7 @@ class LinearLastArcDesign(LastArcDesign):
         return max(lo, z_lo), min(hi, z_hi)
 
     def interval_float(self, t_value, L_value: int):
-        lv = np.asarray(t_value, dtype=np.float64)
-        if L_value == 1:
-            return np.zeros(lv.shape), np.ones(lv.shape)
-        lo, hi = arc.interval_float(lv, L_value - 1)
-        z_lo, z_hi = linear_zero_interval(lv, float(L_value), np.sqrt)
-        return np.maximum(lo, z_lo), np.minimum(hi, z_hi)
+        return interval_float(t_value, L_value, linear_zero_interval)
 
     def fallback_u(self, Bv):
         """``u`` where none fits: ``|e_a| = B`` (within the budget; it does not count)."""
@@ -414,10 +410,4 @@ class LastArcHead(ClassificationDesign):
         with mpmath.workdps(20):
             u, c = float(self.head_u(L_value)), float(centre(L_value))
         x = np.concatenate([[-u], np.arange(1, L_value + 1, dtype=np.float64)]) - c
-        s = np.sqrt(x * x + lam * lam) / np.sqrt(self.cell.d)
-        top, across = x / s, lam / s
-        if not self.cell.affine.gain:
-            return np.stack([top, across], axis=1)
-        T, A = self._plane(omega)
-        return np.stack([np.cos(chi) * (top * T[0] + across * A[0]),
-                         np.sin(chi) * (top * T[1] + across * A[1])], axis=1)
+        return self.points_at(x, lam, omega, chi)
