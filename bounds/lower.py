@@ -207,18 +207,50 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
         R_up = laws.capacity(cell, None, flint.arb(B_upper), laws.ARB)
         target = float(R_up.upper().mid()) * (1 + 1e-12)
         foot = laws.foot_distance(cell, flint.arb(B_upper), laws.ARB)
-        if foot is None:
-            R_low = _arc(L, target, boxes)
-        elif L < 3:  # the pair 0, L with the foot (bounds.arc_lower, step 1)
-            R_low = _arc(L, target, boxes, arb_floor(foot))
-        else:
-            from constructions import one_sided  # scipy: only the one-sided arc needs it
+        R_low = _arc(L, target, boxes) if foot is None else _foot_arc(L, target, boxes, arb_floor(foot))
+        return min(arb_floor(laws.budget(cell, flint.arb(R_low), laws.ARB)), B_upper)
 
-            F = arb_floor(foot)
-            lam, _ = one_sided.least_amplitude(L, F)
-            fours = one_sided.binding_counts(L, F, lam) if lam is not None else [None]
-            R_low = max(_arc(L, target, boxes, F, None if counts is None else tuple(counts))
-                        for counts in fours)
+
+def _foot_arc(L: int, target: float, boxes: int, F: float) -> float:
+    """The restricted arc bound ``<= R*_F(L)`` (the foot at ``n0 <= -F``): for ``L < 3`` the pair
+    ``0, L`` (:func:`bounds.arc_lower.arc_lower`, step 1), else the best over the fours of counts
+    that bind at the one-sided optimum (:func:`constructions.one_sided.binding_counts`; any four
+    give a valid bound, so their largest does)."""
+    if L < 3:
+        return _arc(L, target, boxes, F)
+    from constructions import one_sided  # scipy: only the one-sided arc needs it
+
+    lam, _ = one_sided.least_amplitude(L, F)
+    fours = one_sided.binding_counts(L, F, lam) if lam is not None else [None]
+    return max(_arc(L, target, boxes, F, None if counts is None else tuple(counts)) for counts in fours)
+
+
+def last_foot_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
+    """Linear attention with post-RMSNorm read at the last position (``eps = 0``):
+    ``B >= cap^{-1}(R*_F(L - 1))`` with the foot ``F = 1 + sqrt(d)/B_upper^2``; 0 for ``L <= 2``.
+
+    *Proof* (:mod:`constructions.last_foot`).  For ``n >= 1`` the residual is ``r(n) = P + n Q``
+    with ``P = e_a + tau <e_a, e_s> e_s``, ``Q = tau |e_a|^2 e_a``, and RMSNorm (``eps = 0``) is
+    scale-invariant, so ``y(n) = C + <u, v_n>`` on the projective arc of that line with ``|u| <=
+    cap(B)`` (the read-out of :func:`post_lower`).  Its foot is at ``n0 = -<P, Q>/|Q|^2 = -(sqrt(d)
+    + <e_s, e_a>^2/|e_a|^2)/|e_a|^2 <= -sqrt(d)/|e_a|^2 <= -sqrt(d)/B^2`` (``e_a != 0``; with
+    ``e_a = 0``, or ``P, Q`` dependent, ``z(n)`` takes at most two values for ``n >= 1`` and
+    nothing counts ``1..L`` for ``L >= 3``).  With ``m = n - 1`` the counts ``n = 1..L`` are the
+    counts ``m = 0..L-1`` of the arc ``(P + Q) + m Q`` with targets ``m + 1`` (the ``1`` absorbed
+    by ``C``), whose foot is at ``m0 = n0 - 1 <= -(1 + sqrt(d)/B^2)``.  A parameter set of norm
+    ``B <= B_upper`` counting to ``L`` thus solves the one-sided arc problem of ``L - 1`` with its
+    foot at ``m0 <= -F``, ``F = 1 + sqrt(d)/B_upper^2`` (rounded down: a smaller ``F`` admits more
+    shapes), dropping ``n = 0`` only relaxes it, so ``|u| >= R*_F(L - 1)``, bounded from below
+    by :func:`_foot_arc`; a set with ``B > B_upper`` is above the returned bound anyway.  At ``L - 1
+    = 1`` that bound is 0 (two points on any arc are separated by every amplitude).
+    """
+    if L <= 2:
+        return 0.0
+    with flint.ctx.workprec(PREC):
+        R_up = laws.capacity(cell, None, flint.arb(B_upper), laws.ARB)
+        target = float(R_up.upper().mid()) * (1 + 1e-12)
+        foot = 1 + laws.foot_distance(cell, flint.arb(B_upper), laws.ARB)
+        R_low = _foot_arc(L - 1, target, boxes, arb_floor(foot))
         return min(arb_floor(laws.budget(cell, flint.arb(R_low), laws.ARB)), B_upper)
 
 
@@ -526,7 +558,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     not cover need more than ``B_upper``, and it returns at most ``B_upper``).  The count task at the
     last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``),
     :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``), :func:`last_post_lower`
-    (post-norm, the arc of ``L - 1``), :func:`last_free_line_lower`
+    (post-norm, the arc of ``L - 1``), :func:`last_foot_lower` (linear attention with
+    post-RMSNorm, the one-sided arc of ``L - 1``), :func:`last_free_line_lower`
     (linear attention without a norm),
     :func:`last_line_lower` (linear attention with pre-norm) and
     :func:`last_segment_lower` (softmax with pre-norm and a gain; both use only ``|N(e)_i| <= M``
@@ -550,6 +583,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             return last_free_line_lower(cell, L)
         if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:
             return None if cell.eps > 0 or B_upper is None else last_bare_lower(cell, L, B_upper)
+        if registry.builds("last_foot", cell):
+            return None if B_upper is None else last_foot_lower(cell, L, B_upper, arc_boxes)
         if registry.builds("last_post", cell):  # constructions.last_post (it loads sympy)
             return None if B_upper is None else last_post_lower(cell, L, B_upper, arc_boxes)
         if cell.distractor or not cell.pre or (cell.eps > 0 and laws.rigid(cell)):

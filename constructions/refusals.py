@@ -19,6 +19,11 @@ def refusal(cell: Cell) -> str | None:
     what = f"the {task} task at the {read} read"
     if cell.readout == "classification":
         if read == "last" and task == "count":
+            if cell.post and cell.attention == "linear" and not cell.kind.centred:
+                return (f"{what} has no construction yet for classification with linear attention and "
+                        "post-RMSNorm (regression is built, constructions.last_foot: its geometry ties "
+                        "the foot and the distance of the one-sided arc to the budget, and no head is "
+                        "derived on it)")
             if cell.post:  # constructions.last_post.LastArcHead on the last-read arc
                 return refusal(cell.replace(readout="regression"))
             # the head of constructions.last_read on the last-read regression geometry
@@ -44,12 +49,10 @@ def refusal(cell: Cell) -> str | None:
         return refusal(cell.replace(readout="regression"))
     if task == "select" and read == "last":
         return _select_last(cell)
-    if laws.foot_distance(cell, 1) is not None and read == "last":
-        return (f"{what} has no construction yet for linear attention with post-RMSNorm: the counts "
-                "1..L lie on a one-sided arc (constructions.one_sided) with its foot at n0 = -(sqrt(d) "
-                "+ <e_s, e_a>^2/|e_a|^2)/|e_a|^2 and its distance lam <= |n0| B/(2 d^(1/4)) both tied "
-                "to the embeddings, and the count 0 at n_* = -sqrt(d)/|e_a|^2 between the foot and 1: "
-                "not derived")
+    if laws.foot_distance(cell, 1) is not None and read == "last" and cell.eps > 0:
+        # constructions.last_foot at eps = 0
+        return (f"{what} has no construction yet for linear attention with post-RMSNorm and eps > 0 "
+                "(the one-sided arc, and the count 0 on it, use the norm's scale invariance, eps = 0)")
     if read == "last":
         if cell.attention == "softmax":
             if not cell.normed:
@@ -77,8 +80,8 @@ def refusal(cell: Cell) -> str | None:
                         "offset uses the norm's exact invariances, eps = 0)")
             return None
         if cell.post:
-            # constructions.last_post.LinearLastArcDesign (post-LayerNorm; post-RMSNorm is refused
-            # above: its foot is tied to the budget)
+            # constructions.last_post.LinearLastArcDesign (post-LayerNorm), constructions.last_foot
+            # (post-RMSNorm: its foot is tied to the budget)
             if cell.eps > 0:
                 return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
                         "(the arc, and the count 0 on it, use the norm's scale invariance, eps = 0)")

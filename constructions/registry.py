@@ -21,7 +21,7 @@ that the two agree on every cell of a grid of all parts).
   :func:`count_foot`: :class:`~constructions.regression.FootDesign` (the one-sided arc);
 * the count task read last: :func:`pair_read`, :func:`rigid_read`, :func:`line_read`
   (:mod:`constructions.last_read`), :func:`last_arc` (:mod:`constructions.last_post`, softmax and
-  linear attention), :func:`value_read` (:class:`~constructions.tasks.TaskDesign`);
+  linear attention), :func:`last_foot` (:mod:`constructions.last_foot`), :func:`value_read` (:class:`~constructions.tasks.TaskDesign`);
 * the select task read at ``s``: :func:`free_select` (:class:`~constructions.tasks.TaskDesign`, a
   distractor that changes nothing), :func:`foot_select` (:class:`~constructions.tasks.FootSelectDesign`),
   :func:`suppressed_select` (:mod:`constructions.select`), :func:`two_value_select`
@@ -101,6 +101,13 @@ def last_arc(cell: Cell) -> bool:
     width (``d >= 3`` for LayerNorm)."""
     return (_count_last(cell) and cell.post and cell.eps == 0 and cell.d >= laws.smallest_d(cell)
             and (cell.attention == "softmax" or cell.kind.centred))
+
+
+def last_foot(cell: Cell) -> bool:
+    """Linear attention with post-RMSNorm at ``eps = 0`` (the one-sided arc of ``L - 1`` and the
+    count 0 on it, its foot and distance tied to the budget), every ``d`` and affine."""
+    return (_count_last(cell) and cell.post and cell.eps == 0 and cell.attention == "linear"
+            and not _foot_free(cell))
 
 
 def value_read(cell: Cell) -> bool:
@@ -185,6 +192,7 @@ REGRESSION = (
     Entry("last_read", "LineDesign", line_read),
     Entry("last_post", "LastArcDesign", lambda cell: last_arc(cell) and cell.attention == "softmax"),
     Entry("last_post", "LinearLastArcDesign", lambda cell: last_arc(cell) and cell.attention == "linear"),
+    Entry("last_foot", "LastFootDesign", last_foot),
     Entry("tasks", "TaskDesign", value_read),
     Entry("tasks", "TaskDesign", free_select),
     Entry("tasks", "FootSelectDesign", foot_select),
