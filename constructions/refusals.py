@@ -74,7 +74,15 @@ def refusal(cell: Cell) -> str | None:
                         "eps > 0 (values shorter than sqrt(d) let rho exceed 1: its L* is "
                         "bounds.lstar.last_l_star_eps, exact; built: eps = 0)")
             if cell.kind.image_dim(cell.d) < 2:
-                return f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built)"
+                # the values are beta +- v (v = g * (1, -1)); with h_s != h_a the counts 1..L
+                # are the BOS segment of L - 1 at rho' = 1 + exp(-tau <h_a, h_a - h_s>)
+                return (f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built): "
+                        "the values are beta +- g * (1, -1), so the counts 1..L are the segment of L - 1 "
+                        "at rho' = 1 + exp(-tau <h_a, h_a - h_s>); "
+                        + ("without a bias h_a = +-h_s (h_a = h_s: one output for n >= 1), h_a = -h_s "
+                           "gives rho' < 2, so nothing counts beyond L = 4, as with bare pre-norm "
+                           "(bounds.lstar.last_l_star)" if not cell.affine.bias else
+                           "with a bias rho' is free: not derived"))
             if cell.eps > 0:
                 return (f"{what} has no construction yet for softmax attention with eps > 0 (its "
                         "offset uses the norm's exact invariances, eps = 0)")
