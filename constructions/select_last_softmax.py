@@ -122,6 +122,16 @@ def _first_coordinate(cell: Cell, n2, num):
     return (-b + num.sqrt(b * b - 4 * a * c0)) / (2 * a)
 
 
+def inside(cell: Cell, n1, n2):
+    """Whether ``(n1, n2)`` leads a normalised embedding whose other coordinates are free:
+    RMSNorm ``n_1^2 + n_2^2 <= d``; LayerNorm ``n_1^2 + n_2^2 + (n_1 + n_2)^2/(d - 2) <= d``
+    (:func:`_first_coordinate`; with ``d - 2 >= 2`` free coordinates every squared norm above that
+    least one is reached)."""
+    d = cell.d
+    extra = (n1 + n2) ** 2 / (d - 2) if cell.kind.centred else 0
+    return n1**2 + n2**2 + extra <= d
+
+
 def geometry(cell: Cell, B, log_rho, c, num=np):
     """``(g_1, g_2, x_s, alpha, X)`` at budget ``B``, shape ``log rho`` and perpendicular part
     ``c`` (module docstring; ``num`` is numpy or mpmath).  ``g_2^2 = B c/sqrt(d)``; ``alpha`` is
@@ -193,7 +203,8 @@ class GainSoftmaxSelectDesign(RegressionDesign):
             g_min, G_max = errors(L, rho, D, cc, d)
             width = 1 - (G_max - g_min)
             C = -(g_min + G_max) / 2
-            ok = np.isfinite(width) & (D > 0) & np.isfinite(X) & (X > 0)
+            ok = (np.isfinite(width) & (D > 0) & np.isfinite(X) & (X > 0) & (x_s > 0)
+                  & inside(self.cell, alpha / g1, cc / g2) & inside(self.cell, alpha / g1, cc / (2 * g2)))
             if self.cell.kind.centred:
                 # |e_s|^2 = d (nu^2 + mu_s^2) <= B^2, mu_s = C X/D (to first order in nu)
                 nu = float(NU) * min(B, 1.0)
