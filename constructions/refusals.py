@@ -141,11 +141,17 @@ def _select_last(cell: Cell) -> str | None:
 def _select_last_softmax(cell: Cell, what: str) -> str | None:
     """Softmax attention (regression): None where :mod:`constructions.select_last_softmax`
     builds (pre-norm with a gain, ``eps = 0``, RMSNorm ``d >= 3``, LayerNorm ``d >= 4``)."""
-    if not cell.pre or not cell.affine.gain:
-        return (f"{what} has no construction yet for softmax attention "
-                + ("with post-norm" if cell.post else "with bare pre-norm" if cell.pre else "without a norm")
-                + " (the query b must count the a tokens while no score makes the value of b "
-                "vanish: not derived; pre-norm with a gain is built)")
+    if cell.post:
+        return (f"{what} has no construction yet for softmax attention with post-norm (not "
+                "derived; pre-norm with a gain is built)")
+    if not cell.normed:
+        return (f"{what} has no construction yet for softmax attention without a norm (the count "
+                "task at the last read, its sub-task n_b = 0, stops at L* = 2, so select's L* <= 2; "
+                "its exact L* is not derived)")
+    if not cell.affine.gain:
+        return (f"{what} has no construction yet for softmax attention with bare pre-norm (the "
+                "count task at the last read, its sub-task n_b = 0, stops at L* = 4 with eps = 0, so "
+                "select's L* <= 4; its exact L* per kind and d is not derived)")
     if cell.eps > 0:
         return (f"{what} has no construction yet for softmax attention with a learned pre-norm and "
                 "eps > 0 (the construction uses the norm's exact invariances, eps = 0)")
