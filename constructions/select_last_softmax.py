@@ -33,21 +33,23 @@ so ``h_s - h_a = X e_1`` and ``u = h_b - h_a = -(c/2) e_2`` is orthogonal to it.
 * ``v_b = v_a`` (``w`` reads ``e_1`` only): a ``b`` acts as a fraction ``beta_q`` of an ``a``.
 
 So ``y = C_q + D phi(n_a + beta_q n_b)`` with ``phi(nu) = nu/(rho + nu)``, ``C_q = <w, e_q> + w0 +
-v_s``.  The construction sets ``C_a = C_b = C``.  *Every select input's error lies in* ``[C + g(n_a),
-C + g(n_a) + pi]``, ``g(n) = D phi(n) - n``, ``pi = D beta_b L/rho``.  *Proof.*  ``phi`` increases,
-and ``phi'(nu) = rho/(rho + nu)^2 <= 1/rho``, so ``0 <= D (phi(n_a + beta_q n_b) - phi(n_a)) <=
-D beta_q n_b/rho <= pi`` (``n_b <= L``, ``beta_a <= beta_b``).  The queries ``a`` have ``n_a =
-1..L``, the queries ``b`` ``n_a = 0..L-1``: together the count task's inputs at the BOS read,
-``n = 0..L``.  So the parameters solve select to ``L`` if
+v_s``.  The construction sets ``C_a = C_b = C``.  *Every select input's error lies in* ``[C +
+g(n_a), C + G(n_a)]``, ``g(n) = D phi(n) - n``, ``G(n) = D phi(n + beta_b (L - n)) - n``.
+*Proof.*  ``phi`` increases, ``beta_a = beta_b^2 <= beta_b`` and ``n_b <= L - n_a``, so ``n_a <=
+n_a + beta_q n_b <= n_a + beta_b (L - n_a)``.  The queries ``a`` have ``n_a = 1..L``, the queries
+``b`` ``n_a = 0..L-1``: together the count task's inputs at the BOS read, ``n = 0..L``.  So the
+parameters solve select to ``L`` if
 
-    C in (-1/2 - min_{0..L} g,  1/2 - max_{0..L} g - pi)
+    C in (-1/2 - min_{0..L} g,  1/2 - max_{0..L} G)
 
-and ``(s)``, ``y = C + <w, e_s - e_a>``, is within ``1/2`` of 0.  ``g`` is concave: its minimum
-is ``min(0, g(L))``, its maximum at the integers around ``sqrt(D rho) - rho``
-(:func:`constructions.segment.candidates`).  (A sufficient condition, the float plan's; every
-reported parameter set is judged on every input.)
+and ``(s)``, ``y = C + <w, e_s - e_a>``, is within ``1/2`` of 0.  Both ``g`` and ``G`` are concave
+(``phi`` is, and the argument of ``G`` is affine in ``n``): ``g`` has its minimum at an end,
+``min(0, g(L))``, and ``G`` its maximum at the integers around its stationary point
+(:func:`errors`).  The envelope is met: ``n_b = 0`` (query ``a``) gives ``g``, and query ``b`` at
+``n_b = L - n_a`` gives ``G``.  (A sufficient condition, the float plan's; every reported
+parameter set is judged on every input.)
 
-*What suppressing b costs.*  Scores: ``c^2 ~ 4 sqrt(d) log(L^2 ...)`` makes ``pi`` small, a
+*What suppressing b costs.*  Scores: ``c^2 ~ 4 sqrt(d) log L^3`` makes ``G`` near ``g``, a
 value part ``c = O(d^{1/4} sqrt(log L))`` off the read axis.  Budget: ``|g|^2 = g_1^2 + g_2^2``
 with ``g_2^2 = B c/sqrt(d)`` (the split that maximises ``x_s = g_1 sqrt(d - c^2/g_2^2) = sqrt(d)
 B - c`` with RMSNorm), a relative price ``c/(sqrt(d) B) = O(sqrt(log L)/L)``.  Values: one
@@ -65,7 +67,7 @@ LayerNorm ignores the part along ``one``: ``e_x = nu N_x + mu_x one`` (``nu = 2^
 ``mu_a = mu_b = 0``), and ``mu_s`` sets ``y(s) = 0``.  A bias, where the cell has one, is 0.
 
 *Plan and budget.*  At budget ``B`` the float plan (:meth:`GainSoftmaxSelectDesign.plan`) takes,
-on a grid of ``(log rho, c, D)``, the point of largest width ``1 - pi - (max g - min g)`` with
+on a grid of ``(log rho, c, D)``, the point of largest width ``1 - (max G - min g)`` with
 ``D <= B X`` (``|w| = D/X <= B``) and ``y(s)`` within reach; the construction counts where it is
 positive.  ``L = 1`` is the witness of :meth:`GainSoftmaxSelectDesign._witness`.
 
@@ -95,8 +97,8 @@ from constructions.regression import RegressionDesign, _check_budget, _check_cou
 LOG_RHO_STEPS = np.linspace(-6.0, 2.0, 161)
 C_FRACTIONS = np.array([0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8])
 D_STEPS = np.linspace(-1.0, 3.0, 81)
-#: the perpendicular part is never taken beyond ``C_TOP(L) = sqrt(4 sqrt(d) log(64 L^3))``
-#: (``beta_b <= 1/(64 L^3)``: ``pi`` is then below ``D/(64 L^2 rho)``)
+#: the perpendicular part is never taken beyond ``sqrt(4 sqrt(d) log(64 L^3))`` (``beta_b >=
+#: 1/(64 L^3)``: the ``b`` tokens then move an output by at most ``D/(64 L^2 rho)``)
 C_SPREAD = 64
 #: LayerNorm: the embeddings' centred scale relative to ``min(B, 1)``
 NU = mpmath.mpf(2) ** -10
