@@ -145,9 +145,10 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
         return (f"{what} has no construction yet for softmax attention with post-norm (not "
                 "derived; pre-norm with a gain is built)")
     if not cell.normed:
-        return (f"{what} has no construction yet for softmax attention without a norm (the count "
-                "task at the last read, its sub-task n_b = 0, stops at L* = 2, so select's L* <= 2; "
-                "its exact L* is not derived)")
+        return (f"{what} has no construction yet for softmax attention without a norm (its L* is 2 "
+                "at d >= 3: the count task at the last read, its sub-task n_b = 0, stops at L* = 2, and "
+                "a certified parameter set solves select to 2, bounds.lstar.last_select_free_l_star; "
+                "B_min at L = 2 is not derived)")
     if not cell.affine.gain:
         return (f"{what} has no construction yet for softmax attention with bare pre-norm (the "
                 "count task at the last read, its sub-task n_b = 0, stops at L* = 4 with eps = 0, so "
