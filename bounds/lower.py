@@ -545,6 +545,21 @@ def last_segment_lower(cell: Cell, L: int, B_upper: float, rtol: float = 1e-6,
         return _branch_and_bound(bound, low, high, B_upper, rtol, max_boxes)
 
 
+def last_select_softmax_lower(cell: Cell, L: int, B_upper: float | None, rtol: float = 1e-6) -> float | None:
+    """The select task read last, softmax attention with pre-norm and a gain
+    (:mod:`constructions.select_last_softmax`): the count task's bound at the last read,
+    :func:`last_segment_lower`.  *Proof.*  The count task's inputs at the last read, ``(s)`` and
+    ``(s, a^n)`` read at the last ``a``, are select inputs (``n_b = 0``) with the same targets
+    and the same query: parameters that solve select to ``L`` count to ``L``.  The branch and
+    bound is valid for any cap; it is run towards the count task's own optimum (a float
+    estimate), below which every lower bound lies (None without a cap)."""
+    if B_upper is None:
+        return None
+    count = cell.replace(task="count")
+    est = regression.design(count).estimate(L)
+    return last_segment_lower(count, L, B_upper if est is None else min(B_upper, est), rtol)
+
+
 def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES,
             rtol: float = 1e-6) -> float | None:
     """The proven lower bound for a sweep row (None where no proof is implemented).
@@ -587,6 +602,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             return None if B_upper is None else last_foot_lower(cell, L, B_upper, arc_boxes)
         if registry.builds("last_post", cell):  # constructions.last_post (it loads sympy)
             return None if B_upper is None else last_post_lower(cell, L, B_upper, arc_boxes)
+        if cell.distractor and registry.builds("select_last_softmax", cell):
+            return last_select_softmax_lower(cell, L, B_upper, rtol)
         if cell.distractor or not cell.pre or (cell.eps > 0 and laws.rigid(cell)):
             return None
         if cell.attention == "linear":

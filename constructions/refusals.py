@@ -128,8 +128,7 @@ def _select_last(cell: Cell) -> str | None:
         return (f"{what} has no construction yet for classification (the regression constructions "
                 "are linear attention without a norm or with bare pre-LayerNorm, constructions.select_last)")
     if cell.attention == "softmax":
-        return (f"{what} has no construction yet for softmax attention (the query b must count "
-                "the a tokens while no score makes the value of b vanish: not derived)")
+        return _select_last_softmax(cell, what)
     if cell.post:
         return f"{what} has no construction yet for linear attention with post-norm"
     if not cell.normed:
@@ -148,3 +147,30 @@ def _select_last(cell: Cell) -> str | None:
     return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
             "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
             "every d, are built)")
+
+
+def _select_last_softmax(cell: Cell, what: str) -> str | None:
+    """Softmax attention (regression): None where :mod:`constructions.select_last_softmax`
+    builds (pre-norm with a gain, ``eps = 0``, RMSNorm ``d >= 3``, LayerNorm ``d >= 4``)."""
+    if cell.post:
+        return (f"{what} has no construction yet for softmax attention with post-norm (not "
+                "derived; pre-norm with a gain is built)")
+    if not cell.normed:
+        return (f"{what} has no construction yet for softmax attention without a norm (its L* is 2 "
+                "at d >= 3: the count task at the last read, its sub-task n_b = 0, stops at L* = 2, and "
+                "a certified parameter set solves select to 2, bounds.lstar.last_select_free_l_star; "
+                "B_min at L = 2 is not derived)")
+    if not cell.affine.gain:
+        return (f"{what} has no construction yet for softmax attention with bare pre-norm (the "
+                "count task at the last read, its sub-task n_b = 0, stops at L* = 4 with eps = 0, so "
+                "select's L* <= 4; its exact L* per kind and d is not derived)")
+    if cell.eps > 0:
+        return (f"{what} has no construction yet for softmax attention with a learned pre-norm and "
+                "eps > 0 (the construction uses the norm's exact invariances, eps = 0)")
+    if cell.d < (4 if cell.kind.centred else 3):
+        return (f"{what} has no construction at d = {cell.d} with a learned pre-{cell.kind.name} "
+                "and softmax attention (the values fill only the ellipse's boundary, where two "
+                "values with one read coordinate have one norm, so b cannot weigh less than a "
+                "from its own query at the shape of a; not derived: "
+                + ("d >= 4" if cell.kind.centred else "d >= 3") + " is built)")
+    return None

@@ -27,7 +27,8 @@ that the two agree on every cell of a grid of all parts).
   :func:`suppressed_select` (:mod:`constructions.select`), :func:`two_value_select`
   (:mod:`constructions.two_value_select`);
 * the select task read last: :func:`free_select_last`, :func:`bare_select_last`,
-  :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`).
+  :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
+  :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`).
 
 *Classification* (a head on the geometry of a regression entry at budget 1):
 :func:`last_arc` (:class:`~constructions.last_post.LastArcHead`), :func:`last_head`
@@ -183,6 +184,13 @@ def gain_select_last(cell: Cell) -> bool:
             and cell.kind.image_dim(cell.d) >= 2)
 
 
+def gain_softmax_select_last(cell: Cell) -> bool:
+    """Softmax attention with pre-norm and a gain at ``eps = 0``, the values filling a 2-D
+    ellipse (RMSNorm ``d >= 3``, LayerNorm ``d >= 4``; :mod:`constructions.select_last_softmax`)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.pre
+            and cell.affine.gain and cell.eps == 0 and cell.d >= (4 if cell.kind.centred else 3))
+
+
 #: the regression constructions (module docstring)
 REGRESSION = (
     Entry("regression", "RegressionDesign", count_bos),
@@ -202,6 +210,7 @@ REGRESSION = (
     Entry("select_last", "BareSelectDesign", bare_select_last),
     Entry("select_last", "ScaleSelectDesign", scale_select_last),
     Entry("select_last", "GainSelectDesign", gain_select_last),
+    Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
 )
 
 
