@@ -108,3 +108,22 @@ def test_the_certified_row_is_below_the_certificate_of_its_placement():
     geo, _ = design.frame(design.best_shape(L), L)
     assert row["certified"] and row["margin"] > 0
     assert row["margin"] <= placement_upper(geo["_h_s"], geo["_h_a"], geo["_h_b"], d, L) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("variant,kw", [("pre_bare", {"norm": "rmsnorm"}), ("none", {})])
+def test_a_direct_search_stays_below_margin_upper(variant, kw):
+    """An attack on the cell's proven bound at ``L = 4``, ``d = 3``: the inscribed-polygon
+    max-min of random placements at unit budget and of the head's placement (each a margin some
+    head reaches) never exceeds ``margin_upper``."""
+    from bounds.margin import margin_upper
+
+    L, d = 4, 3
+    cell = Cell("softmax", variant, "classification", task="select", d=d, **kw)
+    design = pencil.PencilDesign(cell)
+    geo, _ = design.frame(design.best_shape(L), L)
+    candidates = [(geo["_h_s"], geo["_h_a"], geo["_h_b"])]
+    candidates += [_values(seed, d, rigid=variant != "none") for seed in range(30)]
+    upper = margin_upper(cell, L)
+    for h_s, h_a, h_b in candidates:
+        z, cls = _outputs(np.zeros(d), np.asarray(h_s, float), np.asarray(h_a, float), np.asarray(h_b, float), d, L)
+        assert _max_min(z, cls, L, sides=64, inscribed=True) <= upper
