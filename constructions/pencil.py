@@ -140,10 +140,13 @@ def margin(x, t, a, delta) -> float:
 
 class Frame:
     """The pencil of one placement (module docstring): ``P_0, e, f, X, a, delta, H, rho, beta``
-    from the values and ``e_s``, in floats (``ctx = math``) or mpf (``ctx = mpmath``)."""
+    from the values and ``e_s``, in floats (``ctx = math``), mpf (``ctx = mpmath``) or any
+    number type whose ``ctx`` has ``sqrt``, ``exp`` and ``dot`` (balls:
+    :data:`bounds.select_direction.ARB`)."""
 
     def __init__(self, e_s, h_s, h_a, h_b, d: int, ctx=math):
-        dot = (lambda u, v: mpmath.fsum(u * v)) if ctx is mpmath else (lambda u, v: float(np.dot(u, v)))
+        dot = getattr(ctx, "dot", None) or ((lambda u, v: mpmath.fsum(u * v)) if ctx is mpmath
+                                           else (lambda u, v: float(np.dot(u, v))))
         tau = 1 / ctx.sqrt(d)
         self.X = ctx.sqrt(dot(h_a - h_s, h_a - h_s))
         self.e = (h_a - h_s) / self.X if self.X > 0 else h_a - h_s
@@ -156,11 +159,12 @@ class Frame:
         self.beta = ctx.exp(tau * (dot(h_s, h_b) - dot(h_s, h_a)))
 
     def line(self, L: int, ctx=math):
-        """The positions ``x_n`` and the weights ``T_n``, ``n = 0..L``."""
-        if ctx is mpmath:
-            n = np.array([mpmath.mpf(v) for v in range(L + 1)], dtype=object)
-        else:
+        """The positions ``x_n`` and the weights ``T_n``, ``n = 0..L`` (``ctx`` as the frame's:
+        floats for ``math``, else the exact counts as objects, in the frame's number type)."""
+        if ctx is math:
             n = np.arange(L + 1, dtype=np.float64)
+        else:
+            n = np.array(list(range(L + 1)), dtype=object)
         return self.X * n / (self.rho + n), weights(self.rho, self.beta, L, n)
 
     def margin(self, L: int) -> float:
