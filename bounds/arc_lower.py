@@ -198,7 +198,8 @@ class _Boxes:
         s2 = 1 + T * T
         G = _unit(T)
         Gp = np.stack([-T, np.ones_like(T)], -1) / (s2 ** 1.5)[..., None]
-        N = A @ self.ns - abs(A) @ _HALVES
+        absA = abs(A)
+        N = A @ self.ns - absA @ _HALVES
         wab = A @ np.concatenate([G, Gp, ds[None, :, None] * Gp], axis=2)
         wc, a, b = wab[..., 0:2], wab[..., 2:4], wab[..., 4:6]
         # |wc + a dc + b dS|^2 at the corners, from the six inner products (a float estimate)
@@ -217,14 +218,14 @@ class _Boxes:
         wmax = np.sqrt(np.maximum(wmax, 0.0))
         rows = np.arange(len(Sa))
         with np.errstate(divide="ignore", invalid="ignore"):
-            score_t = np.where(N > 0, N / (wmax + (abs(A) @ (mT * mT / 2)[..., None])[..., 0]),
+            score_t = np.where(N > 0, N / (wmax + (absA @ (mT * mT / 2)[..., None])[..., 0]),
                                -np.inf)
             at_lo, at_hi = (np.arctan(x) for x in tangents)
             tm = (at_lo + at_hi) / 2
             rad = (at_hi - at_lo) / 2
             wm = A @ np.stack([np.cos(tm), np.sin(tm)], -1)
             score_i = np.where(N > 0, N / (_norm(wm)
-                                           + (abs(A) @ rad[..., None])[..., 0]), -np.inf)
+                                           + (absA @ rad[..., None])[..., 0]), -np.inf)
             point = np.where(N > 0, N / _norm(wc), -np.inf)
         score_t = np.nan_to_num(score_t, nan=-np.inf)
         score_i = np.nan_to_num(score_i, nan=-np.inf)
@@ -302,10 +303,13 @@ class _Boxes:
         rhs = _sum4((1 + T2 + s) * (q[..., 0] * q[..., 1] * q[..., 2]) * self.inv_gaps)
         return 16 * Iv(Sa, Sb).square() * E, rhs
 
-    def infeasible(self, Sa, Sb, ca, cb) -> np.ndarray:
-        """Step 3b: the boxes on which the four constraints are surely inconsistent."""
+    def infeasible(self, Sa, Sb, ca, cb, tangents=None) -> np.ndarray:
+        """Step 3b: the boxes on which the four constraints are surely inconsistent
+        (``tangents``: :meth:`_tangent_range` of the boxes, if already computed)."""
+        if tangents is None:
+            tangents = self._tangent_range(Sa, Sb, ca, cb)
         with np.errstate(invalid="ignore", over="ignore"):
-            lhs, rhs = self.farkas(*self._tangent_range(Sa, Sb, ca, cb), Sa, Sb)
+            lhs, rhs = self.farkas(*tangents, Sa, Sb)
             return lhs.lo > rhs.hi
 
     def bound(self, Sa, Sb, ca, cb, half: float, Mp: float, foot: float | None = None):
@@ -320,11 +324,14 @@ class _Boxes:
         if foot is not None:  # step 7: every shape of the box has its foot after -foot
             excluded |= (Iv(cb) - Iv(Sa) * (Iv(self.L / 2) + foot)).hi < 0
         rest = np.flatnonzero(~excluded)
-        rest = rest[~self.infeasible(*(x[rest] for x in (Sa, Sb, ca, cb)))]
+        # the tangents' ranges, elementwise per box: computed once, for step 3b and step 3
+        tangents = self._tangent_range(*(x[rest] for x in (Sa, Sb, ca, cb)))
+        feasible = ~self.infeasible(*(x[rest] for x in (Sa, Sb, ca, cb)), tangents)
+        rest = rest[feasible]
         v, point = np.full(len(Sa), np.inf), np.full(len(Sa), np.inf)
         if len(rest):
             Sa, Sb, ca, cb, Sm, cm = (x[rest] for x in (Sa, Sb, ca, cb, Sm, cm))
-            tangents = self._tangent_range(Sa, Sb, ca, cb)
+            tangents = tuple(t[feasible] for t in tangents)
             alpha_t, alpha_i, p = self.choose(Sa, Sb, ca, cb, Sm, cm, tangents)
             v[rest] = np.maximum(self.taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm),
                                  self.interval(alpha_i, tangents))

@@ -17,6 +17,11 @@ if _sys.argv[:1] == ["-m"]:
 
     _signal.signal(_signal.SIGINT, _while_loading)
     _signal.signal(_signal.SIGTERM, _while_loading)
+    # A command's arrays are small (boxes of a branch and bound, a few vectors): BLAS threads
+    # only spin up, at numpy's import and after its products, on the cores the worker
+    # processes use.  One thread per process unless the caller chose otherwise (before numpy
+    # loads: OpenBLAS reads it once).
+    _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from constructions.cell import ATTENTIONS, NORMS, READOUTS, Cell, Params
 
