@@ -56,9 +56,9 @@ is one more count on the arc (``B^BOS(L)/B^BOS(L-1) -> (L/(L-1))^p``, ``p`` the 
 not small): the bisection steps up to where the shifted conditions hold.  The rate and the
 leading constant are the count task's (``L^{3/2}`` bare, ``L^{3/4}`` with a gain).
 
-**L = 1.**  The three inputs sit at ``p = -u, eps, 1``; with ``c = (1 + eps(B))/2`` and any
-amplitude below ``1/2``, ``y(-u) < y(eps) < 1/2 < y(1) < 3/2`` and ``y(-u) > -1/2``: every budget
-counts, ``B_min(1) = 0`` (not attained).
+**L = 1.**  The same construction (``c = 1/2``) counts once ``eps(B) < 1/2``, a budget of
+order ``d^{1/4}``; the infimum ``B_min(1) = 0`` (``e_b = e_s`` puts ``(s, b)`` on ``(s)``) is not
+witnessed by this geometry, so its ``L = 1`` row is not certified.
 
 Not built here: RMSNorm (no direction the norm removes: a ``b`` term is an exact shift along
 the arc only if ``e_b`` is parallel to ``e_a``, ``e_b = beta e_a``, and then the query ``b``
@@ -162,30 +162,18 @@ class SelectLastArcDesign(LastArcDesign):
 
     def _point(self, L_value: int, Bv):
         """``(lam, A, c, u)`` at budget ``B`` (mpmath): the best shape of the BOS arc of ``L``,
-        the middle of :func:`select_interval` at ``eps(B)`` within the capacity, ``c = L/2``
-        (``(1 + eps(B))/2`` at ``L = 1``) and ``u`` of :func:`constructions.last_post.choose_u`
+        the middle of :func:`select_interval` at ``eps(B)`` within the capacity, ``c = L/2`` and ``u`` of :func:`constructions.last_post.choose_u`
         at ``B/sqrt 2`` (None where the interval is empty or no ``u`` fits)."""
         lam = mpmath.mpf(self.best_shape(L_value, float(Bv))[0])
         eps = eps_bound(self.cell, Bv)
         cap = self.capacity_mp(lam, Bv)
-        if L_value == 1:
-            c = (1 + eps) / 2
-            Av = min(cap, mpmath.mpf(1) / 4) / 2
-        else:
-            c = mpmath.mpf(L_value) / 2
-            lo, hi = select_interval(lam, L_value, eps)
-            hi = min(hi, cap)
-            if not lo < hi:
-                return lam, (lo + cap) / 2, c, None
-            Av = (lo + hi) / 2
+        c = mpmath.mpf(L_value) / 2
+        lo, hi = select_interval(lam, L_value, eps)
+        hi = min(hi, cap)
+        if not lo < hi:
+            return lam, (lo + cap) / 2, c, None
+        Av = (lo + hi) / 2
         return lam, Av, c, last_post.choose_u(self.cell, lam, Av, L_value, Bv * EMB, c)
-
-    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
-        """``1e-12`` at ``L = 1`` (every budget counts), else :meth:`LastArcDesign.estimate`:
-        the BOS arc of ``L``, then up to where the shifted conditions and the count 0 hold."""
-        if L_value == 1:
-            return 1e-12
-        return super().estimate(L_value, hi_B, rtol)
 
     def fallback_u(self, Bv):
         return mpmath.mpf(1) / 2 - mpmath.mpf(2) ** -60
