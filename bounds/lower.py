@@ -280,6 +280,18 @@ def last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) 
     return post_lower(cell.replace(read="bos"), L - 1, B_upper, boxes)
 
 
+def select_last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
+    """The select task read last after post-norm (``eps = 0``): :func:`last_post_lower` of the
+    count task.
+
+    *Proof.*  The inputs of the count task read last, ``(s)`` and ``(s, a^n)`` read at the last
+    ``a``, are inputs of the select task (``n_b = 0``) with the same targets, read at the same
+    position, so a parameter set solving select to ``L`` counts to ``L`` at the last read, and
+    :func:`last_post_lower` bounds its budget.
+    """
+    return last_post_lower(cell.replace(task="count"), L, B_upper, boxes)
+
+
 def last_line_lower(cell: Cell, L: int) -> float:
     """Linear attention with pre-norm read at the last position, the count task:
     ``B >= cap^{-1}(1 - 1/(L-1))`` (0 for ``L <= 2``).
@@ -589,6 +601,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     """
     if cell.readout == "classification":
         return 0.0
+    if registry.builds("select_last_post", cell):
+        return None if B_upper is None else select_last_post_lower(cell, L, B_upper, arc_boxes)
     if cell.read.last and cell.distractor and cell.attention == "linear" and cell.eps == 0:
         return last_select_line_lower(cell, L)
     if cell.read.last:

@@ -124,11 +124,11 @@ def interval_float(lam_value, L_value: int, zero=None):
     return np.maximum(lo, z_lo), np.minimum(hi, z_hi)
 
 
-def offset_window(lam_value, A_value, L_value: int):
+def offset_window(lam_value, A_value, L_value: int, c=None):
     """``(u_lo, u_hi)``: the ``u = -n_*`` in ``(0, 1/2)`` with ``|y(-u)| < 1/2`` (mpmath; empty
-    when ``u_lo >= u_hi``).  ``y`` increases (``A > 0``), so ``|y(n)| < 1/2`` on ``(n(-1/2),
+    when ``u_lo >= u_hi``; ``c`` the arc's centre, :func:`centre` by default).  ``y`` increases (``A > 0``), so ``|y(n)| < 1/2`` on ``(n(-1/2),
     n(1/2))`` with ``n(v) = c + lam q/sqrt(1 - q^2)``, ``q = (v - c)/A`` (``-inf`` where ``q <= -1``)."""
-    c = centre(L_value)
+    c = centre(L_value) if c is None else c
     lam, A_v = mpmath.mpf(lam_value), mpmath.mpf(A_value)
     half = mpmath.mpf(1) / 2
 
@@ -144,21 +144,22 @@ def offset_window(lam_value, A_value, L_value: int):
     return max(mpmath.mpf(0), -hi_n), min(half, -lo_n)
 
 
-def embedding_norm(cell: Cell, lam_value, L_value: int, u_value):
-    """``|e_s| = kappa sqrt(lam^2 + (c + u)^2)``, the larger embedding (mpmath)."""
-    c, u = centre(L_value), mpmath.mpf(u_value)
+def embedding_norm(cell: Cell, lam_value, L_value: int, u_value, c=None):
+    """``|e_s| = kappa sqrt(lam^2 + (c + u)^2)``, the larger embedding (mpmath; ``c`` as in
+    :func:`offset_window`)."""
+    c, u = centre(L_value) if c is None else c, mpmath.mpf(u_value)
     kap2 = mpmath.sqrt(cell.d) * mpmath.log(1 / (2 * u)) / (u * (2 * u + c))
     return mpmath.sqrt(kap2 * (mpmath.mpf(lam_value) ** 2 + (c + u) ** 2))
 
 
-def choose_u(cell: Cell, lam_value, A_value, L_value: int, B_value):
+def choose_u(cell: Cell, lam_value, A_value, L_value: int, B_value, c=None):
     """``u``: the middle of the window :func:`offset_window` above the budget's limit ``u_B``
     (the smallest ``u`` with ``|e_s| <= B``, by bisection: ``|e_s| -> 0`` as ``u -> 1/2``), or
-    ``None`` where that leaves nothing (mpmath)."""
-    u_lo, u_hi = offset_window(lam_value, A_value, L_value)
+    ``None`` where that leaves nothing (mpmath; ``c`` as in :func:`offset_window`)."""
+    u_lo, u_hi = offset_window(lam_value, A_value, L_value, c)
     if not u_lo < u_hi:
         return None
-    fits = lambda u: embedding_norm(cell, lam_value, L_value, u) <= B_value
+    fits = lambda u: embedding_norm(cell, lam_value, L_value, u, c) <= B_value
     a, b = mpmath.mpf(0), mpmath.mpf(1) / 2  # b: |e_s| -> 0, fits in the limit
     b = b - (b - u_lo) * mpmath.mpf(2) ** -40
     if not fits(b):

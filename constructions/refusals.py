@@ -126,11 +126,16 @@ def _select_last(cell: Cell) -> str | None:
     what = "the select task at the last read"
     if cell.readout == "classification":
         return (f"{what} has no construction yet for classification (the regression constructions "
-                "are linear attention without a norm or with bare pre-LayerNorm, constructions.select_last)")
+                "are linear attention without a norm or with pre-norm, constructions.select_last, "
+                "and softmax attention with post-LayerNorm, constructions.select_last_post)")
     if cell.attention == "softmax":
         return _select_last_softmax(cell, what)
     if cell.post:
-        return f"{what} has no construction yet for linear attention with post-norm"
+        return (f"{what} has no construction yet for linear attention with post-norm (with "
+                "post-LayerNorm the b tokens leave the query-b outputs alone only with e_b along one, "
+                "and then (s, x..b) with n_a tokens a lands on the arc at sigma n_a - u, u = "
+                "sqrt(d)/|e_a|^2 > 0, not at the count n_a of the query a; with post-RMSNorm the "
+                "foot is tied to the budget as well; not derived)")
     if not cell.normed:
         if cell.d >= 3:
             return None
@@ -151,10 +156,23 @@ def _select_last(cell: Cell) -> str | None:
 
 def _select_last_softmax(cell: Cell, what: str) -> str | None:
     """Softmax attention (regression): None where :mod:`constructions.select_last_softmax`
-    builds (pre-norm with a gain, ``eps = 0``, RMSNorm ``d >= 3``, LayerNorm ``d >= 4``)."""
+    builds (pre-norm with a gain, ``eps = 0``, RMSNorm ``d >= 3``, LayerNorm ``d >= 4``) and
+    where :mod:`constructions.select_last_post` builds (post-LayerNorm, ``eps = 0``, ``d >= 3``)."""
     if cell.post:
-        return (f"{what} has no construction yet for softmax attention with post-norm (not "
-                "derived; pre-norm with a gain is built)")
+        # constructions.select_last_post: b with the centred part of a, suppressed along one
+        if cell.eps > 0:
+            return (f"{what} has no construction yet for softmax attention with post-norm and eps > 0 "
+                    "(the arc, and the b terms as shifts along it, use the norm's scale invariance, "
+                    "eps = 0)")
+        if not cell.kind.centred:
+            return (f"{what} has no construction yet for softmax attention with post-RMSNorm (no "
+                    "direction the norm removes: a b term is an exact shift along the arc only for "
+                    "e_b = beta e_a, and then the query b runs along the arc at the rate (1 + beta) "
+                    "rho^(beta - 1)/2, 1 only at beta = 1, b = a; not derived)")
+        if cell.d < laws.smallest_d(cell):
+            return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred subspace "
+                    "must hold the 2-D arc: d >= 3)")
+        return None
     if not cell.normed:
         return (f"{what} has no construction yet for softmax attention without a norm (its L* is 2 "
                 "at d >= 3: the count task at the last read, its sub-task n_b = 0, stops at L* = 2, and "

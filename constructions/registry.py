@@ -28,7 +28,8 @@ that the two agree on every cell of a grid of all parts).
   (:mod:`constructions.two_value_select`);
 * the select task read last: :func:`free_select_last`, :func:`bare_select_last`,
   :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
-  :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`).
+  :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
+  :func:`select_last_arc` (:mod:`constructions.select_last_post`).
 
 *Classification* (a head on the geometry of a regression entry at budget 1):
 :func:`last_arc` (:class:`~constructions.last_post.LastArcHead`), :func:`last_head`
@@ -189,6 +190,11 @@ def gain_softmax_select_last(cell: Cell) -> bool:
     ellipse (RMSNorm ``d >= 3``, LayerNorm ``d >= 4``; :mod:`constructions.select_last_softmax`)."""
     return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.pre
             and cell.affine.gain and cell.eps == 0 and cell.d >= (4 if cell.kind.centred else 3))
+def select_last_arc(cell: Cell) -> bool:
+    """The select task read last, softmax attention with post-LayerNorm at ``eps = 0`` and
+    ``d >= 3`` (:mod:`constructions.select_last_post`: b with the centred part of a)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.post
+            and cell.kind.centred and cell.eps == 0 and cell.d >= laws.smallest_d(cell))
 
 
 #: the regression constructions (module docstring)
@@ -211,6 +217,7 @@ REGRESSION = (
     Entry("select_last", "ScaleSelectDesign", scale_select_last),
     Entry("select_last", "GainSelectDesign", gain_select_last),
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
+    Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
 )
 
 
