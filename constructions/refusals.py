@@ -54,8 +54,10 @@ def refusal(cell: Cell) -> str | None:
         if cell.attention == "softmax":
             if not cell.normed:
                 return None  # constructions.last_read.PairDesign: L* = 2
-            if cell.pre and not cell.affine.gain and cell.eps == 0:
-                return None  # constructions.last_read.BareDesign, up to L* = 4
+            if cell.pre and not cell.affine.gain:
+                # constructions.last_read.BareDesign (eps = 0, up to L* = 4) and
+                # constructions.last_eps.EpsBareDesign (eps > 0, up to bounds.lstar.last_l_star_eps)
+                return None
             if cell.post:
                 # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it
                 if cell.eps > 0:
@@ -66,10 +68,6 @@ def refusal(cell: Cell) -> str | None:
                     return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
                             "subspace must hold the 2-D arc: d >= 3)")
                 return None
-            if not cell.affine.gain:
-                return (f"{what} has no construction yet for softmax attention with bare pre-norm and "
-                        "eps > 0 (values shorter than sqrt(d) let rho exceed 1: its L* is "
-                        "bounds.lstar.last_l_star_eps, exact; built: eps = 0)")
             if cell.kind.image_dim(cell.d) < 2:
                 return f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built)"
             if cell.eps > 0:

@@ -20,7 +20,8 @@ that the two agree on every cell of a grid of all parts).
 * :func:`count_bos`: :class:`~constructions.regression.RegressionDesign`, and
   :func:`count_foot`: :class:`~constructions.regression.FootDesign` (the one-sided arc);
 * the count task read last: :func:`pair_read`, :func:`rigid_read`, :func:`line_read`
-  (:mod:`constructions.last_read`), :func:`last_arc` (:mod:`constructions.last_post`, softmax and
+  (:mod:`constructions.last_read`), :func:`eps_rigid_read` (:mod:`constructions.last_eps`),
+  :func:`last_arc` (:mod:`constructions.last_post`, softmax and
   linear attention), :func:`value_read` (:class:`~constructions.tasks.TaskDesign`);
 * the select task read at ``s``: :func:`free_select` (:class:`~constructions.tasks.TaskDesign`, a
   distractor that changes nothing), :func:`foot_select` (:class:`~constructions.tasks.FootSelectDesign`),
@@ -88,6 +89,12 @@ def pair_read(cell: Cell) -> bool:
 def rigid_read(cell: Cell) -> bool:
     """Softmax attention with bare pre-norm at ``eps = 0`` (``L* = 4``), either kind, every ``d``."""
     return _count_last(cell) and cell.attention == "softmax" and laws.rigid(cell) and cell.eps == 0
+
+
+def eps_rigid_read(cell: Cell) -> bool:
+    """Softmax attention with bare pre-norm at ``eps > 0`` (``L*`` of
+    :func:`bounds.lstar.last_l_star_eps`), either kind, every ``d``."""
+    return _count_last(cell) and cell.attention == "softmax" and laws.rigid(cell) and cell.eps > 0
 
 
 def line_read(cell: Cell) -> bool:
@@ -182,6 +189,7 @@ REGRESSION = (
     Entry("regression", "FootDesign", count_foot),
     Entry("last_read", "PairDesign", pair_read),
     Entry("last_read", "BareDesign", rigid_read),
+    Entry("last_eps", "EpsBareDesign", eps_rigid_read),
     Entry("last_read", "LineDesign", line_read),
     Entry("last_post", "LastArcDesign", lambda cell: last_arc(cell) and cell.attention == "softmax"),
     Entry("last_post", "LinearLastArcDesign", lambda cell: last_arc(cell) and cell.attention == "linear"),
