@@ -258,8 +258,9 @@ def last_line_lower(cell: Cell, L: int) -> float:
     Counting at ``n = 1`` and ``n = L`` needs ``|K + k - 1| < 1/2`` and ``|K + k L - L| < 1/2``,
     so ``(L-1)|k - 1| < 1`` and ``k > 1 - 1/(L-1)``.  By Cauchy-Schwarz ``k <= tau |h_a|^3 |w|
     <= cap(B)``, the line capacity of :mod:`constructions.laws` (``|h| <= H B``, or
-    ``|h| = sqrt(d)`` bare, ``eps = 0``), whence the bound (:func:`constructions.laws.budget`,
-    increasing).  The count ``n = 0`` is off the line (:mod:`constructions.tasks`) and is not
+    ``|h| = sqrt(d)`` bare, ``eps = 0``; with ``eps > 0`` the norm scales ``N_0(e)`` by
+    ``|e_c|/sqrt(|e_c|^2 + d eps) < 1``, so the values are only shorter and the capacity bounds
+    ``k`` for every ``eps``), whence the bound (:func:`constructions.laws.budget`, increasing).  The count ``n = 0`` is off the line (:mod:`constructions.tasks`) and is not
     used, so the bound is met only where the offset it needs is within reach.
     """
     if L <= 2:
@@ -302,7 +303,7 @@ def last_free_line_lower(cell: Cell, L: int, rtol: float = 1e-12) -> float:
 
 def last_select_line_lower(cell: Cell, L: int) -> float | None:
     """The select task read at the last position, linear attention: the count task's bound at
-    the last read (None where none is proven), and with bare pre-norm at least
+    the last read (None where none is proven; every ``eps``), and with bare pre-norm at least
     ``(1 - 2/(L-1))(1 + 1/(L-1)) sqrt(L-1)/(2d)`` (``L >= 3``, ``eps = 0``).
 
     *Sub-task.*  The count task's inputs at the last read, ``(s)`` and ``(s, a^n)`` read at the
@@ -328,7 +329,7 @@ def last_select_line_lower(cell: Cell, L: int) -> float | None:
     if not cell.pre:
         return None
     base = last_line_lower(count, L)
-    if not laws.rigid(cell) or L < 3:
+    if not laws.rigid(cell) or L < 3 or cell.eps > 0:  # the distractor's bound needs |h| = sqrt(d)
         return base
     with flint.ctx.workprec(PREC):
         e = 1 / flint.arb(L - 1)
@@ -606,7 +607,7 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     """
     if cell.readout == "classification":
         return 0.0
-    if cell.read.last and cell.distractor and cell.attention == "linear" and cell.eps == 0:
+    if cell.read.last and cell.distractor and cell.attention == "linear":
         return last_select_line_lower(cell, L)
     if cell.read.last:
         if cell.attention == "softmax" and not cell.normed and not cell.distractor:
