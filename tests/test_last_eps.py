@@ -151,3 +151,12 @@ def test_the_select_bound_at_eps_is_the_count_tasks(kw):
         got = b_lower(cell, L, None)
         assert got is not None and got == last_line_lower(cell.replace(task="count"), L)
     assert b_lower(cell, 9, None) > 0
+
+
+def test_readme_states_the_exact_l_star():
+    """The README's values of ``L*`` with ``eps > 0`` (5 at ``d = 2..16``, 7 at 64, 16 at 256)."""
+    assert {d: last_l_star_eps(d) for d in (2, 3, 8, 16, 64, 256)} == {2: 5, 3: 5, 8: 5, 16: 5, 64: 7, 256: 16}
+    from pathlib import Path
+
+    text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
+    assert "5 at\n  `d = 2..16`, 7 at `d = 64`, 16 at `d = 256`" in text
