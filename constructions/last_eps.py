@@ -65,7 +65,7 @@ import math
 import mpmath
 import numpy as np
 
-from constructions import laws, segment, zoom
+from constructions import laws, regression, segment, zoom
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, _check_budget, _check_count
 from constructions.tasks import SHRINK
@@ -290,3 +290,137 @@ class EpsBareDesign(RegressionDesign):
         w = (Dv / X2) * v + om * p
         w0 = Kv - mpmath.fsum(w * (e_a + h_s))
         return Params(cell, {"e_s": e_s, "e_a": e_a, "w": w}, {"w0": w0})
+
+
+# ---------------------------------------------------------------------- the select task read last
+r"""*The select task read last, linear attention with pre-LayerNorm and ``eps > 0``*
+(:class:`EpsSelectDesign`, ``d >= 3``, bare or with a gain and the bias at 0): the ``eps = 0``
+construction of :mod:`constructions.select_last` carried over exactly.
+
+Let ``P0`` count at ``eps = 0`` with embeddings ``e_q = c_q + mu_q one`` (``c_q`` centred, ``one``
+the unit constant vector), read-out ``w``, ``Omega = <w, one>``.  Replace each centred part by
+``c'_q = nu c_q/|c_q|`` (one length ``nu`` for ``q = s, a, b``): LayerNorm sees only the
+direction at ``eps = 0``, and ``N_eps(c'_q) = c'_q/sqrt(nu^2/d + eps) = s N_0(c_q)`` with
+``s = nu/sqrt(nu^2 + d eps)``, the same for every token, so every value is ``s`` times its
+``eps = 0`` value (the gain is kept, the bias is 0).  Linear attention is cubic in the values:
+``A' = s^3 A_0`` for every input.  Take ``w' = w/s^3 + om one``, ``Omega' = Omega/s^3 + om``, and
+``mu'_q = (<w, e_q> - <w, c'_q>/s^3)/Omega'`` (``Omega' != 0``).  Then
+
+* ``<w', A'> = <w, A_0> + om s^3 <one, A_0> = <w, A_0>`` where the values are centred (bare; with a
+  gain ``om = 0``),
+* ``<w', e'_q> = <w, c'_q>/s^3 + mu'_q Omega' = <w, e_q>``,
+
+so with ``w0' = w0`` every output equals ``P0``'s on every input: the parameters count to ``L``
+at ``eps`` iff ``P0`` counts at ``eps = 0``.  The bound is ``max(|w'|, |e'_q|, |g|)``; ``(nu, om)``
+minimise it on a grid (floats; ``om = 0`` with a gain).  At budget ``B`` the construction carries
+``P0`` built at ``B/kappa``, ``kappa`` the ratio of the carried bound to ``B`` at the ``eps = 0``
+design's estimate; the reported ``B_min`` is the certified parameters' own bound.  The proven
+``B_lower`` is the count task's at the last read (:func:`bounds.lower.last_select_line_lower`, valid
+for every ``eps``).
+"""
+
+#: the grid of the centred length ``nu`` (relative to ``sqrt(d eps)``) and of ``om`` (relative to |w|)
+NU_GRID = np.geomspace(1.0, 1e6, 241)
+OM_GRID = np.concatenate([[0.0], np.geomspace(1e-4, 4.0, 120), -np.geomspace(1e-4, 4.0, 120)])
+
+
+def select_applies(cell: Cell) -> bool:
+    """Whether ``cell`` is :class:`EpsSelectDesign`'s: the select task read last, linear
+    attention, pre-LayerNorm with ``eps > 0`` at ``d >= 3``, bare or with a gain (regression)."""
+    return (cell.distractor and cell.read.last and cell.readout == "regression" and cell.attention == "linear"
+            and cell.pre and cell.kind.centred and cell.eps > 0 and cell.kind.image_dim(cell.d) >= 2)
+
+
+class EpsSelectDesign(RegressionDesign):
+    """The ``eps = 0`` select construction read last, carried to ``eps > 0`` exactly (the
+    docstring above :data:`NU_GRID`)."""
+
+    def __init__(self, cell: Cell):
+        if not select_applies(cell):
+            raise ValueError("EpsSelectDesign is for the select task read last, linear attention with "
+                             "pre-LayerNorm and eps > 0 at d >= 3")
+        super().__init__(cell)
+        self.inner = regression.design(cell.replace(eps=0.0))
+        self._kappa = {}
+
+    def steps(self) -> list:
+        """Not symbolic here: the ``eps = 0`` design's steps, carried numerically (a ValueError
+        says so)."""
+        raise ValueError(f"{self.cell.describe()}: the construction is the eps = 0 one carried numerically "
+                         "(constructions.last_eps), with no symbolic derivation of its own")
+
+    def compiled_parts(self) -> None:
+        """The ``eps = 0`` design's compiled parts."""
+        self.inner.compiled_parts()
+
+    def best_shape(self, L_value: int, B_value: float):
+        return self.inner.best_shape(L_value, float(B_value) / self.kappa(L_value))
+
+    def kappa(self, L_value: int) -> float:
+        """The carried bound over the ``eps = 0`` bound at the ``eps = 0`` estimate (at least 1)."""
+        if L_value not in self._kappa:
+            est = self.inner.estimate(L_value)
+            B0 = 1e-3 if est is None or L_value == 1 else est
+            p0 = self.inner.build(L_value, B0, dps=30)
+            self._kappa[L_value] = max(1.0, float(self._carry(p0, bound_only=True)) / B0)
+        return self._kappa[L_value]
+
+    def estimate(self, L_value: int, hi_B: float = 1e6, rtol: float = 1e-7):
+        est = self.inner.estimate(L_value, hi_B, rtol)
+        return None if est is None else (est if L_value == 1 else est * self.kappa(L_value))
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        L_value = _check_count(L_value)
+        with mpmath.workdps(dps):
+            Bv = _check_budget(B_value)
+            kappa = 1.0 if L_value == 1 else self.kappa(L_value)
+            return self._carry(self.inner.build(L_value, Bv / kappa, dps))
+
+    def _carry(self, p0: Params, bound_only: bool = False):
+        """The parameters of ``P0`` carried to ``eps`` (the docstring above :data:`NU_GRID`), or
+        (``bound_only``) their bound, as a float."""
+        from constructions.classification import _mp_vector
+        from constructions.symbols import ONE
+
+        cell, d = self.cell, self.cell.d
+        one = _mp_vector(ONE, d)
+        vec = dict(p0.vectors)
+        if "beta" in vec and any(x != 0 for x in vec["beta"]):
+            raise ValueError("the carried construction needs the bias at 0")
+        w = vec["w"]
+        Omega = mpmath.fsum(w * one)
+        gain = "g" in vec
+        parts = {}
+        for q in ("e_s", "e_a", "e_b"):
+            mu = mpmath.fsum(vec[q] * one)
+            c = vec[q] - mu * one
+            size = mpmath.sqrt(mpmath.fsum(c * c))
+            parts[q] = (mpmath.fsum(w * vec[q]), c / size, mpmath.fsum(w * c) / size)  # <w, e>, unit c, <w, unit c>
+        # the float grid over (nu, om)
+        root = math.sqrt(d * cell.eps)
+        nu = root * NU_GRID[:, None]
+        s3 = (nu / np.sqrt(nu**2 + d * cell.eps)) ** 3
+        wn = float(mpmath.sqrt(mpmath.fsum(w * w)))
+        om = (np.zeros(1) if gain else wn * OM_GRID)[None, :]
+        Om = float(Omega) / s3 + om
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w_norm = np.sqrt(wn**2 / s3**2 + 2 * om * float(Omega) / s3 + om**2)
+            worst = w_norm
+            for we, _, wc in parts.values():
+                mu_p = (float(we) - nu * float(wc) / s3) / Om
+                worst = np.maximum(worst, np.sqrt(nu**2 + mu_p**2))
+        if gain:
+            worst = np.maximum(worst, float(mpmath.sqrt(mpmath.fsum(vec["g"] * vec["g"]))))
+        worst = np.where(np.isfinite(worst), worst, np.inf)
+        i, j = np.unravel_index(int(np.argmin(worst)), worst.shape)
+        if bound_only:
+            return float(worst[i, j])
+        nu_v = mpmath.mpf(float(nu[i, 0]))
+        om_v = mpmath.mpf(float(om[0, j]))
+        s3_v = (nu_v / mpmath.sqrt(nu_v**2 + d * mpmath.mpf(cell.eps))) ** 3
+        Om_v = Omega / s3_v + om_v
+        out = dict(vec)
+        out["w"] = w / s3_v + om_v * one
+        for q, (we, unit, wc) in parts.items():
+            out[q] = nu_v * unit + ((we - nu_v * wc / s3_v) / Om_v) * one
+        return Params(cell, out, dict(p0.scalars))

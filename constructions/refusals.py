@@ -109,7 +109,8 @@ def refusal(cell: Cell) -> str | None:
 def _select_last(cell: Cell) -> str | None:
     """Why the select task at the last read has no construction in ``cell`` (None: built,
     :mod:`constructions.select_last`: linear attention and regression, without a norm at
-    ``d >= 3`` or with pre-norm at ``eps = 0``, not LayerNorm at ``d = 2``)."""
+    ``d >= 3`` or with pre-norm at ``eps = 0``, not LayerNorm at ``d = 2``; with pre-LayerNorm
+    at ``eps > 0`` and ``d >= 3``, :mod:`constructions.last_eps`)."""
     what = "the select task at the last read"
     if cell.readout == "classification":
         return (f"{what} has no construction yet for classification (the regression constructions "
@@ -124,14 +125,18 @@ def _select_last(cell: Cell) -> str | None:
             return None
         return (f"{what} has no construction at d = 2 without a norm (it needs a third direction "
                 "of the frame for e_s: constructions.select_last; d >= 3 is built)")
-    if cell.eps > 0:
-        return (f"{what} has no construction yet for pre-norm ({cell.kind.name}) with eps > 0 "
-                "(the constructions use the norm's exact scale invariance, eps = 0)")
+    if cell.eps > 0 and not cell.kind.centred:
+        return (f"{what} has no construction yet for pre-RMSNorm with eps > 0 (the offsets of the "
+                "eps = 0 constructions are set by the embeddings' scales, which with eps > 0 also set "
+                "the values' lengths; pre-LayerNorm at d >= 3 is built, constructions.last_eps)")
     if cell.kind.image_dim(cell.d) >= 2:
-        return None
+        return None  # eps = 0: constructions.select_last; eps > 0 (LayerNorm): constructions.last_eps
     if cell.affine.gain:
         return (f"{what} has no construction at d = 2 with pre-LayerNorm and a gain (its values "
                 "lie on one line, where no b scores a as a does without being a; d >= 3 is built)")
+    if cell.eps > 0:
+        return (f"{what} has no construction yet at d = 2 with bare pre-LayerNorm and eps > 0 (its "
+                "values lie on one line through 0: not derived; d >= 3 is built)")
     return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
             "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
             "every d, are built)")

@@ -28,7 +28,8 @@ that the two agree on every cell of a grid of all parts).
   :func:`suppressed_select` (:mod:`constructions.select`), :func:`two_value_select`
   (:mod:`constructions.two_value_select`);
 * the select task read last: :func:`free_select_last`, :func:`bare_select_last`,
-  :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`).
+  :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
+  :func:`eps_select_last` (:mod:`constructions.last_eps`).
 
 *Classification* (a head on the geometry of a regression entry at budget 1):
 :func:`last_arc` (:class:`~constructions.last_post.LastArcHead`), :func:`last_head`
@@ -183,6 +184,13 @@ def gain_select_last(cell: Cell) -> bool:
             and cell.kind.image_dim(cell.d) >= 2)
 
 
+def eps_select_last(cell: Cell) -> bool:
+    """Pre-LayerNorm at ``eps > 0``, ``d >= 3``, bare or with a gain: the ``eps = 0`` construction
+    (:func:`bare_select_last`, :func:`gain_select_last`) carried exactly (:mod:`constructions.last_eps`)."""
+    return (_select_last(cell) and cell.pre and cell.kind.centred and cell.eps > 0
+            and cell.kind.image_dim(cell.d) >= 2)
+
+
 #: the regression constructions (module docstring)
 REGRESSION = (
     Entry("regression", "RegressionDesign", count_bos),
@@ -202,6 +210,7 @@ REGRESSION = (
     Entry("select_last", "BareSelectDesign", bare_select_last),
     Entry("select_last", "ScaleSelectDesign", scale_select_last),
     Entry("select_last", "GainSelectDesign", gain_select_last),
+    Entry("last_eps", "EpsSelectDesign", eps_select_last),
 )
 
 
