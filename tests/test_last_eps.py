@@ -10,13 +10,17 @@ the select task read last with linear pre-norm and ``eps > 0`` (:func:`bounds.lo
 * the lemmas of the lower bound hold on random parameter sets: ``|N(e)| <= R(B)``, ``sigma <=
   R^2/4``, ``X^2 - R X + sigma <= 0``, the score-gap floor and ``|y(0) - K| <= 2 B^2``;
 * the value length of the module is the verifier's norm;
-* the select task's bound at ``eps > 0`` is the count task's at the last read.
+* the select task read last with pre-LayerNorm and ``eps > 0``: served at ``d >= 3`` (RMSNorm and
+  ``d = 2`` refused), the carried construction's outputs equal the ``eps = 0`` construction's on
+  random sequences, rows certified above the proven bound, which is the count task's at the last
+  read.
 """
 
 from __future__ import annotations
 
 import math
 
+import mpmath
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -141,6 +145,52 @@ def test_the_value_length_is_the_norms(c, eps, kind):
     # the inverse, where it is well conditioned (q away from 1): R(c(q)) = q sqrt(d)
     q = min(last_eps.value_length(cell, c) / math.sqrt(5), 0.999)
     assert last_eps.value_length(cell, last_eps.centred_length(cell, q)) == pytest.approx(q * math.sqrt(5), rel=1e-12)
+
+
+SELECT = [dict(variant="pre_bare"), dict(variant="pre_learned", affine="gain"), dict(variant="pre_learned")]
+
+
+def _select(kw, d=8, eps=1e-5) -> Cell:
+    return Cell("linear", d=d, eps=eps, task="select", read="last", **kw)
+
+
+@pytest.mark.parametrize("kw", SELECT)
+def test_the_select_task_at_eps_is_served_with_layernorm_at_d_3(kw):
+    for d in (3, 8):
+        assert registry.serving(_select(kw, d)).name == "EpsSelectDesign"
+        assert refusal(_select(kw, d)) is None
+    assert refusal(_select(kw, 2)) is not None and registry.serving(_select(kw, 2)) is None
+    rms = _select({**kw, "norm": "rmsnorm"})
+    assert "pre-RMSNorm with eps > 0" in refusal(rms) and registry.serving(rms) is None
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), kw=st.sampled_from(SELECT), eps=st.sampled_from([1e-5, 0.01, 1.0]))
+def test_the_carried_select_construction_has_the_eps_zero_outputs(data, kw, eps):
+    """The proof of :class:`~constructions.last_eps.EpsSelectDesign`: every output of the carried
+    parameters at ``eps`` is the ``eps = 0`` construction's (50 digits, random sequences)."""
+    cell = _select(kw, 5, eps)
+    design = regression.design(cell)
+    L = data.draw(st.sampled_from([2, 5, 16]))
+    B0 = design.inner.estimate(L) * 1.01
+    with mpmath.workdps(60):
+        p0 = design.inner.build(L, B0, dps=60)
+        carried = design._carry(p0)
+    seq = data.draw(sequences(cell, max_length=L))
+    y0, y = (explicit(p, seq, "mp50") for p in (p0, carried))
+    assert abs(y - y0) <= 1e-25 * (1 + abs(y0))
+    assert abs(float(y) - target(seq)) < 0.5
+
+
+@pytest.mark.parametrize("kw", SELECT[:2])
+def test_the_select_rows_at_eps_are_certified_above_the_bound(kw):
+    cell = _select(kw, 8, 0.01)
+    for L in (2, 8):
+        row = regression_row(cell, L)
+        assert row["certified"] and row["B_lower"] is not None and row["B_lower"] <= row["B_min"], row
+        zero = regression_row(cell.replace(eps=0.0), L, lower=False)
+        assert row["B_min"] >= zero["B_min"] * (1 - 1e-6)  # eps = 0.01 costs here, never helps this construction
+    assert regression_row(cell, 8)["B_lower"] > 0
 
 
 @pytest.mark.parametrize("kw", [dict(variant="pre_bare"), dict(variant="pre_bare", norm="rmsnorm"),
