@@ -331,14 +331,12 @@ def select_applies(cell: Cell) -> bool:
             and cell.pre and cell.kind.centred and cell.eps > 0 and cell.kind.image_dim(cell.d) >= 2)
 
 
-class EpsSelectDesign(RegressionDesign):
-    """The ``eps = 0`` select construction read last, carried to ``eps > 0`` exactly (the
-    docstring above :data:`NU_GRID`)."""
+class _Carried(RegressionDesign):
+    """An ``eps = 0`` design's construction carried to ``eps > 0`` by :meth:`_carry`, whose
+    outputs are the ``eps = 0`` construction's on every input: the budget is scaled by the ratio
+    ``kappa`` of the carried bound at the ``eps = 0`` estimate."""
 
     def __init__(self, cell: Cell):
-        if not select_applies(cell):
-            raise ValueError("EpsSelectDesign is for the select task read last, linear attention with "
-                             "pre-LayerNorm and eps > 0 at d >= 3")
         super().__init__(cell)
         self.inner = regression.design(cell.replace(eps=0.0))
         self._kappa = {}
@@ -375,6 +373,20 @@ class EpsSelectDesign(RegressionDesign):
             Bv = _check_budget(B_value)
             kappa = 1.0 if L_value == 1 else self.kappa(L_value)
             return self._carry(self.inner.build(L_value, Bv / kappa, dps))
+
+    def _carry(self, p0: Params, bound_only: bool = False):
+        raise NotImplementedError  # pragma: no cover - each subclass carries its own way
+
+
+class EpsSelectDesign(_Carried):
+    """The ``eps = 0`` select construction read last, carried to ``eps > 0`` exactly (the
+    docstring above :data:`NU_GRID`)."""
+
+    def __init__(self, cell: Cell):
+        if not select_applies(cell):
+            raise ValueError("EpsSelectDesign is for the select task read last, linear attention with "
+                             "pre-LayerNorm and eps > 0 at d >= 3")
+        super().__init__(cell)
 
     def _carry(self, p0: Params, bound_only: bool = False):
         """The parameters of ``P0`` carried to ``eps`` (the docstring above :data:`NU_GRID`), or
@@ -423,4 +435,79 @@ class EpsSelectDesign(RegressionDesign):
         out["w"] = w / s3_v + om_v * one
         for q, (we, unit, wc) in parts.items():
             out[q] = nu_v * unit + ((we - nu_v * wc / s3_v) / Om_v) * one
+        return Params(cell, out, dict(p0.scalars))
+
+
+# ---------------------------------------------------------------------- softmax, pre-LayerNorm with a gain
+r"""*Softmax attention with pre-LayerNorm and a gain, ``eps > 0``, the count task read last*
+(:class:`EpsGainDesign`, ``d >= 3``, either affine): the ``eps = 0`` construction of
+:class:`constructions.tasks.TaskDesign` carried exactly, the gain absorbing ``eps``.
+
+Let ``P0`` count at ``eps = 0`` with embeddings ``e_q = c_q + mu_q one`` (``q = s, a``), gain
+``g``, bias ``beta``, read-out ``w`` with ``Omega = <w, one> != 0``.  Set both centred parts to one
+length ``nu``, ``c'_q = nu c_q/|c_q|``: ``N_eps(c'_q) = c'_q/sqrt(nu^2/d + eps) = s N_0(c_q)``,
+``s = nu/sqrt(nu^2 + d eps)`` (``N_0(c) = sqrt(d) c/|c|``), the same for both tokens, so the gain
+``g/s`` gives the values ``(g/s) * s N_0 + beta``: exactly ``P0``'s, and softmax attention sees
+only the values.  The residual reads the embeddings through ``<w, e'_q> = nu <w, c_q>/|c_q| +
+mu'_q Omega``, equal to ``<w, e_q>`` with ``mu'_q = (<w, e_q> - nu <w, c_q>/|c_q|)/Omega``.  So every
+output is ``P0``'s: the parameters count to ``L`` at ``eps`` iff ``P0`` does at ``eps = 0``.  The
+bound is ``max(|w|, |g|/s, |beta|, |e'_q|)``, ``nu`` minimising it on a grid; the budget as for
+:class:`EpsSelectDesign`.  ``B_lower`` is :func:`bounds.lower.last_segment_lower` (it uses only
+``|N(e)_i| <= M``, true for every ``eps``).
+"""
+
+
+def gain_applies(cell: Cell) -> bool:
+    """Whether ``cell`` is :class:`EpsGainDesign`'s: the count task read last, softmax attention,
+    pre-LayerNorm with a gain and ``eps > 0`` at ``d >= 3`` (regression)."""
+    return (not cell.distractor and cell.read.last and cell.readout == "regression"
+            and cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.centred
+            and cell.eps > 0 and cell.kind.image_dim(cell.d) >= 2)
+
+
+class EpsGainDesign(_Carried):
+    """The ``eps = 0`` last-read construction of softmax attention with pre-LayerNorm and a gain,
+    carried to ``eps > 0`` exactly (the docstring above :func:`gain_applies`)."""
+
+    def __init__(self, cell: Cell):
+        if not gain_applies(cell):
+            raise ValueError("EpsGainDesign is for softmax attention with pre-LayerNorm, a gain and eps > 0 "
+                             "at d >= 3, the count task read last")
+        super().__init__(cell)
+
+    def _carry(self, p0: Params, bound_only: bool = False):
+        """``P0`` carried to ``eps`` (the docstring above :func:`gain_applies`), or
+        (``bound_only``) the carried bound, as a float."""
+        from constructions.classification import _mp_vector
+        from constructions.symbols import ONE
+
+        cell, d = self.cell, self.cell.d
+        one = _mp_vector(ONE, d)
+        vec = dict(p0.vectors)
+        w, g = vec["w"], vec["g"]
+        Omega = mpmath.fsum(w * one)
+        if Omega == 0:
+            raise ValueError("the carried construction needs a read-out with a part along one")
+        parts = {}
+        for q in ("e_s", "e_a"):
+            mu = mpmath.fsum(vec[q] * one)
+            c = vec[q] - mu * one
+            size = mpmath.sqrt(mpmath.fsum(c * c))
+            parts[q] = (mpmath.fsum(w * vec[q]), c / size, mpmath.fsum(w * c) / size)
+        norm = lambda v: float(mpmath.sqrt(mpmath.fsum(v * v)))
+        nu = math.sqrt(d * cell.eps) * NU_GRID
+        s = nu / np.sqrt(nu**2 + d * cell.eps)
+        fixed = max(norm(w), norm(vec["beta"]) if "beta" in vec else 0.0)
+        worst = np.maximum(fixed, norm(g) / s)
+        for we, _, wc in parts.values():
+            worst = np.maximum(worst, np.sqrt(nu**2 + ((float(we) - nu * float(wc)) / float(Omega)) ** 2))
+        i = int(np.argmin(worst))
+        if bound_only:
+            return float(worst[i])
+        nu_v = mpmath.mpf(float(nu[i]))
+        s_v = nu_v / mpmath.sqrt(nu_v**2 + d * mpmath.mpf(cell.eps))
+        out = dict(vec)
+        out["g"] = g / s_v
+        for q, (we, unit, wc) in parts.items():
+            out[q] = nu_v * unit + ((we - nu_v * wc) / Omega) * one
         return Params(cell, out, dict(p0.scalars))

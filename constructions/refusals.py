@@ -29,7 +29,11 @@ def refusal(cell: Cell) -> str | None:
                     return None
                 return (f"{what} has no construction yet for classification with softmax attention "
                         "and bare pre-norm with eps > 0 (built: no norm, bare pre-norm at eps = 0, "
-                        "pre_learned, post-norm)")
+                        "pre_learned at eps = 0, post-norm)")
+            if cell.attention == "softmax" and cell.pre and cell.eps > 0:
+                return (f"{what} has no construction yet for classification with softmax attention, "
+                        "a learned pre-norm and eps > 0 (the head reads the eps = 0 geometry; regression "
+                        "is built with pre-LayerNorm, constructions.last_eps)")
             return refusal(cell.replace(readout="regression"))
         if (task == "select" and read == "bos" and cell.attention == "softmax" and cell.pre
                 and cell.kind.image_dim(cell.d) == 1):
@@ -70,10 +74,12 @@ def refusal(cell: Cell) -> str | None:
                 return None
             if cell.kind.image_dim(cell.d) < 2:
                 return f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built)"
-            if cell.eps > 0:
-                return (f"{what} has no construction yet for softmax attention with eps > 0 (its "
-                        "offset uses the norm's exact invariances, eps = 0)")
-            return None
+            if cell.eps > 0 and not cell.kind.centred:
+                return (f"{what} has no construction yet for softmax attention with a learned "
+                        "pre-RMSNorm and eps > 0 (its offset is set by the embeddings' scales, which "
+                        "with eps > 0 also set the values' lengths; pre-LayerNorm is built, "
+                        "constructions.last_eps)")
+            return None  # eps = 0: constructions.tasks.TaskDesign; eps > 0: last_eps.EpsGainDesign
         if cell.post:
             # constructions.last_post.LinearLastArcDesign (post-LayerNorm; post-RMSNorm is refused
             # above: its foot is tied to the budget)

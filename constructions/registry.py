@@ -20,7 +20,8 @@ that the two agree on every cell of a grid of all parts).
 * :func:`count_bos`: :class:`~constructions.regression.RegressionDesign`, and
   :func:`count_foot`: :class:`~constructions.regression.FootDesign` (the one-sided arc);
 * the count task read last: :func:`pair_read`, :func:`rigid_read`, :func:`line_read`
-  (:mod:`constructions.last_read`), :func:`eps_rigid_read` (:mod:`constructions.last_eps`),
+  (:mod:`constructions.last_read`), :func:`eps_rigid_read` and :func:`eps_gain_read`
+  (:mod:`constructions.last_eps`),
   :func:`last_arc` (:mod:`constructions.last_post`, softmax and
   linear attention), :func:`value_read` (:class:`~constructions.tasks.TaskDesign`);
 * the select task read at ``s``: :func:`free_select` (:class:`~constructions.tasks.TaskDesign`, a
@@ -96,6 +97,13 @@ def eps_rigid_read(cell: Cell) -> bool:
     """Softmax attention with bare pre-norm at ``eps > 0`` (``L*`` of
     :func:`bounds.lstar.last_l_star_eps`), either kind, every ``d``."""
     return _count_last(cell) and cell.attention == "softmax" and laws.rigid(cell) and cell.eps > 0
+
+
+def eps_gain_read(cell: Cell) -> bool:
+    """Softmax attention with pre-LayerNorm, a gain and ``eps > 0`` at ``d >= 3``: the
+    :func:`value_read` construction of ``eps = 0`` carried exactly (:mod:`constructions.last_eps`)."""
+    return (_count_last(cell) and cell.attention == "softmax" and cell.pre and cell.affine.gain
+            and cell.kind.centred and cell.eps > 0 and cell.kind.image_dim(cell.d) >= 2)
 
 
 def line_read(cell: Cell) -> bool:
@@ -202,6 +210,7 @@ REGRESSION = (
     Entry("last_post", "LastArcDesign", lambda cell: last_arc(cell) and cell.attention == "softmax"),
     Entry("last_post", "LinearLastArcDesign", lambda cell: last_arc(cell) and cell.attention == "linear"),
     Entry("tasks", "TaskDesign", value_read),
+    Entry("last_eps", "EpsGainDesign", eps_gain_read),
     Entry("tasks", "TaskDesign", free_select),
     Entry("tasks", "FootSelectDesign", foot_select),
     Entry("select", "SelectDesign", suppressed_select),
