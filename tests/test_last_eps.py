@@ -10,6 +10,9 @@ the select task read last with linear pre-norm and ``eps > 0`` (:func:`bounds.lo
 * the lemmas of the lower bound hold on random parameter sets: ``|N(e)| <= R(B)``, ``sigma <=
   R^2/4``, ``X^2 - R X + sigma <= 0``, the score-gap floor and ``|y(0) - K| <= 2 B^2``;
 * the value length of the module is the verifier's norm;
+* softmax attention with pre-LayerNorm and a gain at ``eps > 0``: served at ``d >= 3`` (RMSNorm,
+  ``d = 2`` and classification refused), the carried construction's values and outputs equal
+  the ``eps = 0`` construction's, rows certified above the proven bound;
 * the select task read last with pre-LayerNorm and ``eps > 0``: served at ``d >= 3`` (RMSNorm and
   ``d = 2`` refused), the carried construction's outputs equal the ``eps = 0`` construction's on
   random sequences, rows certified above the proven bound, which is the count task's at the last
@@ -33,6 +36,7 @@ from constructions import Cell, last_eps, regression, registry
 from constructions.refusals import refusal
 from tests.helpers import random_params
 from verify import counts_to, reduced
+from verify.backends import get_backend
 from verify.forward import explicit, numbers
 from verify.strategies import sequences, target
 
@@ -210,3 +214,52 @@ def test_readme_states_the_exact_l_star():
 
     text = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
     assert "5 at\n  `d = 2..16`, 7 at `d = 64`, 16 at `d = 256`" in text
+
+
+GAIN = ["gain", "gain_bias"]
+
+
+def _gain(affine, d=8, eps=1e-5, norm="layernorm") -> Cell:
+    return Cell("softmax", "pre_learned", d=d, eps=eps, affine=affine, norm=norm, read="last")
+
+
+@pytest.mark.parametrize("affine", GAIN)
+def test_softmax_with_a_gain_at_eps_is_served_with_layernorm_at_d_3(affine):
+    for d in (3, 8):
+        assert registry.serving(_gain(affine, d)).name == "EpsGainDesign" and refusal(_gain(affine, d)) is None
+    assert refusal(_gain(affine, 2)) is not None
+    rms = _gain(affine, norm="rmsnorm")
+    assert "pre-RMSNorm and eps > 0" in refusal(rms) and registry.serving(rms) is None
+    head = _gain(affine).replace(readout="classification")
+    assert refusal(head) is not None and registry.serving(head) is None
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), affine=st.sampled_from(GAIN), eps=st.sampled_from([1e-5, 0.01, 1.0]))
+def test_the_carried_gain_construction_has_the_eps_zero_outputs(data, affine, eps):
+    """The proof of :class:`~constructions.last_eps.EpsGainDesign`: the gain ``g/s`` gives the
+    ``eps = 0`` values and the parts along ``one`` the ``eps = 0`` offsets (50 digits)."""
+    cell = _gain(affine, 5, eps)
+    design = regression.design(cell)
+    L = data.draw(st.sampled_from([2, 5, 16]))
+    with mpmath.workdps(60):
+        p0 = design.inner.build(L, design.inner.estimate(L) * 1.01, dps=60)
+        carried = design._carry(p0)
+    with get_backend("mp50").context():
+        h0, h = (numbers(p, "mp50").h for p in (p0, carried))
+        assert all(abs(x - y) <= 1e-25 for t in "sa" for x, y in zip(h0[t], h[t]))
+    seq = data.draw(sequences(cell, max_length=L))
+    y0, y = (explicit(p, seq, "mp50") for p in (p0, carried))
+    assert abs(y - y0) <= 1e-25 * (1 + abs(y0))
+    assert abs(float(y) - target(seq)) < 0.5
+
+
+@pytest.mark.parametrize("affine", GAIN[1:])  # gain alone: the carried outputs above
+def test_the_gain_rows_at_eps_are_certified_above_the_bound(affine):
+    cell = _gain(affine, 8, 0.01)
+    for L in (2, 16):
+        row = regression_row(cell, L)
+        assert row["certified"] and 0 <= row["B_lower"] <= row["B_min"], row
+        assert (row["B_lower"] > 0) == (L > 2)  # L = 2: the segment of L - 1 = 1 needs no amplitude
+        params = regression.design(cell).build(L, row["B_min"])
+        assert counts_to(params, L, "arb256").counts
