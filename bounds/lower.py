@@ -302,8 +302,9 @@ def last_line_lower(cell: Cell, L: int) -> float:
     Counting at ``n = 1`` and ``n = L`` needs ``|K + k - 1| < 1/2`` and ``|K + k L - L| < 1/2``,
     so ``(L-1)|k - 1| < 1`` and ``k > 1 - 1/(L-1)``.  By Cauchy-Schwarz ``k <= tau |h_a|^3 |w|
     <= cap(B)``, the line capacity of :mod:`constructions.laws` (``|h| <= H B``, or
-    ``|h| = sqrt(d)`` bare, ``eps = 0``), whence the bound (:func:`constructions.laws.budget`,
-    increasing).  The count ``n = 0`` is off the line (:mod:`constructions.tasks`) and is not
+    ``|h| = sqrt(d)`` bare, ``eps = 0``; with ``eps > 0`` the norm scales ``N_0(e)`` by
+    ``|e_c|/sqrt(|e_c|^2 + d eps) < 1``, so the values are only shorter and the capacity bounds
+    ``k`` for every ``eps``), whence the bound (:func:`constructions.laws.budget`, increasing).  The count ``n = 0`` is off the line (:mod:`constructions.tasks`) and is not
     used, so the bound is met only where the offset it needs is within reach.
     """
     if L <= 2:
@@ -346,7 +347,7 @@ def last_free_line_lower(cell: Cell, L: int, rtol: float = 1e-12) -> float:
 
 def last_select_line_lower(cell: Cell, L: int) -> float | None:
     """The select task read at the last position, linear attention: the count task's bound at
-    the last read (None where none is proven), and with bare pre-norm at least
+    the last read (None where none is proven; every ``eps``), and with bare pre-norm at least
     ``(1 - 2/(L-1))(1 + 1/(L-1)) sqrt(L-1)/(2d)`` (``L >= 3``, ``eps = 0``).
 
     *Sub-task.*  The count task's inputs at the last read, ``(s)`` and ``(s, a^n)`` read at the
@@ -372,7 +373,7 @@ def last_select_line_lower(cell: Cell, L: int) -> float | None:
     if not cell.pre:
         return None
     base = last_line_lower(count, L)
-    if not laws.rigid(cell) or L < 3:
+    if not laws.rigid(cell) or L < 3 or cell.eps > 0:  # the distractor's bound needs |h| = sqrt(d)
         return base
     with flint.ctx.workprec(PREC):
         e = 1 / flint.arb(L - 1)
@@ -437,43 +438,107 @@ def last_bare_lower(cell: Cell, L: int, B_upper: float, max_boxes: int = 1500, p
     """
     if L < 2:
         return 0.0
-    Lp = L - 1
     with flint.ctx.workprec(PREC):
         sd = flint.arb(cell.d).sqrt()
-        zero = flint.arb(0)
 
-        def infeasible(b: float) -> bool:
-            rho = flint.arb(b) + 1
-            ks, kks = _gaps(math.sqrt(b + 1 + Lp), Lp), _gaps(math.sqrt(b + 1), Lp)
-            return any(segment.hi_term(kk, rho, Lp) <= segment.lo_term(k, rho, Lp)
-                       for k in ks for kk in kks)
-
-        def bound(a: float, b: float):
-            if infeasible(b):
-                return None
-            ks = _gaps(math.sqrt(a + 1 + Lp), Lp) | _gaps(math.sqrt(b + 1 + Lp), Lp)
-            D_min = max(max(arb_floor(_lo_term_min(a + 1, b + 1, Lp, k)) for k in ks), 0.0)
-            D_min *= arb_floor((flint.arb(b) + 1) / b)
-            X_hi = flint.arb((-2 * sd * flint.arb(a).log()).sqrt().upper())
-            D_max = float((flint.arb(B_upper) * X_hi).upper().mid())
-            if D_min >= D_max:
-                return B_upper
-            lo_phi = [flint.arb(n) / (flint.arb(b) + n) for n in range(1, L + 1)]
-            hi_phi = [flint.arb(n) / (flint.arb(a) + n) for n in range(1, L + 1)]
-            edges = [D_min + (D_max - D_min) * j / pieces for j in range(pieces + 1)]
-            best = math.inf
-            for D0, D1 in zip(edges[:-1], edges[1:]):
-                far = zero
-                for n, pl, ph in zip(range(1, L + 1), lo_phi, hi_phi):
-                    far = far.max(n - D1 * ph).max(D0 * pl - n)
-                offset = ((far - 1).max(zero) / 2).sqrt()
-                best = min(best, arb_floor((flint.arb(D0) / X_hi).max(offset)))
-            return max(best, 0.0)
+        def gap(a: float) -> flint.arb:
+            return flint.arb((-2 * sd * flint.arb(a).log()).sqrt().upper())
 
         low = math.exp(-2 * math.sqrt(cell.d)) * (1 - 1e-12)
         # LayerNorm at d = 2: h_a = -h_s, rho = exp(-2 sqrt(d)) exactly, inside [low, high]
         high = low * (1 + 1e-11) if laws.two_values(cell) else 1.0
-        return _branch_and_bound(bound, low, high, B_upper, 1e-6, max_boxes)
+        return _last_rigid_lower(L, B_upper, gap, lambda a: flint.arb(0), low, high, max_boxes, pieces)
+
+
+def last_bare_eps_lower(cell: Cell, L: int, B_upper: float, max_boxes: int = 1500, pieces: int = 48) -> float:
+    """Softmax attention with bare pre-norm and ``eps > 0`` read at the last position
+    (:mod:`constructions.last_eps`, ``L <= L*`` of :func:`bounds.lstar.last_l_star_eps`).
+
+    *Proof.*  As :func:`last_bare_lower`, whose three conditions hold with two changes.  The
+    values are no longer of length ``sqrt(d)``: ``|N(e)| = c/sqrt(c^2/d + eps)`` (``c`` the length
+    of the centred part of ``e``, at most ``|e| <= B``) is at most ``R(B) = sqrt(d) B/sqrt(B^2 +
+    d eps)``, increasing in ``B``.  So for ``B <= B_upper``, with ``R = R(B_upper)`` and ``u = (h_s
+    - h_a)/X``: ``sigma = <h_a, h_s - h_a> = X <h_a, u>`` and ``X = <h_s, u> - <h_a, u> <= R -
+    sigma/X``, so ``X^2 - R X + sigma <= 0``: ``X <= X_max(sigma) = (R + sqrt(R^2 - 4 sigma))/2``
+    (decreasing in ``sigma``: on a box of ``rho`` evaluated at its lower end) and ``sigma <= R^2/4``,
+    so ``rho <= exp(R^2/(4 sqrt d))``: shapes beyond need more than ``B_upper``.  And the score gap
+    costs budget: ``sigma <= |h_a| |h_s| - |h_a|^2 <= R(B)^2/4`` gives ``B^2 (d - 4 sigma) >= 4
+    sigma d eps``, i.e. ``B >= sqrt(4 sigma d eps/(d - 4 sigma))`` for ``sigma > 0`` (increasing
+    in ``sigma``: evaluated at the box's lower end).  The offset bound ``|delta| <= |w| |e_s - e_a|
+    <= 2 B^2`` is unchanged, and ``sigma >= -|h_a| |h_s| - |h_a|^2 >= -2 d`` keeps ``rho >=
+    exp(-2 sqrt(d))``.  Each box's bound is the larger of the floor and the least over the pieces
+    of amplitudes (:func:`last_bare_lower`); a parameter set of bound above ``B_upper`` is above the
+    returned ``min(bound, B_upper)`` anyway.  Either norm kind, every ``d`` (LayerNorm at ``d =
+    2`` included: only ``|h| <= R`` is used).
+    """
+    if L < 2:
+        return 0.0
+    with flint.ctx.workprec(PREC):
+        d = flint.arb(cell.d)
+        sd, eps = d.sqrt(), flint.arb(cell.eps)
+        Bu = flint.arb(B_upper)
+        R = sd * Bu / (Bu * Bu + d * eps).sqrt()
+        R = flint.arb(R.upper())
+        zero = flint.arb(0)
+
+        def sigma(a: float) -> flint.arb:
+            return flint.arb((sd * flint.arb(a).log()).lower())
+
+        def gap(a: float) -> flint.arb:
+            return flint.arb(((R + (R * R - 4 * sigma(a)).max(zero).sqrt()) / 2).upper())
+
+        def floor(a: float) -> flint.arb:
+            s = sigma(a)
+            if not s > 0:
+                return zero
+            room = d - 4 * s
+            if not room > 0:  # beyond R^2/4 < d/4: outside the range below
+                return flint.arb(B_upper)
+            return (4 * s * d * eps / room).sqrt()
+
+        low = math.exp(-2 * math.sqrt(cell.d)) * (1 - 1e-12)
+        high = float(((R * R / (4 * sd)).exp()).upper().mid()) * (1 + 1e-12)
+        return _last_rigid_lower(L, B_upper, gap, floor, low, high, max_boxes, pieces)
+
+
+def _last_rigid_lower(L: int, B_upper: float, gap, floor, low: float, high: float, max_boxes: int,
+                      pieces: int) -> float:
+    """The branch and bound of :func:`last_bare_lower` over boxes ``[a, b]`` of ``rho`` in ``[low,
+    high]``, with ``gap(a)`` an upper bound on ``X`` over the box and ``floor(a)`` a lower bound on
+    the budget of every shape in it (balls at the current precision)."""
+    Lp = L - 1
+    zero = flint.arb(0)
+
+    def infeasible(b: float) -> bool:
+        rho = flint.arb(b) + 1
+        ks, kks = _gaps(math.sqrt(b + 1 + Lp), Lp), _gaps(math.sqrt(b + 1), Lp)
+        return any(segment.hi_term(kk, rho, Lp) <= segment.lo_term(k, rho, Lp)
+                   for k in ks for kk in kks)
+
+    def bound(a: float, b: float):
+        if infeasible(b):
+            return None
+        ks = _gaps(math.sqrt(a + 1 + Lp), Lp) | _gaps(math.sqrt(b + 1 + Lp), Lp)
+        D_min = max(max(arb_floor(_lo_term_min(a + 1, b + 1, Lp, k)) for k in ks), 0.0)
+        D_min *= arb_floor((flint.arb(b) + 1) / b)
+        X_hi = gap(a)
+        least = max(arb_floor(floor(a)), 0.0)
+        D_max = float((flint.arb(B_upper) * X_hi).upper().mid())
+        if D_min >= D_max or least >= B_upper:
+            return B_upper
+        lo_phi = [flint.arb(n) / (flint.arb(b) + n) for n in range(1, L + 1)]
+        hi_phi = [flint.arb(n) / (flint.arb(a) + n) for n in range(1, L + 1)]
+        edges = [D_min + (D_max - D_min) * j / pieces for j in range(pieces + 1)]
+        best = math.inf
+        for D0, D1 in zip(edges[:-1], edges[1:]):
+            far = zero
+            for n, pl, ph in zip(range(1, L + 1), lo_phi, hi_phi):
+                far = far.max(n - D1 * ph).max(D0 * pl - n)
+            offset = ((far - 1).max(zero) / 2).sqrt()
+            best = min(best, arb_floor((flint.arb(D0) / X_hi).max(offset)))
+        return max(best, least, 0.0)
+
+    return _branch_and_bound(bound, low, high, B_upper, 1e-6, max_boxes)
 
 
 def _last_budget_needed(cell: Cell, D: flint.arb, sigma_low: flint.arb, sigma_high: flint.arb) -> flint.arb:
@@ -584,7 +649,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     count task's optimum (:func:`segment_lower` is valid whatever its ``B_upper``: shapes it does
     not cover need more than ``B_upper``, and it returns at most ``B_upper``).  The count task at the
     last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``),
-    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``), :func:`last_post_lower`
+    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``; with ``eps > 0``
+    :func:`last_bare_eps_lower`, ``L <= L*``), :func:`last_post_lower`
     (post-norm, the arc of ``L - 1``), :func:`last_foot_lower` (linear attention with
     post-RMSNorm, the one-sided arc of ``L - 1``), :func:`last_free_line_lower`
     (linear attention without a norm),
@@ -603,7 +669,7 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
         return 0.0
     if registry.builds("select_last_post", cell):
         return None if B_upper is None else select_last_post_lower(cell, L, B_upper, arc_boxes)
-    if cell.read.last and cell.distractor and cell.attention == "linear" and cell.eps == 0:
+    if cell.read.last and cell.distractor and cell.attention == "linear":
         return last_select_line_lower(cell, L)
     if cell.read.last:
         if cell.attention == "softmax" and not cell.normed and not cell.distractor:
@@ -611,7 +677,9 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
         if cell.attention == "linear" and not cell.normed and not cell.distractor:
             return last_free_line_lower(cell, L)
         if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:
-            return None if cell.eps > 0 or B_upper is None else last_bare_lower(cell, L, B_upper)
+            if B_upper is None:
+                return None
+            return (last_bare_eps_lower if cell.eps > 0 else last_bare_lower)(cell, L, B_upper)
         if registry.builds("last_foot", cell):
             return None if B_upper is None else last_foot_lower(cell, L, B_upper, arc_boxes)
         if registry.builds("last_post", cell):  # constructions.last_post (it loads sympy)

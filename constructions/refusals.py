@@ -34,7 +34,11 @@ def refusal(cell: Cell) -> str | None:
                     return None
                 return (f"{what} has no construction yet for classification with softmax attention "
                         "and bare pre-norm with eps > 0 (built: no norm, bare pre-norm at eps = 0, "
-                        "pre_learned, post-norm)")
+                        "pre_learned at eps = 0, post-norm)")
+            if cell.attention == "softmax" and cell.pre and cell.eps > 0:
+                return (f"{what} has no construction yet for classification with softmax attention, "
+                        "a learned pre-norm and eps > 0 (the head reads the eps = 0 geometry; regression "
+                        "is built with pre-LayerNorm, constructions.last_eps)")
             return refusal(cell.replace(readout="regression"))
         if (task == "select" and read == "bos" and cell.attention == "softmax" and cell.pre
                 and cell.kind.image_dim(cell.d) == 1):
@@ -57,8 +61,10 @@ def refusal(cell: Cell) -> str | None:
         if cell.attention == "softmax":
             if not cell.normed:
                 return None  # constructions.last_read.PairDesign: L* = 2
-            if cell.pre and not cell.affine.gain and cell.eps == 0:
-                return None  # constructions.last_read.BareDesign, up to L* = 4
+            if cell.pre and not cell.affine.gain:
+                # constructions.last_read.BareDesign (eps = 0, up to L* = 4) and
+                # constructions.last_eps.EpsBareDesign (eps > 0, up to bounds.lstar.last_l_star_eps)
+                return None
             if cell.post:
                 # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it
                 if cell.eps > 0:
@@ -69,10 +75,6 @@ def refusal(cell: Cell) -> str | None:
                     return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
                             "subspace must hold the 2-D arc: d >= 3)")
                 return None
-            if not cell.affine.gain:
-                return (f"{what} has no construction yet for softmax attention with bare pre-norm and "
-                        "eps > 0 (values shorter than sqrt(d) let rho exceed 1: its L* is "
-                        "bounds.lstar.last_l_star_eps, exact; built: eps = 0)")
             if cell.kind.image_dim(cell.d) < 2:
                 # the values are beta +- v (v = g * (1, -1)); with h_s != h_a the counts 1..L
                 # are the BOS segment of L - 1 at rho' = 1 + exp(-tau <h_a, h_a - h_s>)
@@ -83,10 +85,12 @@ def refusal(cell: Cell) -> str | None:
                            "gives rho' < 2, so nothing counts beyond L = 4, as with bare pre-norm "
                            "(bounds.lstar.last_l_star)" if not cell.affine.bias else
                            "with a bias rho' is free: not derived"))
-            if cell.eps > 0:
-                return (f"{what} has no construction yet for softmax attention with eps > 0 (its "
-                        "offset uses the norm's exact invariances, eps = 0)")
-            return None
+            if cell.eps > 0 and not cell.kind.centred:
+                return (f"{what} has no construction yet for softmax attention with a learned "
+                        "pre-RMSNorm and eps > 0 (its offset is set by the embeddings' scales, which "
+                        "with eps > 0 also set the values' lengths; pre-LayerNorm is built, "
+                        "constructions.last_eps)")
+            return None  # eps = 0: constructions.tasks.TaskDesign; eps > 0: last_eps.EpsGainDesign
         if cell.post:
             # constructions.last_post.LinearLastArcDesign (post-LayerNorm), constructions.last_foot
             # (post-RMSNorm: its foot is tied to the budget)
@@ -122,7 +126,8 @@ def refusal(cell: Cell) -> str | None:
 def _select_last(cell: Cell) -> str | None:
     """Why the select task at the last read has no construction in ``cell`` (None: built,
     :mod:`constructions.select_last`: linear attention and regression, without a norm at
-    ``d >= 3`` or with pre-norm at ``eps = 0``, not LayerNorm at ``d = 2``)."""
+    ``d >= 3`` or with pre-norm at ``eps = 0``, not LayerNorm at ``d = 2``; with pre-LayerNorm
+    at ``eps > 0`` and ``d >= 3``, :mod:`constructions.last_eps`)."""
     what = "the select task at the last read"
     if cell.readout == "classification":
         return (f"{what} has no construction yet for classification (the regression constructions "
@@ -141,14 +146,18 @@ def _select_last(cell: Cell) -> str | None:
             return None
         return (f"{what} has no construction at d = 2 without a norm (it needs a third direction "
                 "of the frame for e_s: constructions.select_last; d >= 3 is built)")
-    if cell.eps > 0:
-        return (f"{what} has no construction yet for pre-norm ({cell.kind.name}) with eps > 0 "
-                "(the constructions use the norm's exact scale invariance, eps = 0)")
+    if cell.eps > 0 and not cell.kind.centred:
+        return (f"{what} has no construction yet for pre-RMSNorm with eps > 0 (the offsets of the "
+                "eps = 0 constructions are set by the embeddings' scales, which with eps > 0 also set "
+                "the values' lengths; pre-LayerNorm at d >= 3 is built, constructions.last_eps)")
     if cell.kind.image_dim(cell.d) >= 2:
-        return None
+        return None  # eps = 0: constructions.select_last; eps > 0 (LayerNorm): constructions.last_eps
     if cell.affine.gain:
         return (f"{what} has no construction at d = 2 with pre-LayerNorm and a gain (its values "
                 "lie on one line, where no b scores a as a does without being a; d >= 3 is built)")
+    if cell.eps > 0:
+        return (f"{what} has no construction yet at d = 2 with bare pre-LayerNorm and eps > 0 (its "
+                "values lie on one line through 0: not derived; d >= 3 is built)")
     return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
             "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
             "every d, are built)")

@@ -20,8 +20,10 @@ that the two agree on every cell of a grid of all parts).
 * :func:`count_bos`: :class:`~constructions.regression.RegressionDesign`, and
   :func:`count_foot`: :class:`~constructions.regression.FootDesign` (the one-sided arc);
 * the count task read last: :func:`pair_read`, :func:`rigid_read`, :func:`line_read`
-  (:mod:`constructions.last_read`), :func:`last_arc` (:mod:`constructions.last_post`, softmax and
-  linear attention), :func:`last_foot` (:mod:`constructions.last_foot`), :func:`value_read` (:class:`~constructions.tasks.TaskDesign`);
+  (:mod:`constructions.last_read`), :func:`eps_rigid_read` and :func:`eps_gain_read`
+  (:mod:`constructions.last_eps`), :func:`last_arc` (:mod:`constructions.last_post`, softmax and
+  linear attention), :func:`last_foot` (:mod:`constructions.last_foot`), :func:`value_read`
+  (:class:`~constructions.tasks.TaskDesign`);
 * the select task read at ``s``: :func:`free_select` (:class:`~constructions.tasks.TaskDesign`, a
   distractor that changes nothing), :func:`foot_select` (:class:`~constructions.tasks.FootSelectDesign`),
   :func:`suppressed_select` (:mod:`constructions.select`), :func:`two_value_select`
@@ -29,7 +31,8 @@ that the two agree on every cell of a grid of all parts).
 * the select task read last: :func:`free_select_last`, :func:`bare_select_last`,
   :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
   :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
-  :func:`select_last_arc` (:mod:`constructions.select_last_post`).
+  :func:`select_last_arc` (:mod:`constructions.select_last_post`),
+  :func:`eps_select_last` (:mod:`constructions.last_eps`).
 
 *Classification* (a head on the geometry of a regression entry at budget 1):
 :func:`last_arc` (:class:`~constructions.last_post.LastArcHead`), :func:`last_head`
@@ -90,6 +93,19 @@ def pair_read(cell: Cell) -> bool:
 def rigid_read(cell: Cell) -> bool:
     """Softmax attention with bare pre-norm at ``eps = 0`` (``L* = 4``), either kind, every ``d``."""
     return _count_last(cell) and cell.attention == "softmax" and laws.rigid(cell) and cell.eps == 0
+
+
+def eps_rigid_read(cell: Cell) -> bool:
+    """Softmax attention with bare pre-norm at ``eps > 0`` (``L*`` of
+    :func:`bounds.lstar.last_l_star_eps`), either kind, every ``d``."""
+    return _count_last(cell) and cell.attention == "softmax" and laws.rigid(cell) and cell.eps > 0
+
+
+def eps_gain_read(cell: Cell) -> bool:
+    """Softmax attention with pre-LayerNorm, a gain and ``eps > 0`` at ``d >= 3``: the
+    :func:`value_read` construction of ``eps = 0`` carried exactly (:mod:`constructions.last_eps`)."""
+    return (_count_last(cell) and cell.attention == "softmax" and cell.pre and cell.affine.gain
+            and cell.kind.centred and cell.eps > 0 and cell.kind.image_dim(cell.d) >= 2)
 
 
 def line_read(cell: Cell) -> bool:
@@ -190,11 +206,20 @@ def gain_softmax_select_last(cell: Cell) -> bool:
     ellipse (RMSNorm ``d >= 3``, LayerNorm ``d >= 4``; :mod:`constructions.select_last_softmax`)."""
     return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.pre
             and cell.affine.gain and cell.eps == 0 and cell.d >= (4 if cell.kind.centred else 3))
+
+
 def select_last_arc(cell: Cell) -> bool:
     """The select task read last, softmax attention with post-LayerNorm at ``eps = 0`` and
     ``d >= 3`` (:mod:`constructions.select_last_post`: b with the centred part of a)."""
     return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.post
             and cell.kind.centred and cell.eps == 0 and cell.d >= laws.smallest_d(cell))
+
+
+def eps_select_last(cell: Cell) -> bool:
+    """Pre-LayerNorm at ``eps > 0``, ``d >= 3``, bare or with a gain: the ``eps = 0`` construction
+    (:func:`bare_select_last`, :func:`gain_select_last`) carried exactly (:mod:`constructions.last_eps`)."""
+    return (_select_last(cell) and cell.pre and cell.kind.centred and cell.eps > 0
+            and cell.kind.image_dim(cell.d) >= 2)
 
 
 #: the regression constructions (module docstring)
@@ -203,11 +228,13 @@ REGRESSION = (
     Entry("regression", "FootDesign", count_foot),
     Entry("last_read", "PairDesign", pair_read),
     Entry("last_read", "BareDesign", rigid_read),
+    Entry("last_eps", "EpsBareDesign", eps_rigid_read),
     Entry("last_read", "LineDesign", line_read),
     Entry("last_post", "LastArcDesign", lambda cell: last_arc(cell) and cell.attention == "softmax"),
     Entry("last_post", "LinearLastArcDesign", lambda cell: last_arc(cell) and cell.attention == "linear"),
     Entry("last_foot", "LastFootDesign", last_foot),
     Entry("tasks", "TaskDesign", value_read),
+    Entry("last_eps", "EpsGainDesign", eps_gain_read),
     Entry("tasks", "TaskDesign", free_select),
     Entry("tasks", "FootSelectDesign", foot_select),
     Entry("select", "SelectDesign", suppressed_select),
@@ -218,6 +245,7 @@ REGRESSION = (
     Entry("select_last", "GainSelectDesign", gain_select_last),
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
+    Entry("last_eps", "EpsSelectDesign", eps_select_last),
 )
 
 

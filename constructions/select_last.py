@@ -120,8 +120,9 @@ _gain_split`), ``(t, k)`` is the grid point of largest slack at budget ``B``
 outputs just around 1/2 (:meth:`FreeSelectDesign.build`, :meth:`BareSelectDesign.build`).
 
 Not built (:func:`constructions.refusals.refusal`): ``d = 2`` without a norm (no third direction of the frame) and
-with pre-LayerNorm (values on one line), pre-norm with ``eps > 0`` (not scale-free), post-norm,
-softmax attention, classification.
+with pre-LayerNorm (values on one line), pre-RMSNorm with ``eps > 0`` (not scale-free), post-norm,
+softmax attention, classification.  Pre-LayerNorm with ``eps > 0`` (``d >= 3``) carries these
+constructions exactly: :class:`constructions.last_eps.EpsSelectDesign`.
 """
 
 from __future__ import annotations

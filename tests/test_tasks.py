@@ -220,7 +220,7 @@ REFUSED = [dict(attention="softmax", variant="pre_learned", task="select", d=2, 
            dict(attention="softmax", variant="pre_bare", eps=0.01, readout="classification", read="last"),
            dict(attention="softmax", variant="pre_learned", readout="classification", task="select", d=2),
            dict(attention="linear", variant="pre_learned", affine="gain", task="select", d=2),
-           dict(attention="softmax", variant="pre_learned", read="last", eps=0.01)]
+           dict(attention="softmax", variant="pre_learned", norm="rmsnorm", read="last", eps=0.01)]
 
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[10]] + [(*c, "select", "bos") for c in FOOT[:2]],
