@@ -1,4 +1,7 @@
-r"""Softmax attention with bare pre-norm and ``eps > 0``, the count task read at the last position.
+r"""eps > 0 at the last read: softmax with bare pre-norm (:class:`EpsBareDesign`, below), and the
+``eps = 0`` constructions carried exactly (:class:`EpsSelectDesign`, :class:`EpsGainDesign`).
+
+*Softmax attention with bare pre-norm and ``eps > 0``, the count task read at the last position.*
 
 With ``eps > 0`` the norm is no longer scale invariant: ``N(e) = e_c/sqrt(|e_c|^2/d + eps)``
 (``e_c`` the centred part for LayerNorm, ``e`` itself for RMSNorm) has the direction of ``e_c``
@@ -65,7 +68,7 @@ import math
 import mpmath
 import numpy as np
 
-from constructions import laws, regression, segment, zoom
+from constructions import laws, registry, regression, segment, zoom
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, _check_budget, _check_count
 from constructions.tasks import SHRINK
@@ -76,13 +79,6 @@ POINTS = 11
 ROUNDS = 6
 STARTS = 4
 SEEDS = 4
-
-
-def applies(cell: Cell) -> bool:
-    """Whether ``cell`` is this module's: softmax regression with bare pre-norm and ``eps > 0``,
-    the count task read at the last position (either kind, every ``d``)."""
-    return (cell.read.last and not cell.distractor and cell.readout == "regression"
-            and cell.attention == "softmax" and laws.rigid(cell) and cell.eps > 0)
 
 
 def value_length(cell: Cell, c, ops=laws.FLOAT):
@@ -102,7 +98,7 @@ class EpsBareDesign(RegressionDesign):
     exact ``L*`` of :func:`bounds.lstar.last_l_star_eps` (module docstring)."""
 
     def __init__(self, cell: Cell):
-        if not applies(cell):
+        if cell.readout != "regression" or not registry.eps_rigid_read(cell):
             raise ValueError("EpsBareDesign is for softmax with bare pre-norm and eps > 0, the count "
                              "task read last")
         super().__init__(cell)
@@ -292,43 +288,11 @@ class EpsBareDesign(RegressionDesign):
         return Params(cell, {"e_s": e_s, "e_a": e_a, "w": w}, {"w0": w0})
 
 
-# ---------------------------------------------------------------------- the select task read last
-r"""*The select task read last, linear attention with pre-LayerNorm and ``eps > 0``*
-(:class:`EpsSelectDesign`, ``d >= 3``, bare or with a gain and the bias at 0): the ``eps = 0``
-construction of :mod:`constructions.select_last` carried over exactly.
-
-Let ``P0`` count at ``eps = 0`` with embeddings ``e_q = c_q + mu_q one`` (``c_q`` centred, ``one``
-the unit constant vector), read-out ``w``, ``Omega = <w, one>``.  Replace each centred part by
-``c'_q = nu c_q/|c_q|`` (one length ``nu`` for ``q = s, a, b``): LayerNorm sees only the
-direction at ``eps = 0``, and ``N_eps(c'_q) = c'_q/sqrt(nu^2/d + eps) = s N_0(c_q)`` with
-``s = nu/sqrt(nu^2 + d eps)``, the same for every token, so every value is ``s`` times its
-``eps = 0`` value (the gain is kept, the bias is 0).  Linear attention is cubic in the values:
-``A' = s^3 A_0`` for every input.  Take ``w' = w/s^3 + om one``, ``Omega' = Omega/s^3 + om``, and
-``mu'_q = (<w, e_q> - <w, c'_q>/s^3)/Omega'`` (``Omega' != 0``).  Then
-
-* ``<w', A'> = <w, A_0> + om s^3 <one, A_0> = <w, A_0>`` where the values are centred (bare; with a
-  gain ``om = 0``),
-* ``<w', e'_q> = <w, c'_q>/s^3 + mu'_q Omega' = <w, e_q>``,
-
-so with ``w0' = w0`` every output equals ``P0``'s on every input: the parameters count to ``L``
-at ``eps`` iff ``P0`` counts at ``eps = 0``.  The bound is ``max(|w'|, |e'_q|, |g|)``; ``(nu, om)``
-minimise it on a grid (floats; ``om = 0`` with a gain).  At budget ``B`` the construction carries
-``P0`` built at ``B/kappa``, ``kappa`` the ratio of the carried bound to ``B`` at the ``eps = 0``
-design's estimate; the reported ``B_min`` is the certified parameters' own bound.  The proven
-``B_lower`` is the count task's at the last read (:func:`bounds.lower.last_select_line_lower`, valid
-for every ``eps``).
-"""
+# ---------------------------------------------------------------------- the eps = 0 constructions carried
 
 #: the grid of the centred length ``nu`` (relative to ``sqrt(d eps)``) and of ``om`` (relative to |w|)
 NU_GRID = np.geomspace(1.0, 1e6, 241)
 OM_GRID = np.concatenate([[0.0], np.geomspace(1e-4, 4.0, 120), -np.geomspace(1e-4, 4.0, 120)])
-
-
-def select_applies(cell: Cell) -> bool:
-    """Whether ``cell`` is :class:`EpsSelectDesign`'s: the select task read last, linear
-    attention, pre-LayerNorm with ``eps > 0`` at ``d >= 3``, bare or with a gain (regression)."""
-    return (cell.distractor and cell.read.last and cell.readout == "regression" and cell.attention == "linear"
-            and cell.pre and cell.kind.centred and cell.eps > 0 and cell.kind.image_dim(cell.d) >= 2)
 
 
 class _Carried(RegressionDesign):
@@ -379,17 +343,41 @@ class _Carried(RegressionDesign):
 
 
 class EpsSelectDesign(_Carried):
-    """The ``eps = 0`` select construction read last, carried to ``eps > 0`` exactly (the
-    docstring above :data:`NU_GRID`)."""
+    r"""*The select task read last, linear attention with pre-LayerNorm and ``eps > 0``*
+    (:class:`EpsSelectDesign`, ``d >= 3``, bare or with a gain and the bias at 0): the ``eps = 0``
+    construction of :mod:`constructions.select_last` carried over exactly.
+
+    Let ``P0`` count at ``eps = 0`` with embeddings ``e_q = c_q + mu_q one`` (``c_q`` centred, ``one``
+    the unit constant vector), read-out ``w``, ``Omega = <w, one>``.  Replace each centred part by
+    ``c'_q = nu c_q/|c_q|`` (one length ``nu`` for ``q = s, a, b``): LayerNorm sees only the
+    direction at ``eps = 0``, and ``N_eps(c'_q) = c'_q/sqrt(nu^2/d + eps) = s N_0(c_q)`` with
+    ``s = nu/sqrt(nu^2 + d eps)``, the same for every token, so every value is ``s`` times its
+    ``eps = 0`` value (the gain is kept, the bias is 0).  Linear attention is cubic in the values:
+    ``A' = s^3 A_0`` for every input.  Take ``w' = w/s^3 + om one``, ``Omega' = Omega/s^3 + om``, and
+    ``mu'_q = (<w, e_q> - <w, c'_q>/s^3)/Omega'`` (``Omega' != 0``).  Then
+
+    * ``<w', A'> = <w, A_0> + om s^3 <one, A_0> = <w, A_0>`` where the values are centred (bare; with a
+      gain ``om = 0``),
+    * ``<w', e'_q> = <w, c'_q>/s^3 + mu'_q Omega' = <w, e_q>``,
+
+    so with ``w0' = w0`` every output equals ``P0``'s on every input: the parameters count to ``L``
+    at ``eps`` iff ``P0`` counts at ``eps = 0``.  The bound is ``max(|w'|, |e'_q|, |g|)``; ``(nu, om)``
+    minimise it on a grid (floats; ``om = 0`` with a gain).  At budget ``B`` the construction carries
+    ``P0`` built at ``B/kappa``, ``kappa`` the ratio of the carried bound to ``B`` at the ``eps = 0``
+    design's estimate; the reported ``B_min`` is the certified parameters' own bound.  The proven
+    ``B_lower`` is the count task's at the last read (:func:`bounds.lower.last_select_line_lower`, valid
+    for every ``eps``).
+
+    """
 
     def __init__(self, cell: Cell):
-        if not select_applies(cell):
+        if cell.readout != "regression" or not registry.eps_select_last(cell):
             raise ValueError("EpsSelectDesign is for the select task read last, linear attention with "
                              "pre-LayerNorm and eps > 0 at d >= 3")
         super().__init__(cell)
 
     def _carry(self, p0: Params, bound_only: bool = False):
-        """The parameters of ``P0`` carried to ``eps`` (the docstring above :data:`NU_GRID`), or
+        """The parameters of ``P0`` carried to ``eps`` (the class docstring), or
         (``bound_only``) their bound, as a float."""
         from constructions.classification import _mp_vector
         from constructions.symbols import ONE
@@ -439,44 +427,35 @@ class EpsSelectDesign(_Carried):
 
 
 # ---------------------------------------------------------------------- softmax, pre-LayerNorm with a gain
-r"""*Softmax attention with pre-LayerNorm and a gain, ``eps > 0``, the count task read last*
-(:class:`EpsGainDesign`, ``d >= 3``, either affine): the ``eps = 0`` construction of
-:class:`constructions.tasks.TaskDesign` carried exactly, the gain absorbing ``eps``.
-
-Let ``P0`` count at ``eps = 0`` with embeddings ``e_q = c_q + mu_q one`` (``q = s, a``), gain
-``g``, bias ``beta``, read-out ``w`` with ``Omega = <w, one> != 0``.  Set both centred parts to one
-length ``nu``, ``c'_q = nu c_q/|c_q|``: ``N_eps(c'_q) = c'_q/sqrt(nu^2/d + eps) = s N_0(c_q)``,
-``s = nu/sqrt(nu^2 + d eps)`` (``N_0(c) = sqrt(d) c/|c|``), the same for both tokens, so the gain
-``g/s`` gives the values ``(g/s) * s N_0 + beta``: exactly ``P0``'s, and softmax attention sees
-only the values.  The residual reads the embeddings through ``<w, e'_q> = nu <w, c_q>/|c_q| +
-mu'_q Omega``, equal to ``<w, e_q>`` with ``mu'_q = (<w, e_q> - nu <w, c_q>/|c_q|)/Omega``.  So every
-output is ``P0``'s: the parameters count to ``L`` at ``eps`` iff ``P0`` does at ``eps = 0``.  The
-bound is ``max(|w|, |g|/s, |beta|, |e'_q|)``, ``nu`` minimising it on a grid; the budget as for
-:class:`EpsSelectDesign`.  ``B_lower`` is :func:`bounds.lower.last_segment_lower` (it uses only
-``|N(e)_i| <= M``, true for every ``eps``).
-"""
-
-
-def gain_applies(cell: Cell) -> bool:
-    """Whether ``cell`` is :class:`EpsGainDesign`'s: the count task read last, softmax attention,
-    pre-LayerNorm with a gain and ``eps > 0`` at ``d >= 3`` (regression)."""
-    return (not cell.distractor and cell.read.last and cell.readout == "regression"
-            and cell.attention == "softmax" and cell.pre and cell.affine.gain and cell.kind.centred
-            and cell.eps > 0 and cell.kind.image_dim(cell.d) >= 2)
 
 
 class EpsGainDesign(_Carried):
-    """The ``eps = 0`` last-read construction of softmax attention with pre-LayerNorm and a gain,
-    carried to ``eps > 0`` exactly (the docstring above :func:`gain_applies`)."""
+    r"""*Softmax attention with pre-LayerNorm and a gain, ``eps > 0``, the count task read last*
+    (:class:`EpsGainDesign`, ``d >= 3``, either affine): the ``eps = 0`` construction of
+    :class:`constructions.tasks.TaskDesign` carried exactly, the gain absorbing ``eps``.
+
+    Let ``P0`` count at ``eps = 0`` with embeddings ``e_q = c_q + mu_q one`` (``q = s, a``), gain
+    ``g``, bias ``beta``, read-out ``w`` with ``Omega = <w, one> != 0``.  Set both centred parts to one
+    length ``nu``, ``c'_q = nu c_q/|c_q|``: ``N_eps(c'_q) = c'_q/sqrt(nu^2/d + eps) = s N_0(c_q)``,
+    ``s = nu/sqrt(nu^2 + d eps)`` (``N_0(c) = sqrt(d) c/|c|``), the same for both tokens, so the gain
+    ``g/s`` gives the values ``(g/s) * s N_0 + beta``: exactly ``P0``'s, and softmax attention sees
+    only the values.  The residual reads the embeddings through ``<w, e'_q> = nu <w, c_q>/|c_q| +
+    mu'_q Omega``, equal to ``<w, e_q>`` with ``mu'_q = (<w, e_q> - nu <w, c_q>/|c_q|)/Omega``.  So every
+    output is ``P0``'s: the parameters count to ``L`` at ``eps`` iff ``P0`` does at ``eps = 0``.  The
+    bound is ``max(|w|, |g|/s, |beta|, |e'_q|)``, ``nu`` minimising it on a grid; the budget as for
+    :class:`EpsSelectDesign`.  ``B_lower`` is :func:`bounds.lower.last_segment_lower` (it uses only
+    ``|N(e)_i| <= M``, true for every ``eps``).
+
+    """
 
     def __init__(self, cell: Cell):
-        if not gain_applies(cell):
+        if cell.readout != "regression" or not registry.eps_gain_read(cell):
             raise ValueError("EpsGainDesign is for softmax attention with pre-LayerNorm, a gain and eps > 0 "
                              "at d >= 3, the count task read last")
         super().__init__(cell)
 
     def _carry(self, p0: Params, bound_only: bool = False):
-        """``P0`` carried to ``eps`` (the docstring above :func:`gain_applies`), or
+        """``P0`` carried to ``eps`` (the class docstring), or
         (``bound_only``) the carried bound, as a float."""
         from constructions.classification import _mp_vector
         from constructions.symbols import ONE
