@@ -648,7 +648,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     costs (:mod:`constructions.select`) the count task's branch and bound is run towards the
     count task's optimum (:func:`segment_lower` is valid whatever its ``B_upper``: shapes it does
     not cover need more than ``B_upper``, and it returns at most ``B_upper``).  The count task at the
-    last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``),
+    last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``; the select task's too,
+    its sub-task ``n_b = 0``, met by :mod:`constructions.select_last_pair`),
     :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``; with ``eps > 0``
     :func:`last_bare_eps_lower`, ``L <= L*``), :func:`last_post_lower`
     (post-norm, the arc of ``L - 1``), :func:`last_foot_lower` (linear attention with
@@ -672,8 +673,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     if cell.read.last and cell.distractor and cell.attention == "linear":
         return last_select_line_lower(cell, L)
     if cell.read.last:
-        if cell.attention == "softmax" and not cell.normed and not cell.distractor:
-            return last_pair_lower(cell, L)
+        if cell.attention == "softmax" and not cell.normed:
+            return last_pair_lower(cell, L)  # the select task too: its sub-task n_b = 0
         if cell.attention == "linear" and not cell.normed and not cell.distractor:
             return last_free_line_lower(cell, L)
         if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:

@@ -165,8 +165,9 @@ def _select_last(cell: Cell) -> str | None:
 
 def _select_last_softmax(cell: Cell, what: str) -> str | None:
     """Softmax attention (regression): None where :mod:`constructions.select_last_softmax`
-    builds (pre-norm with a gain, ``eps = 0``, RMSNorm ``d >= 3``, LayerNorm ``d >= 4``) and
-    where :mod:`constructions.select_last_post` builds (post-LayerNorm, ``eps = 0``, ``d >= 3``)."""
+    builds (pre-norm with a gain, ``eps = 0``, RMSNorm ``d >= 3``, LayerNorm ``d >= 4``), where
+    :mod:`constructions.select_last_post` builds (post-LayerNorm, ``eps = 0``, ``d >= 3``) and
+    where :mod:`constructions.select_last_pair` builds (no norm, every ``d``)."""
     if cell.post:
         # constructions.select_last_post: b with the centred part of a, suppressed along one
         if cell.eps > 0:
@@ -183,10 +184,7 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
                     "must hold the 2-D arc: d >= 3)")
         return None
     if not cell.normed:
-        return (f"{what} has no construction yet for softmax attention without a norm (its L* is 2 "
-                "at d >= 3: the count task at the last read, its sub-task n_b = 0, stops at L* = 2, and "
-                "a certified parameter set solves select to 2, bounds.lstar.last_select_free_l_star; "
-                "B_min at L = 2 is not derived)")
+        return None  # constructions.select_last_pair: b a copy of s, L* = 2
     if not cell.affine.gain:
         return (f"{what} has no construction yet for softmax attention with bare pre-norm (the "
                 "count task at the last read, its sub-task n_b = 0, stops at L* = 4 with eps = 0, so "

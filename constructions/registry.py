@@ -31,6 +31,7 @@ that the two agree on every cell of a grid of all parts).
 * the select task read last: :func:`free_select_last`, :func:`bare_select_last`,
   :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
   :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
+  :func:`pair_select_last` (:mod:`constructions.select_last_pair`),
   :func:`select_last_arc` (:mod:`constructions.select_last_post`),
   :func:`eps_select_last` (:mod:`constructions.last_eps`).
 
@@ -208,6 +209,12 @@ def gain_softmax_select_last(cell: Cell) -> bool:
             and cell.affine.gain and cell.eps == 0 and cell.d >= (4 if cell.kind.centred else 3))
 
 
+def pair_select_last(cell: Cell) -> bool:
+    """Softmax attention without a norm, every ``d`` (``L* = 2``: ``b`` a copy of ``s`` on the count
+    task's extremal pair, :mod:`constructions.select_last_pair`)."""
+    return cell.distractor and cell.read.last and cell.attention == "softmax" and not cell.normed
+
+
 def select_last_arc(cell: Cell) -> bool:
     """The select task read last, softmax attention with post-LayerNorm at ``eps = 0`` and
     ``d >= 3`` (:mod:`constructions.select_last_post`: b with the centred part of a)."""
@@ -244,6 +251,7 @@ REGRESSION = (
     Entry("select_last", "ScaleSelectDesign", scale_select_last),
     Entry("select_last", "GainSelectDesign", gain_select_last),
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
+    Entry("select_last_pair", "SelectPairDesign", pair_select_last),
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
     Entry("last_eps", "EpsSelectDesign", eps_select_last),
 )

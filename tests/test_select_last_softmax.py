@@ -165,8 +165,8 @@ def test_the_boundary_widths_are_refused(norm, d):
             design(cell)
 
 
-@pytest.mark.parametrize("variant, norm", [("none", "layernorm"), ("pre_bare", "layernorm"),
-                                           ("pre_bare", "rmsnorm"), ("post_learned", "rmsnorm")])
+@pytest.mark.parametrize("variant, norm", [("pre_bare", "layernorm"), ("pre_bare", "rmsnorm"),
+                                           ("post_learned", "rmsnorm")])
 def test_the_other_softmax_cells_are_refused_with_a_reason(variant, norm):
     affine = "gain_bias" if variant.endswith("learned") else None
     cell = _cell(norm, affine, 8, variant=variant)
@@ -175,19 +175,3 @@ def test_the_other_softmax_cells_are_refused_with_a_reason(variant, norm):
     assert registry.serving(cell) is None
     eps_cell = _cell("rmsnorm", "gain", 8, eps=0.01)
     assert "eps > 0" in refusal(eps_cell) and registry.serving(eps_cell) is None
-
-
-@pytest.mark.parametrize("d", [3, 5, 8])
-def test_without_a_norm_select_read_last_has_L_star_2(d):
-    """``L* = 2`` at ``d >= 3``: the witness is certified at ``L = 2`` in ball arithmetic, and the
-    count task's ``L* = 2`` bounds it (checked on the witness too: it fails at ``L = 3``, as the
-    refusals' proof of the count task says every parameter set does)."""
-    from bounds.lstar import cell_l_star, last_select_free_l_star, last_select_free_witness
-
-    params = last_select_free_witness(d)
-    assert counts_to(params, 2, "arb256").certified
-    assert not counts_to(params, 3, "arb256").counts
-    cell = params.cell
-    assert last_select_free_l_star(cell) == 2 == cell_l_star(cell.replace(task="count"))
-    assert last_select_free_l_star(cell.replace(d=2)) is None
-    assert "L* is 2" in refusal(cell)
