@@ -177,19 +177,20 @@ def _top(cell: Cell) -> int:
 FEW = [
     # linear attention, post-RMSNorm, the count task read last (the one-sided arc)
     (Cell("linear", "post_bare", norm="rmsnorm", read="last"), (1, 2, 3, 5)),
-    *[(Cell("linear", "post_learned", norm="rmsnorm", affine=f, read="last"), (2, 3, 5))
-      for f in ("gain", "gain_bias")],
+    (Cell("linear", "post_learned", norm="rmsnorm", affine="gain", read="last"), (2, 5)),
+    (Cell("linear", "post_learned", norm="rmsnorm", affine="gain_bias", read="last"), (5,)),
     (Cell("linear", "post_bare", d=3, norm="rmsnorm", read="last"), (3,)),
     # softmax attention with a learned pre-norm, the select task read last
-    *[(Cell("softmax", "pre_learned", norm=k, affine=f, task="select", read="last"), (2, 3, 5))
-      for k in ("layernorm", "rmsnorm") for f in ("gain", "gain_bias")],
-    (Cell("softmax", "pre_learned", norm="rmsnorm", affine="gain", task="select", read="last"), (1,)),
+    (Cell("softmax", "pre_learned", norm="rmsnorm", affine="gain", task="select", read="last"), (1, 2, 3, 5)),
+    (Cell("softmax", "pre_learned", norm="rmsnorm", affine="gain_bias", task="select", read="last"), (2,)),
+    (Cell("softmax", "pre_learned", affine="gain", task="select", read="last"), (2, 5)),
+    (Cell("softmax", "pre_learned", affine="gain_bias", task="select", read="last"), (5,)),
     (Cell("softmax", "pre_learned", d=3, norm="rmsnorm", affine="gain", task="select", read="last"), (3,)),
     (Cell("softmax", "pre_learned", d=4, affine="gain", task="select", read="last"), (3,)),
     # softmax attention with post-LayerNorm, the select task read last
     (Cell("softmax", "post_bare", task="select", read="last"), (2, 3, 5)),
-    *[(Cell("softmax", "post_learned", affine=f, task="select", read="last"), (2, 5))
-      for f in ("gain", "gain_bias")],
+    (Cell("softmax", "post_learned", affine="gain", task="select", read="last"), (2, 5)),
+    (Cell("softmax", "post_learned", affine="gain_bias", task="select", read="last"), (5,)),
     (Cell("softmax", "post_bare", d=3, task="select", read="last"), (3,)),
 ]
 
@@ -238,7 +239,7 @@ def test_forward_by_hand():
         assert abs(forward(keys3, v3, 0, "s") - expected) < mpmath.mpf(10) ** -50
 
 
-AGREE = CELLS + [c for c, Ls in FEW if 2 in Ls]
+AGREE = CELLS + [c for c, _ in FEW]
 
 
 @pytest.mark.parametrize("cell", AGREE, ids=[f"{c.describe()}-{c.task.name}-{c.read.name}"
