@@ -83,18 +83,6 @@ def test_a_refused_cell_names_what_is_known_of_its_l_star(capsys, monkeypatch):
     assert seen >= {"exact", "finite", "unknown"}  # every case is exercised
 
 
-def test_the_refused_bare_pre_norm_last_read_carries_its_exact_l_star(capsys, monkeypatch):
-    """Bare pre-norm with eps > 0 at the last read: refused with L* = last_l_star_eps(d), which
-    grows with d (the ball of radius sqrt(d) lets rho' reach 1 + exp(sqrt(d)/4))."""
-    stars = []
-    for d in (8, 256):
-        cell = Cell("softmax", "pre_bare", "regression", d, 0.01, read="last")
-        rc, err = _main(_argv(cell), capsys, monkeypatch)
-        stars.append(lstar.last_l_star_eps(d))
-        assert rc == 2 and err[0].endswith(f"L* = {stars[-1]} at d = {d}")
-    assert stars[0] < stars[1]
-
-
 def test_the_select_task_beyond_its_count_tasks_l_star_is_bounded_by_it(capsys, monkeypatch):
     """The count task is a sub-task of select: the refused select cell's upper bound is the
     count task's exact L* at the same read."""
