@@ -132,6 +132,7 @@ def _select_last(cell: Cell) -> str | None:
     if cell.readout == "classification":
         return (f"{what} has no construction yet for classification (the regression constructions "
                 "are linear attention without a norm or with pre-norm, constructions.select_last, "
+                "softmax attention with a learned pre-norm, constructions.select_last_softmax, "
                 "and softmax attention with post-LayerNorm, constructions.select_last_post)")
     if cell.attention == "softmax":
         return _select_last_softmax(cell, what)
