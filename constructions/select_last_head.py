@@ -67,9 +67,9 @@ import math
 import mpmath
 import numpy as np
 
-from constructions import registry
+from constructions import laws, registry
 from constructions.cell import Cell, Params
-from constructions.classification import _mp_vector, check_size, collinear_head
+from constructions.classification import ClassificationDesign, _mp_vector, check_size, collinear_head
 from constructions.symbols import ONE
 from verify.backends import get_backend
 
@@ -82,13 +82,11 @@ def built(cell: Cell) -> bool:
     return registry.builds("select_last_head", cell)
 
 
-class SelectLastHead:
+class SelectLastHead(ClassificationDesign):
     """The unit-norm head of the select task read last, linear attention with pre-norm and a
     gain (module docstring); the interface of
-    :class:`~constructions.classification.ClassificationDesign` (``build``, ``geometry``)."""
-
-    #: no symbolic geometry (:func:`bounds.search.warm_up`)
-    geometry = None
+    :class:`~constructions.classification.ClassificationDesign` (``build``; no symbolic
+    ``geometry``, no foot, no pencil)."""
 
     def __init__(self, cell: Cell):
         if not built(cell):
@@ -97,7 +95,7 @@ class SelectLastHead:
             raise ValueError(f"{cell.describe()}: {refusal(cell) or 'not served by SelectLastHead'}")
         from constructions.select_last import GainSelectDesign
 
-        self.cell = cell
+        self.cell, self.family, self.geometry, self.foot, self.pencil = cell, laws.family(cell), None, None, None
         self.values = GainSelectDesign(cell.replace(readout="regression"))
 
     def angles(self) -> list[float]:
@@ -187,7 +185,7 @@ class SelectLastHead:
             h_a, _ = self._values(vec["g"], vec["e_a"], vec["e_b"], dps)
             return _dot(h_a, h_a) * _dot(vec["_w"], h_a) / mpmath.sqrt(self.cell.d)
 
-    def margin(self, L_value: int, dps: int = 50):
+    def exact_margin(self, L_value: int, dps: int = 50):
         """The head's margin ``kappa'/L`` (module docstring; mpf)."""
         return self.step(dps) / L_value
 
