@@ -13,10 +13,16 @@ a head that never reads the distractor.
 class 0 is ``{z_b(0), z_s}``, class ``n`` (``1 <= n <= L-1``) is ``{z_a(n), z_b(n)}``, class ``L``
 is ``{z_a(L)}``.  With ``<h_b, h_a> = |h_a|^2`` the two lines have one step.
 
-*The geometry* (at unit budget: ``|g| <= 1``, every ``|e_x| <= 1``, a bias 0).  The values of
-:class:`constructions.select_last.GainSelectDesign`: the gain split ``phi`` of that design,
-``h_a`` at angle ``theta`` on the ellipse of the values and ``h_b`` its second point on the chord
-through ``h_a`` orthogonal to ``h_a``, so ``<h_b, h_a> = |h_a|^2``; ``h_s = h_a``.  The head
+*The geometry* (at unit budget: ``|g| <= 1``, every ``|e_x| <= 1``, a bias 0).  The values lie
+on an ellipse of semi-axes ``A_1, A_2``: ``h_a`` at angle ``theta`` on it and ``h_b`` its second
+point on the chord through ``h_a`` orthogonal to ``h_a`` (the chord of
+:class:`constructions.select_last.GainSelectDesign`), so ``<h_b, h_a> = |h_a|^2``; ``h_s = h_a``.
+LayerNorm: the gain ``g = cos(phi) e_1 + sin(phi) (0, 1, .., 1)/sqrt(d-1)`` and the embedding
+axes ``c_1, p`` of that design, its split ``phi``.  RMSNorm: ``g = cos(phi) e_1 + sin(phi) e_2``
+and embeddings in the plane of ``e_1, e_2``, where the unit embedding ``(cos t, sin t)`` has the
+value ``sqrt(d) (cos(phi) cos t, sin(phi) sin t)``: ``A_1 = sqrt(d) cos(phi)``, ``A_2 = sqrt(d)
+sin(phi)``, both axes of order ``sqrt(d)`` (spreading the second part of the gain over ``d - 1``
+coordinates, as the regression design does, shrinks ``A_2`` by ``sqrt(d - 1)``).  The head
 reads along
 
     w = P h_a / |P h_a|,   P the projection off h_b,
@@ -35,22 +41,26 @@ output of class ``n`` sits at ``x_n = <w, e_a> + (n + 1) kappa'``.  LayerNorm: `
 mu_x one`` with the directions ``t_a``, ``t_b`` of the design and ``mu_b - mu_a = -nu <w, t_b - t_a>
 / <w, one>`` (``<w, one> != 0``), centred on 0 with ``nu`` the largest that keeps ``|e_x| <= 1``.
 RMSNorm: ``e_a = lam t_a``, ``e_b = gam t_b`` with ``gam <w, t_b> = lam <w, t_a>`` (both inner
-products of one sign), the larger scale 1.  The head is the collinear head of
+products of one sign: the float screen keeps only such shapes), the larger scale 1.  The head is the collinear head of
 :func:`constructions.classification.collinear_head` on ``x_0..x_L`` along ``w``: margin
 
     m = 1 / sum_{c=0}^{L-1} 1/kappa' = kappa' / L.
 
 Every ``u_c`` is a multiple of ``w``, so the judge's inputs with any ``n_b`` have the logits of
-these ``L + 1`` positions.  The angle ``theta`` maximises ``kappa'`` at unit budget (a float grid;
-any angle where the embeddings above exist is a valid construction, and the judge certifies
-every row).
+these ``L + 1`` positions.  The angle ``theta`` (RMSNorm: and ``phi``) maximises ``kappa'`` at unit
+budget (a float grid; any shape where the embeddings above exist is a valid construction, and
+the judge certifies every row).  ``kappa'`` does not depend on ``L``.
 
 *The bound.*  The count task at the last read is the sub-task ``n_b = 0`` of this one
 (:func:`bounds.margin.margin_upper`), so its bound ``cap(1, 1)/(L - 1)``
 (:func:`bounds.last_margin.last_margin_upper`) holds: ``cap(1, 1) = tau H^3`` with ``H`` the
 largest value at unit gain.  The ratio ``margin_upper/margin`` is ``L/(L - 1)`` times
 ``cap(1, 1)/kappa'``: the price of a chord orthogonal to ``h_a`` inside the ellipse of values (a
-bounded factor: the rate ``-1`` of the count task is kept).
+bounded factor: the rate ``-1`` of the count task is kept).  No head of this form escapes a
+factor: ``|h_b| = |h_a|/cos(psi) <= H`` (``psi`` the angle of ``h_a, h_b``) gives ``kappa' = tau
+|h_a|^3 sin(psi) <= tau H^3 max_x x^3 sqrt(1 - x^2) = tau H^3 (3/4)^(3/2)/2``, a ratio of at least
+3.08; with a bias the count task's values reach ``H`` beyond the gain's, which this head (its
+bias 0) does not use.
 
 *L = 1*: the same head on ``x_0, x_1`` (margin ``kappa'``).
 
@@ -75,6 +85,8 @@ from verify.backends import get_backend
 
 #: every trainable vector is kept this much inside the unit ball (rounding stays within it)
 KEEP = 1 - mpmath.mpf(2) ** -40
+#: the grid of gain splits screened for RMSNorm
+PHI_POINTS = 157
 
 
 def built(cell: Cell) -> bool:
@@ -98,45 +110,72 @@ class SelectLastHead(ClassificationDesign):
         self.cell, self.family, self.geometry, self.foot, self.pencil = cell, laws.family(cell), None, None, None
         self.values = GainSelectDesign(cell.replace(readout="regression"))
 
-    def angles(self) -> list[float]:
-        """The angles ``theta`` of ``h_a`` on the ellipse, best ``kappa'`` first (float screen of
-        ``|h_a|^3 |h_b - h_a|/|h_b|`` at unit budget on the design's grid)."""
+    def shapes(self) -> list[tuple[float, float]]:
+        """The gain splits ``phi`` and angles ``theta`` of ``h_a`` on the ellipse, best ``kappa'``
+        first (a float screen of ``|h_a|^3 |h_b - h_a|/|h_b|`` at unit budget): LayerNorm the
+        split of the regression design and its angle grid; RMSNorm a grid of both, where
+        ``<w, t_a> <w, t_b> > 0`` (module docstring)."""
         from constructions.select_last import THETA_GRID
 
-        _, _, A1, A2 = self.values._axes_float(float(self.values.phi))
-        X, Y, Xb, Yb = self.values._chord(A1, A2, THETA_GRID)
-        F = np.hypot(X, Y) ** 3 * np.hypot(Xb - X, Yb - Y) / np.hypot(Xb, Yb)
-        return [float(THETA_GRID[i]) for i in np.argsort(-F)]
+        if self.cell.kind.centred:
+            phis = [float(self.values.phi)]
+        else:
+            phis = np.linspace(0.02, math.pi / 2 - 0.02, PHI_POINTS)
+        found = []
+        for phi in phis:
+            A1, A2 = self._semi_axes(phi, math.sqrt, math.cos, math.sin)
+            X, Y, Xb, Yb = self.values._chord(A1, A2, THETA_GRID)
+            F = np.hypot(X, Y) ** 3 * np.hypot(Xb - X, Yb - Y) / np.hypot(Xb, Yb)
+            if not self.cell.kind.centred:  # w in the plane of e_1, e_2, t_x = (X/A1, Y/A2)
+                dot = (X * Xb + Y * Yb) / (Xb**2 + Yb**2)
+                wx, wy = X - dot * Xb, Y - dot * Yb
+                F = np.where((wx * X / A1 + wy * Y / A2) * (wx * Xb / A1 + wy * Yb / A2) > 0, F, -np.inf)
+            found += [(float(f), float(phi), float(th)) for f, th in zip(F, THETA_GRID) if f > 0]
+        return [(phi, th) for _, phi, th in sorted(found, reverse=True)]
+
+    def _semi_axes(self, phi, sqrt, cos, sin):
+        """``(A_1, A_2)``, the semi-axes of the ellipse of values at unit gain split ``phi``:
+        LayerNorm those of :class:`~constructions.select_last.GainSelectDesign`; RMSNorm ``g =
+        cos(phi) e_1 + sin(phi) e_2`` on the unit embeddings of the plane of ``e_1, e_2``, whose
+        values are ``sqrt(d) (cos(phi) t_1, sin(phi) t_2)``."""
+        d = self.cell.d
+        if self.cell.kind.centred:
+            G1, G2 = cos(phi), sin(phi) / sqrt(d - 1)
+            return sqrt(G1**2 * (d - 1) + G2**2), sqrt(d) * G2
+        return sqrt(d) * cos(phi), sqrt(d) * sin(phi)
 
     @functools.lru_cache(maxsize=None)
     def embeddings(self, dps: int = 50) -> dict:
         """The exact vectors of the geometry (module docstring; mpf at ``dps`` digits) and, under
-        ``"_w"``, the head's direction: the best angle where they exist."""
-        for theta in self.angles():
-            vec = self._at(theta, dps)
+        ``"_w"``, the head's direction: the best shape where they exist."""
+        for phi, theta in self.shapes():
+            vec = self._at(phi, theta, dps)
             if vec is not None:
                 return vec
-        raise ValueError(f"{self.cell.describe()}: no angle of the grid admits the embeddings")
+        raise ValueError(f"{self.cell.describe()}: no shape of the grid admits the embeddings")
 
-    def _at(self, theta: float, dps: int):
-        """The geometry at angle ``theta`` (None where ``<w, one> = 0`` (LayerNorm) or ``<w, t_a>``,
-        ``<w, t_b>`` differ in sign (RMSNorm))."""
+    def _at(self, phi: float, theta: float, dps: int):
+        """The geometry at split ``phi`` and angle ``theta`` (None where ``<w, one> = 0``
+        (LayerNorm) or ``<w, t_a>``, ``<w, t_b>`` differ in sign (RMSNorm))."""
         from constructions.select_last import _axes
 
         cell, d = self.cell, self.cell.d
         with mpmath.workdps(dps):
             th = mpmath.mpf(theta)
-            phi = mpmath.mpf(self.values.phi.p) / self.values.phi.q
-            G1, G2 = mpmath.cos(phi), mpmath.sin(phi) / mpmath.sqrt(d - 1)
             e1 = np.array([mpmath.mpf(1)] + [mpmath.mpf(0)] * (d - 1), dtype=object)
-            r = np.array([mpmath.mpf(0)] + [mpmath.mpf(1)] * (d - 1), dtype=object)
-            g = (G1 * e1 + G2 * r) * KEEP
-            A1 = (mpmath.sqrt(G1**2 * (d - 1) + G2**2) if cell.kind.centred else mpmath.sqrt(d) * G1)
-            A2 = mpmath.sqrt(d) * G2
+            if cell.kind.centred:  # the regression design's split, exactly
+                ph = mpmath.mpf(self.values.phi.p) / self.values.phi.q
+                r = np.array([mpmath.mpf(0)] + [mpmath.mpf(1)] * (d - 1), dtype=object)
+                g = (mpmath.cos(ph) * e1 + mpmath.sin(ph) / mpmath.sqrt(d - 1) * r) * KEEP
+                top, across = _axes(cell)
+            else:
+                ph = mpmath.mpf(phi)
+                top, across = e1, np.roll(e1, 1)
+                g = (mpmath.cos(ph) * top + mpmath.sin(ph) * across) * KEEP
+            A1, A2 = self._semi_axes(ph, mpmath.sqrt, mpmath.cos, mpmath.sin)
             X, Y = A1 * mpmath.cos(th), A2 * mpmath.sin(th)
             tv = 2 * X * Y * (1 / A1**2 - 1 / A2**2) / (Y**2 / A1**2 + X**2 / A2**2)
             Xb, Yb = X - tv * Y, Y + tv * X
-            top, across = _axes(cell)
             t_a = mpmath.cos(th) * top + mpmath.sin(th) * across
             t_b = (Xb / A1) * top + (Yb / A2) * across
             h_a, h_b = self._values(g, t_a, t_b, dps)
