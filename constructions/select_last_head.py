@@ -13,17 +13,17 @@ a head that never reads the distractor.
 class 0 is ``{z_b(0), z_s}``, class ``n`` (``1 <= n <= L-1``) is ``{z_a(n), z_b(n)}``, class ``L``
 is ``{z_a(L)}``.  With ``<h_b, h_a> = |h_a|^2`` the two lines have one step.
 
-*The geometry* (at unit budget: ``|g| <= 1``, every ``|e_x| <= 1``, a bias 0).  The values lie
-on an ellipse of semi-axes ``A_1, A_2``: ``h_a`` at angle ``theta`` on it and ``h_b`` its second
-point on the chord through ``h_a`` orthogonal to ``h_a`` (the chord of
-:class:`constructions.select_last.GainSelectDesign`), so ``<h_b, h_a> = |h_a|^2``; ``h_s = h_a``.
-LayerNorm: the gain ``g = cos(phi) e_1 + sin(phi) (0, 1, .., 1)/sqrt(d-1)`` and the embedding
-axes ``c_1, p`` of that design, its split ``phi``.  RMSNorm: ``g = cos(phi) e_1 + sin(phi) e_2``
-and embeddings in the plane of ``e_1, e_2``, where the unit embedding ``(cos t, sin t)`` has the
-value ``sqrt(d) (cos(phi) cos t, sin(phi) sin t)``: ``A_1 = sqrt(d) cos(phi)``, ``A_2 = sqrt(d)
-sin(phi)``, both axes of order ``sqrt(d)`` (spreading the second part of the gain over ``d - 1``
-coordinates, as the regression design does, shrinks ``A_2`` by ``sqrt(d - 1)``).  The head
-reads along
+*The geometry* (at unit budget: ``|g| <= 1``, every ``|e_x| <= 1``, a bias 0).  The gain is
+``g = cos(phi) e_1 + sin(phi) e_2`` and the embeddings lie in the plane of two orthonormal
+directions ``f_1, f_2`` (RMSNorm ``e_1, e_2``; LayerNorm ``c_1`` and the unit part of the centred
+``e_2`` orthogonal to it, :meth:`SelectLastHead.frame`), up to what the norm removes.  The norm
+maps a unit (LayerNorm: centred unit) vector ``t`` to ``sqrt(d) t``, so the unit embedding ``c_1
+f_1 + c_2 f_2`` has the value ``K c`` in the coordinates ``e_1, e_2``, ``K = sqrt(d) diag(cos phi,
+sin phi) F`` with ``F`` the first two coordinates of ``f_1, f_2``: the values fill an ellipse.
+For ``h_a = K c_a`` (``c_a = (cos theta, sin theta)``) the unit ``c`` with ``<K c, h_a> = |h_a|^2``
+are ``c_a`` and its reflection ``c_b`` across ``K^T h_a``, so ``h_b = K c_b`` has ``<h_b - h_a,
+h_a> = 0``: ``<h_b, h_a> = |h_a|^2``, the two lines have one step; ``h_s = h_a``.  The head reads
+along
 
     w = P h_a / |P h_a|,   P the projection off h_b,
 
@@ -38,16 +38,17 @@ a unit vector orthogonal to ``h_b`` with ``<w, h_a> = |P h_a| = |h_a| |h_b - h_a
 So the embeddings are set, through what the norm removes (its values unchanged), to ``<w, e_b>
 = <w, e_a>`` and ``e_s = e_a``: the difference of the two lines lies across ``w`` and every
 output of class ``n`` sits at ``x_n = <w, e_a> + (n + 1) kappa'``.  LayerNorm: ``e_x = nu t_x +
-mu_x one`` with the directions ``t_a``, ``t_b`` of the design and ``mu_b - mu_a = -nu <w, t_b - t_a>
+mu_x one`` with the directions ``t_x = c_x1 f_1 + c_x2 f_2`` and ``mu_b - mu_a = -nu <w, t_b - t_a>
 / <w, one>`` (``<w, one> != 0``), centred on 0 with ``nu`` the largest that keeps ``|e_x| <= 1``.
 RMSNorm: ``e_a = lam t_a``, ``e_b = gam t_b`` with ``gam <w, t_b> = lam <w, t_a>`` (both inner
-products of one sign: the float screen keeps only such shapes), the larger scale 1.  The head is the collinear head of
-:func:`constructions.classification.collinear_head` on ``x_0..x_L`` along ``w``: margin
+products of one sign: the float screen keeps only such shapes), the larger scale 1.  The head
+is the collinear head of :func:`constructions.classification.collinear_head` on ``x_0..x_L``
+along ``w``: margin
 
     m = 1 / sum_{c=0}^{L-1} 1/kappa' = kappa' / L.
 
 Every ``u_c`` is a multiple of ``w``, so the judge's inputs with any ``n_b`` have the logits of
-these ``L + 1`` positions.  The angle ``theta`` (RMSNorm: and ``phi``) maximises ``kappa'`` at unit
+these ``L + 1`` positions.  The split ``phi`` and the angle ``theta`` maximise ``kappa'`` at unit
 budget (a float grid; any shape where the embeddings above exist is a valid construction, and
 the judge certifies every row).  ``kappa'`` does not depend on ``L``.
 
@@ -85,8 +86,9 @@ from verify.backends import get_backend
 
 #: every trainable vector is kept this much inside the unit ball (rounding stays within it)
 KEEP = 1 - mpmath.mpf(2) ** -40
-#: the grid of gain splits screened for RMSNorm
+#: the grids of gain splits and embedding angles screened
 PHI_POINTS = 157
+THETA_POINTS = 314
 
 
 def built(cell: Cell) -> bool:
@@ -105,44 +107,61 @@ class SelectLastHead(ClassificationDesign):
             from constructions.refusals import refusal
 
             raise ValueError(f"{cell.describe()}: {refusal(cell) or 'not served by SelectLastHead'}")
-        from constructions.select_last import GainSelectDesign
-
         self.cell, self.family, self.geometry, self.foot, self.pencil = cell, laws.family(cell), None, None, None
-        self.values = GainSelectDesign(cell.replace(readout="regression"))
+
+    def frame(self, ctx=mpmath):
+        """``(f_1, f_2)``: orthonormal embedding directions whose values span the plane of
+        ``e_1, e_2`` (RMSNorm ``e_1, e_2``; LayerNorm ``c_1`` and the unit part of the centred
+        ``e_2`` orthogonal to it), as d-vectors of ``ctx`` numbers (mpmath or float)."""
+        d = self.cell.d
+        num = (lambda x: mpmath.mpf(x)) if ctx is mpmath else float
+        sqrt = mpmath.sqrt if ctx is mpmath else math.sqrt
+        e1 = np.array([num(1)] + [num(0)] * (d - 1), dtype=object if ctx is mpmath else float)
+        e2 = np.roll(e1, 1)
+        if not self.cell.kind.centred:
+            return e1, e2
+        f1 = e1 - sum(e1) / d
+        f1 = f1 / sqrt(sum(f1 * f1))
+        f2 = e2 - sum(e2) / d
+        f2 = f2 - sum(f2 * f1) * f1
+        return f1, f2 / sqrt(sum(f2 * f2))
+
+    def _plane_map(self, phi, ctx=mpmath):
+        """``K``, the 2x2 map of ``(c_1, c_2)`` to the value of the unit embedding ``c_1 f_1 +
+        c_2 f_2`` in the coordinates ``e_1, e_2`` at ``g = cos(phi) e_1 + sin(phi) e_2``:
+        ``sqrt(d) diag(cos phi, sin phi) F`` with ``F`` the first two coordinates of ``f_1, f_2``
+        (the norm maps a centred, resp. any, unit vector ``t`` to ``sqrt(d) t``)."""
+        f1, f2 = self.frame(ctx)
+        sqrt, cos, sin = (mpmath.sqrt, mpmath.cos, mpmath.sin) if ctx is mpmath else (math.sqrt, math.cos, math.sin)
+        sd = sqrt(self.cell.d)
+        return [[sd * cos(phi) * f1[0], sd * cos(phi) * f2[0]], [sd * sin(phi) * f1[1], sd * sin(phi) * f2[1]]]
 
     def shapes(self) -> list[tuple[float, float]]:
-        """The gain splits ``phi`` and angles ``theta`` of ``h_a`` on the ellipse, best ``kappa'``
-        first (a float screen of ``|h_a|^3 |h_b - h_a|/|h_b|`` at unit budget): LayerNorm the
-        split of the regression design and its angle grid; RMSNorm a grid of both, where
-        ``<w, t_a> <w, t_b> > 0`` (module docstring)."""
-        from constructions.select_last import THETA_GRID
-
-        if self.cell.kind.centred:
-            phis = [float(self.values.phi)]
-        else:
-            phis = np.linspace(0.02, math.pi / 2 - 0.02, PHI_POINTS)
+        """The gain splits ``phi`` and angles ``theta`` of ``c_a``, best ``kappa'`` first (a float
+        screen of ``|h_a|^3 |h_b - h_a|/|h_b|`` at unit budget on a grid), where the embeddings
+        exist (module docstring: ``<w, one> != 0``, resp. ``<w, t_a> <w, t_b> > 0``)."""
         found = []
-        for phi in phis:
-            A1, A2 = self._semi_axes(phi, math.sqrt, math.cos, math.sin)
-            X, Y, Xb, Yb = self.values._chord(A1, A2, THETA_GRID)
-            F = np.hypot(X, Y) ** 3 * np.hypot(Xb - X, Yb - Y) / np.hypot(Xb, Yb)
-            if not self.cell.kind.centred:  # w in the plane of e_1, e_2, t_x = (X/A1, Y/A2)
-                dot = (X * Xb + Y * Yb) / (Xb**2 + Yb**2)
-                wx, wy = X - dot * Xb, Y - dot * Yb
-                F = np.where((wx * X / A1 + wy * Y / A2) * (wx * Xb / A1 + wy * Yb / A2) > 0, F, -np.inf)
-            found += [(float(f), float(phi), float(th)) for f, th in zip(F, THETA_GRID) if f > 0]
-        return [(phi, th) for _, phi, th in sorted(found, reverse=True)]
-
-    def _semi_axes(self, phi, sqrt, cos, sin):
-        """``(A_1, A_2)``, the semi-axes of the ellipse of values at unit gain split ``phi``:
-        LayerNorm those of :class:`~constructions.select_last.GainSelectDesign`; RMSNorm ``g =
-        cos(phi) e_1 + sin(phi) e_2`` on the unit embeddings of the plane of ``e_1, e_2``, whose
-        values are ``sqrt(d) (cos(phi) t_1, sin(phi) t_2)``."""
-        d = self.cell.d
-        if self.cell.kind.centred:
-            G1, G2 = cos(phi), sin(phi) / sqrt(d - 1)
-            return sqrt(G1**2 * (d - 1) + G2**2), sqrt(d) * G2
-        return sqrt(d) * cos(phi), sqrt(d) * sin(phi)
+        th = np.linspace(0, math.pi, THETA_POINTS, endpoint=False)
+        ca = np.stack([np.cos(th), np.sin(th)])  # (2, n)
+        for phi in np.linspace(0.02, math.pi / 2 - 0.02, PHI_POINTS):
+            K = np.array(self._plane_map(phi, np), dtype=float)
+            ha = K @ ca
+            v = K.T @ ha
+            vh = v / np.linalg.norm(v, axis=0)
+            cb = 2 * np.sum(ca * vh, axis=0) * vh - ca
+            hb = K @ cb
+            w = ha - np.sum(ha * hb, axis=0) / np.sum(hb * hb, axis=0) * hb
+            with np.errstate(invalid="ignore", divide="ignore"):
+                w = w / np.linalg.norm(w, axis=0)
+                F = (np.linalg.norm(ha, axis=0) ** 3 * np.linalg.norm(hb - ha, axis=0)
+                     / np.linalg.norm(hb, axis=0))
+            if self.cell.kind.centred:
+                ok = np.abs(w[0] + w[1]) > 1e-3  # <w, one> sqrt(d), w in the plane of e_1, e_2
+            else:  # t_x = c_x: <w, t_x> = <w, c_x> in the plane
+                ok = np.sum(w * ca, axis=0) * np.sum(w * cb, axis=0) > 1e-9
+            F = np.where(ok & np.isfinite(F), F, -np.inf)
+            found += [(float(f), float(phi), float(t)) for f, t in zip(F, th) if f > 0]
+        return [(phi, t) for _, phi, t in sorted(found, reverse=True)]
 
     @functools.lru_cache(maxsize=None)
     def embeddings(self, dps: int = 50) -> dict:
@@ -157,27 +176,22 @@ class SelectLastHead(ClassificationDesign):
     def _at(self, phi: float, theta: float, dps: int):
         """The geometry at split ``phi`` and angle ``theta`` (None where ``<w, one> = 0``
         (LayerNorm) or ``<w, t_a>``, ``<w, t_b>`` differ in sign (RMSNorm))."""
-        from constructions.select_last import _axes
-
         cell, d = self.cell, self.cell.d
         with mpmath.workdps(dps):
-            th = mpmath.mpf(theta)
+            ph, th = mpmath.mpf(phi), mpmath.mpf(theta)
+            f1, f2 = self.frame()
             e1 = np.array([mpmath.mpf(1)] + [mpmath.mpf(0)] * (d - 1), dtype=object)
-            if cell.kind.centred:  # the regression design's split, exactly
-                ph = mpmath.mpf(self.values.phi.p) / self.values.phi.q
-                r = np.array([mpmath.mpf(0)] + [mpmath.mpf(1)] * (d - 1), dtype=object)
-                g = (mpmath.cos(ph) * e1 + mpmath.sin(ph) / mpmath.sqrt(d - 1) * r) * KEEP
-                top, across = _axes(cell)
-            else:
-                ph = mpmath.mpf(phi)
-                top, across = e1, np.roll(e1, 1)
-                g = (mpmath.cos(ph) * top + mpmath.sin(ph) * across) * KEEP
-            A1, A2 = self._semi_axes(ph, mpmath.sqrt, mpmath.cos, mpmath.sin)
-            X, Y = A1 * mpmath.cos(th), A2 * mpmath.sin(th)
-            tv = 2 * X * Y * (1 / A1**2 - 1 / A2**2) / (Y**2 / A1**2 + X**2 / A2**2)
-            Xb, Yb = X - tv * Y, Y + tv * X
-            t_a = mpmath.cos(th) * top + mpmath.sin(th) * across
-            t_b = (Xb / A1) * top + (Yb / A2) * across
+            g = (mpmath.cos(ph) * e1 + mpmath.sin(ph) * np.roll(e1, 1)) * KEEP
+            K = self._plane_map(ph)
+            ca = [mpmath.cos(th), mpmath.sin(th)]
+            ha = [K[0][0] * ca[0] + K[0][1] * ca[1], K[1][0] * ca[0] + K[1][1] * ca[1]]
+            v = [K[0][0] * ha[0] + K[1][0] * ha[1], K[0][1] * ha[0] + K[1][1] * ha[1]]
+            nv = mpmath.sqrt(v[0] ** 2 + v[1] ** 2)
+            vh = [v[0] / nv, v[1] / nv]
+            proj = 2 * (ca[0] * vh[0] + ca[1] * vh[1])
+            cb = [proj * vh[0] - ca[0], proj * vh[1] - ca[1]]  # c_a reflected across K^T h_a
+            t_a = ca[0] * f1 + ca[1] * f2
+            t_b = cb[0] * f1 + cb[1] * f2
             h_a, h_b = self._values(g, t_a, t_b, dps)
             w = h_a - (_dot(h_a, h_b) / _dot(h_b, h_b)) * h_b
             w = w / mpmath.sqrt(_dot(w, w))
