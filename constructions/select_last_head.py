@@ -238,14 +238,10 @@ class SelectLastHead(ClassificationDesign):
             h_a, _ = self._values(vec["g"], vec["e_a"], vec["e_b"], dps)
             return _dot(h_a, h_a) * _dot(vec["_w"], h_a) / mpmath.sqrt(self.cell.d)
 
-    def exact_margin(self, L_value: int, dps: int = 50):
-        """The head's margin ``kappa'/L`` (module docstring; mpf)."""
-        return self.step(dps) / L_value
-
     def build(self, L_value: int, dps: int = 50) -> Params:
         """The unit-norm head at ``L`` (refused beyond the limits of
         :func:`constructions.classification.check_size`): the collinear head along ``w`` on the
-        positions ``x_0..x_L`` of the outputs ``z_b(0)``, ``z_a(1)``, ..., ``z_a(L)``."""
+        positions ``x_0..x_L`` of the outputs ``z_s, z_a(1), .., z_a(L)`` (those of every class)."""
         if isinstance(L_value, bool) or not isinstance(L_value, (int, np.integer)) or L_value < 1:
             raise ValueError(f"L must be a positive integer, got {L_value!r}")
         L_value = int(L_value)
