@@ -76,9 +76,10 @@ def test_the_head_is_certified_and_below_the_bound(case):
             assert min(gaps) > 0
             assert abs(float(min(gaps)) - res.min_margin) <= 1e-9 * res.min_margin
         margins[L] = res.min_margin
-    # the positions x_0..x_L are equally spaced by kappa', so the margin is kappa'/L
+    # the positions x_0..x_L are equally spaced by kappa' = tau |h_a|^2 <w, h_a>, so the margin
+    # is kappa'/L
     for L, m in margins.items():
-        assert m * L == pytest.approx(margins[1], rel=1e-9)
+        assert m * L == pytest.approx(float(head.step()), rel=1e-9)
 
 
 def test_the_head_never_reads_the_distractor():
