@@ -252,15 +252,18 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     The select task read at ``s``: the count task's bound.  *Proof.*  Its inputs ``(s, a^n)``
     are select inputs (``n_b = 0``) with the same classes, so a select head's margin is at most
     its margin on them, which is that of the same parameters without ``e_b`` on the count task,
-    a parameter set of the count cell with every vector of norm at most 1.  With softmax
+    a parameter set of the count cell with every vector of norm at most 1.  The select task read
+    last with linear attention: the count task's bound at the last read, by the same argument
+    (``(s, a^n)`` read at its last token is the select input ``n_b = 0`` with query ``a``, ``(s)``
+    at ``s``).  With softmax
     attention without post-norm the smaller of that and the level bound of
     :mod:`bounds.select_margin`, which sees the distractor."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
-    if cell.read.last and not cell.distractor:
+    if cell.read.last and (not cell.distractor or cell.attention == "linear"):
         from bounds.last_margin import last_margin_upper  # it builds on this module
 
-        return last_margin_upper(cell, L)
+        return last_margin_upper(cell.replace(task="count"), L)
     if (cell.eps > 0 and cell.normed) or cell.read.last:
         return None
     level = None

@@ -130,10 +130,18 @@ def _select_last(cell: Cell) -> str | None:
     at ``eps > 0`` and ``d >= 3``, :mod:`constructions.last_eps`)."""
     what = "the select task at the last read"
     if cell.readout == "classification":
-        return (f"{what} has no construction yet for classification (the regression constructions "
+        if cell.attention == "linear" and cell.pre and cell.affine.gain and cell.eps == 0:
+            # constructions.select_last_head on the values of the regression construction
+            return _select_last(cell.replace(readout="regression"))
+        return (f"{what} has no construction yet for classification outside linear attention with "
+                "a learned pre-norm at eps = 0 (constructions.select_last_head: a head orthogonal to h_b needs "
+                "<h_b, h_a> = |h_a|^2 and the two query lines apart across the head, which without a "
+                "gain the embeddings pay for as values; not derived; the regression constructions "
                 "are linear attention without a norm or with pre-norm, constructions.select_last, "
-                "softmax attention with a learned pre-norm, constructions.select_last_softmax, "
-                "and softmax attention with post-LayerNorm, constructions.select_last_post)")
+                "with pre-LayerNorm and eps > 0, constructions.last_eps, softmax attention without a "
+                "norm, constructions.select_last_pair, with a learned pre-norm, "
+                "constructions.select_last_softmax, and with post-LayerNorm, "
+                "constructions.select_last_post)")
     if cell.attention == "softmax":
         return _select_last_softmax(cell, what)
     if cell.post:

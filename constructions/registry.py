@@ -37,8 +37,9 @@ that the two agree on every cell of a grid of all parts).
 
 *Classification* (a head on the geometry of a regression entry at budget 1):
 :func:`last_arc` (:class:`~constructions.last_post.LastArcHead`), :func:`last_head`
-(:class:`~constructions.last_read.LastReadHead`) and :func:`bos_head`
-(:class:`~constructions.classification.ClassificationDesign`).
+(:class:`~constructions.last_read.LastReadHead`), :func:`bos_head`
+(:class:`~constructions.classification.ClassificationDesign`) and, for the select task read last,
+:func:`gain_select_last` (:class:`~constructions.select_last_head.SelectLastHead`).
 """
 
 from __future__ import annotations
@@ -276,6 +277,7 @@ CLASSIFICATION = (
     Entry("classification", "ClassificationDesign", bos_head),
     Entry("last_read", "LastReadHead", last_head),
     Entry("last_post", "LastArcHead", last_arc),
+    Entry("select_last_head", "SelectLastHead", gain_select_last),
 )
 
 TABLES = {"regression": REGRESSION, "classification": CLASSIFICATION}

@@ -1,0 +1,270 @@
+r"""Classification of the select task at the last read, linear attention with pre-norm and a gain:
+a head that never reads the distractor.
+
+*The reduction.*  With linear attention an input with ``n_a`` tokens ``a`` and ``n_b`` tokens
+``b`` read at query ``q`` gives ``z = e_q + tau <h_q, h_s> h_s + n_a tau <h_q, h_a> h_a + n_b tau
+<h_q, h_b> h_b``: every ``b`` adds a vector along ``h_b``, for either query.  A head whose rows
+``u_c`` are all orthogonal to ``h_b`` has logits that do not depend on ``n_b``, so it reads only
+
+* query ``a``: ``z_a(n) = e_a + tau <h_a, h_s> h_s + n tau |h_a|^2 h_a``, ``n = 1..L``;
+* query ``b``: ``z_b(n) = e_b + tau <h_b, h_s> h_s + n tau <h_b, h_a> h_a``, ``n = 0..L-1``;
+* ``(s)``: ``z_s = e_s + tau |h_s|^2 h_s``;
+
+class 0 is ``{z_b(0), z_s}``, class ``n`` (``1 <= n <= L-1``) is ``{z_a(n), z_b(n)}``, class ``L``
+is ``{z_a(L)}``.  With ``<h_b, h_a> = |h_a|^2`` the two lines have one step.
+
+*The geometry* (at unit budget: ``|g| <= 1``, every ``|e_x| <= 1``, a bias 0).  The gain is
+``g = cos(phi) e_1 + sin(phi) e_2`` and the embeddings lie in the plane of two orthonormal
+directions ``f_1, f_2`` (RMSNorm ``e_1, e_2``; LayerNorm ``c_1`` and the unit part of the centred
+``e_2`` orthogonal to it, :meth:`SelectLastHead.frame`), up to what the norm removes.  The norm
+maps a unit (LayerNorm: centred unit) vector ``t`` to ``sqrt(d) t``, so the unit embedding ``c_1
+f_1 + c_2 f_2`` has the value ``K c`` in the coordinates ``e_1, e_2``, ``K = sqrt(d) diag(cos phi,
+sin phi) F`` with ``F`` the first two coordinates of ``f_1, f_2``: the values fill an ellipse.
+For ``h_a = K c_a`` (``c_a = (cos theta, sin theta)``) the unit ``c`` with ``<K c, h_a> = |h_a|^2``
+are ``c_a`` and its reflection ``c_b`` across ``K^T h_a``, so ``h_b = K c_b`` has ``<h_b - h_a,
+h_a> = 0``: ``<h_b, h_a> = |h_a|^2``, the two lines have one step; ``h_s = h_a``.  The head reads
+along
+
+    w = P h_a / |P h_a|,   P the projection off h_b,
+
+a unit vector orthogonal to ``h_b`` with ``<w, h_a> = |P h_a| = |h_a| |h_b - h_a| / |h_b|``
+(``h_b - h_a`` is orthogonal to ``h_a``, so the triangle ``0, h_a, h_b`` has its right angle at
+``h_a``).  Along ``w`` the step of either line is ``kappa' = tau |h_a|^2 <w, h_a> = tau |h_a|^3
+|h_b - h_a| / |h_b|``, and with ``h_s = h_a``
+
+    <w, z_a(n)> = <w, e_a> + (n + 1) kappa',   <w, z_b(n)> = <w, e_b> + (n + 1) kappa',
+    <w, z_s> = <w, e_s> + kappa'.
+
+So the embeddings are set, through what the norm removes (its values unchanged), to ``<w, e_b>
+= <w, e_a>`` and ``e_s = e_a``: the difference of the two lines lies across ``w`` and every
+output of class ``n`` sits at ``x_n = <w, e_a> + (n + 1) kappa'``.  LayerNorm: ``e_x = nu t_x +
+mu_x one`` with the directions ``t_x = c_x1 f_1 + c_x2 f_2`` and ``mu_b - mu_a = -nu <w, t_b - t_a>
+/ <w, one>`` (``<w, one> != 0``), centred on 0 with ``nu`` the largest that keeps ``|e_x| <= 1``.
+RMSNorm: ``e_a = lam t_a``, ``e_b = gam t_b`` with ``gam <w, t_b> = lam <w, t_a>`` (both inner
+products of one sign: the float screen keeps only such shapes), the larger scale 1.  The head
+is the collinear head of :func:`constructions.classification.collinear_head` on ``x_0..x_L``
+along ``w``: margin
+
+    m = 1 / sum_{c=0}^{L-1} 1/kappa' = kappa' / L.
+
+Every ``u_c`` is a multiple of ``w``, so the judge's inputs with any ``n_b`` have the logits of
+these ``L + 1`` positions.  The split ``phi`` and the angle ``theta`` maximise ``kappa'`` at unit
+budget (a float grid; any shape where the embeddings above exist is a valid construction, and
+the judge certifies every row).  ``kappa'`` does not depend on ``L``.
+
+*The bound.*  The count task at the last read is the sub-task ``n_b = 0`` of this one
+(:func:`bounds.margin.margin_upper`), so its bound ``cap(1, 1)/(L - 1)``
+(:func:`bounds.last_margin.last_margin_upper`) holds: ``cap(1, 1) = tau H^3`` with ``H`` the
+largest value at unit gain.  The ratio ``margin_upper/margin`` is ``L/(L - 1)`` times
+``cap(1, 1)/kappa'``: the price of a chord orthogonal to ``h_a`` inside the ellipse of values (a
+bounded factor: the rate ``-1`` of the count task is kept).  No head of this form escapes a
+factor: ``|h_b| = |h_a|/cos(psi) <= H`` (``psi`` the angle of ``h_a, h_b``) gives ``kappa' = tau
+|h_a|^3 sin(psi) <= tau H^3 max_x x^3 sqrt(1 - x^2) = tau H^3 (3/4)^(3/2)/2``, a ratio of at least
+3.08; with a bias the count task's values reach ``H`` beyond the gain's, which this head (its
+bias 0) does not use.
+
+*L = 1*: the same head on ``x_0, x_1`` (margin ``kappa'``).
+
+Not built here (:func:`constructions.refusals.refusal`): no norm and bare pre-norm (without a
+gain ``<h_b, h_a> = |h_a|^2`` and a difference of the lines across ``w`` cost the embeddings
+what the values are), ``eps > 0``, post-norm.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import mpmath
+import numpy as np
+
+from constructions import laws, registry
+from constructions.cell import Cell, Params
+from constructions.classification import ClassificationDesign, _mp_vector, check_size, collinear_head
+from constructions.symbols import ONE
+from verify.backends import get_backend
+
+#: every trainable vector is kept this much inside the unit ball (rounding stays within it)
+KEEP = 1 - mpmath.mpf(2) ** -40
+#: the grids of gain splits and embedding angles screened
+PHI_POINTS = 157
+THETA_POINTS = 314
+
+
+def built(cell: Cell) -> bool:
+    """Whether ``cell`` (classification) is served by :class:`SelectLastHead`."""
+    return registry.builds("select_last_head", cell)
+
+
+class SelectLastHead(ClassificationDesign):
+    """The unit-norm head of the select task read last, linear attention with pre-norm and a
+    gain (module docstring); the interface of
+    :class:`~constructions.classification.ClassificationDesign` (``build``; no symbolic
+    ``geometry``, no foot, no pencil)."""
+
+    def __init__(self, cell: Cell):
+        if not built(cell):
+            from constructions.refusals import refusal
+
+            raise ValueError(f"{cell.describe()}: {refusal(cell) or 'not served by SelectLastHead'}")
+        self.cell, self.family, self.geometry, self.foot, self.pencil = cell, laws.family(cell), None, None, None
+
+    def frame(self, ctx=mpmath):
+        """``(f_1, f_2)``: orthonormal embedding directions whose values span the plane of
+        ``e_1, e_2`` (RMSNorm ``e_1, e_2``; LayerNorm ``c_1`` and the unit part of the centred
+        ``e_2`` orthogonal to it), as d-vectors of ``ctx`` numbers (mpmath or float)."""
+        d = self.cell.d
+        num = (lambda x: mpmath.mpf(x)) if ctx is mpmath else float
+        sqrt = mpmath.sqrt if ctx is mpmath else math.sqrt
+        e1 = np.array([num(1)] + [num(0)] * (d - 1), dtype=object if ctx is mpmath else float)
+        e2 = np.roll(e1, 1)
+        if not self.cell.kind.centred:
+            return e1, e2
+        f1 = e1 - sum(e1) / d
+        f1 = f1 / sqrt(sum(f1 * f1))
+        f2 = e2 - sum(e2) / d
+        f2 = f2 - sum(f2 * f1) * f1
+        return f1, f2 / sqrt(sum(f2 * f2))
+
+    def _plane_map(self, phi, ctx=mpmath):
+        """``K``, the 2x2 map of ``(c_1, c_2)`` to the value of the unit embedding ``c_1 f_1 +
+        c_2 f_2`` in the coordinates ``e_1, e_2`` at ``g = cos(phi) e_1 + sin(phi) e_2``:
+        ``sqrt(d) diag(cos phi, sin phi) F`` with ``F`` the first two coordinates of ``f_1, f_2``
+        (the norm maps a centred, resp. any, unit vector ``t`` to ``sqrt(d) t``)."""
+        f1, f2 = self.frame(ctx)
+        sqrt, cos, sin = (mpmath.sqrt, mpmath.cos, mpmath.sin) if ctx is mpmath else (math.sqrt, math.cos, math.sin)
+        sd = sqrt(self.cell.d)
+        return [[sd * cos(phi) * f1[0], sd * cos(phi) * f2[0]], [sd * sin(phi) * f1[1], sd * sin(phi) * f2[1]]]
+
+    def shapes(self) -> list[tuple[float, float]]:
+        """The gain splits ``phi`` and angles ``theta`` of ``c_a``, best ``kappa'`` first (a float
+        screen of ``|h_a|^3 |h_b - h_a|/|h_b|`` at unit budget on a grid), where the embeddings
+        exist (module docstring: ``<w, one> != 0``, resp. ``<w, t_a> <w, t_b> > 0``)."""
+        found = []
+        th = np.linspace(0, math.pi, THETA_POINTS, endpoint=False)
+        ca = np.stack([np.cos(th), np.sin(th)])  # (2, n)
+        for phi in np.linspace(0.02, math.pi / 2 - 0.02, PHI_POINTS):
+            K = np.array(self._plane_map(phi, np), dtype=float)
+            ha = K @ ca
+            v = K.T @ ha
+            vh = v / np.linalg.norm(v, axis=0)
+            cb = 2 * np.sum(ca * vh, axis=0) * vh - ca
+            hb = K @ cb
+            w = ha - np.sum(ha * hb, axis=0) / np.sum(hb * hb, axis=0) * hb
+            with np.errstate(invalid="ignore", divide="ignore"):
+                w = w / np.linalg.norm(w, axis=0)
+                F = (np.linalg.norm(ha, axis=0) ** 3 * np.linalg.norm(hb - ha, axis=0)
+                     / np.linalg.norm(hb, axis=0))
+            if self.cell.kind.centred:
+                ok = np.abs(w[0] + w[1]) > 1e-3  # <w, one> sqrt(d), w in the plane of e_1, e_2
+            else:  # t_x = c_x: <w, t_x> = <w, c_x> in the plane
+                ok = np.sum(w * ca, axis=0) * np.sum(w * cb, axis=0) > 1e-9
+            F = np.where(ok & np.isfinite(F), F, -np.inf)
+            found += [(float(f), float(phi), float(t)) for f, t in zip(F, th) if f > 0]
+        return [(phi, t) for _, phi, t in sorted(found, reverse=True)]
+
+    @functools.lru_cache(maxsize=None)
+    def embeddings(self, dps: int = 50) -> dict:
+        """The exact vectors of the geometry (module docstring; mpf at ``dps`` digits) and, under
+        ``"_w"``, the head's direction: the best shape where they exist."""
+        for phi, theta in self.shapes():
+            vec = self._at(phi, theta, dps)
+            if vec is not None:
+                return vec
+        raise ValueError(f"{self.cell.describe()}: no shape of the grid admits the embeddings")
+
+    def _at(self, phi: float, theta: float, dps: int):
+        """The geometry at split ``phi`` and angle ``theta`` (None where ``<w, one> = 0``
+        (LayerNorm) or ``<w, t_a>``, ``<w, t_b>`` differ in sign (RMSNorm))."""
+        cell, d = self.cell, self.cell.d
+        with mpmath.workdps(dps):
+            ph, th = mpmath.mpf(phi), mpmath.mpf(theta)
+            f1, f2 = self.frame()
+            e1 = np.array([mpmath.mpf(1)] + [mpmath.mpf(0)] * (d - 1), dtype=object)
+            g = (mpmath.cos(ph) * e1 + mpmath.sin(ph) * np.roll(e1, 1)) * KEEP
+            K = self._plane_map(ph)
+            ca = [mpmath.cos(th), mpmath.sin(th)]
+            ha = [K[0][0] * ca[0] + K[0][1] * ca[1], K[1][0] * ca[0] + K[1][1] * ca[1]]
+            v = [K[0][0] * ha[0] + K[1][0] * ha[1], K[0][1] * ha[0] + K[1][1] * ha[1]]
+            nv = mpmath.sqrt(v[0] ** 2 + v[1] ** 2)
+            vh = [v[0] / nv, v[1] / nv]
+            proj = 2 * (ca[0] * vh[0] + ca[1] * vh[1])
+            cb = [proj * vh[0] - ca[0], proj * vh[1] - ca[1]]  # c_a reflected across K^T h_a
+            t_a = ca[0] * f1 + ca[1] * f2
+            t_b = cb[0] * f1 + cb[1] * f2
+            h_a, h_b = self._values(g, t_a, t_b, dps)
+            w = h_a - (_dot(h_a, h_b) / _dot(h_b, h_b)) * h_b
+            w = w / mpmath.sqrt(_dot(w, w))
+            wa, wb = _dot(w, t_a), _dot(w, t_b)
+            if cell.kind.centred:
+                one = _mp_vector(ONE, d)
+                wo = _dot(w, one)
+                if abs(wo) < mpmath.mpf(2) ** -20:
+                    return None
+                c = -(wb - wa) / wo  # (mu_b - mu_a)/nu
+                nu = KEEP / mpmath.sqrt(1 + c * c / 4)
+                e_a = nu * t_a - (nu * c / 2) * one
+                e_b = nu * t_b + (nu * c / 2) * one
+            else:
+                if not wa * wb > 0:
+                    return None
+                ratio = wa / wb  # gam/lam
+                lam, gam = (KEEP, KEEP * ratio) if ratio <= 1 else (KEEP / ratio, KEEP)
+                e_a, e_b = lam * t_a, gam * t_b
+            vec = {"e_s": e_a.copy(), "e_a": e_a, "e_b": e_b, "g": g}
+            if cell.affine.bias:
+                vec["beta"] = 0 * e1
+            vec["_w"] = w
+            return vec
+
+    def _values(self, g, t_a, t_b, dps: int):
+        """``h_a``, ``h_b`` as the verifier's forward pass computes them (mpf)."""
+        from verify.forward import numbers
+
+        vec = {"e_s": t_a, "e_a": t_a, "e_b": t_b, "g": g}
+        if self.cell.affine.bias:
+            vec["beta"] = 0 * g
+        params = Params(self.cell, {**vec, "u": np.zeros((2, self.cell.d))}, {"b": [0, 0]})
+        bk = get_backend(f"mp{dps}")
+        with bk.context():
+            nums = numbers(params, bk, readout=False)
+            return (np.array([mpmath.mpf(x) for x in nums.h["a"]], dtype=object),
+                    np.array([mpmath.mpf(x) for x in nums.h["b"]], dtype=object))
+
+    def step(self, dps: int = 50):
+        """``kappa' = tau |h_a|^2 <w, h_a>``, the gap of the positions ``x_n`` (mpf)."""
+        vec = self.embeddings(dps)
+        with mpmath.workdps(dps):
+            h_a, _ = self._values(vec["g"], vec["e_a"], vec["e_b"], dps)
+            return _dot(h_a, h_a) * _dot(vec["_w"], h_a) / mpmath.sqrt(self.cell.d)
+
+    def build(self, L_value: int, dps: int = 50) -> Params:
+        """The unit-norm head at ``L`` (refused beyond the limits of
+        :func:`constructions.classification.check_size`): the collinear head along ``w`` on the
+        positions ``x_0..x_L`` of the outputs ``z_s, z_a(1), .., z_a(L)`` (those of every class)."""
+        if isinstance(L_value, bool) or not isinstance(L_value, (int, np.integer)) or L_value < 1:
+            raise ValueError(f"L must be a positive integer, got {L_value!r}")
+        L_value = int(L_value)
+        check_size(self.cell, L_value)
+        vec = dict(self.embeddings(dps))
+        w = vec.pop("_w")
+        with mpmath.workdps(dps):
+            x = [_dot(w, z) for z in self.outputs(vec, L_value, dps)]
+            if not all(q > p for p, q in zip(x, x[1:])):
+                raise ValueError(f"{self.cell.describe()}: the outputs are not in order at L = {L_value}")
+            u, b = collinear_head(x, w)
+        return Params(self.cell, {**vec, "u": u}, {"b": b})
+
+    def outputs(self, vec: dict, L_value: int, dps: int):
+        """``z_s, z_a(1), .., z_a(L)`` of the verifier's forward pass (rows of mpf); the outputs
+        ``z_b(n)`` have the positions of ``z_a(n)`` along ``w`` (module docstring)."""
+        from verify.forward import reduced
+
+        params = Params(self.cell, {**vec, "u": np.zeros((L_value + 1, self.cell.d))},
+                        {"b": [0] * (L_value + 1)})
+        query = ["s"] + ["a"] * L_value
+        return reduced(params, list(range(L_value + 1)), backend=f"mp{dps}", readout=False, query=query)
+
+
+def _dot(p, q):
+    return mpmath.fsum(p * q)

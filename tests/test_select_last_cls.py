@@ -1,0 +1,129 @@
+"""Classification of the select task read last, linear attention with a learned pre-norm
+(constructions.select_last_head): the judge certifies the head at every small L, its margin is
+below the proven bound, random sequences through the explicit pass are classified as their
+count of ``a`` tokens, and the other cells of the task stay refused.
+
+Expectations are derived here independently: the explicit token-by-token pass (written from the
+model, position by position) in float64 and in mpmath at 60 digits, its logits' smallest gap over
+every input, and the margin's ``1/L`` law of the head's equally spaced positions.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from bounds.margin import margin_upper
+from constructions import classification, select_last_head
+from constructions.cell import Cell
+from constructions.refusals import refusal
+from verify import counts_to, explicit
+from verify.strategies import sequences, target
+
+CASES = [("layernorm", "gain", 3), ("layernorm", "gain_bias", 8), ("rmsnorm", "gain", 2),
+         ("rmsnorm", "gain_bias", 8)]
+
+
+def _cell(norm, affine, d, variant="pre_learned", attention="linear", eps=0.0) -> Cell:
+    return Cell(attention, variant, "classification", d=d, norm=norm, affine=affine, eps=eps,
+                task="select", read="last")
+
+
+def _norm(v) -> float:
+    return float(mpmath.sqrt(mpmath.fsum(x * x for x in np.ravel(v))))
+
+
+def _inputs(L: int):
+    """Every select input of length at most ``L`` as a token string (one order per
+    composition and last token: the output depends on the counts and the last token only)."""
+    out = ["s"]
+    for n_a, n_b in itertools.product(range(L + 1), repeat=2):
+        if 0 < n_a + n_b <= L:
+            if n_a:
+                out.append("s" + "b" * n_b + "a" * n_a)
+            if n_b:
+                out.append("s" + "a" * n_a + "b" * n_b)
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_the_head_is_certified_and_below_the_bound(case):
+    cell = _cell(*case)
+    head = classification.design(cell)
+    assert isinstance(head, select_last_head.SelectLastHead)
+    margins = {}
+    for L in range(1, 7):
+        params = head.build(L)
+        res = counts_to(params, L, "arb256")
+        assert res.certified, (L, res.first_failure)
+        # every trainable vector (each row of the head) within the unit ball
+        assert all(_norm(v) <= 1 for k, v in params.vectors.items() if k != "u")
+        assert all(_norm(row) <= 1 for row in params.vectors["u"])
+        upper = margin_upper(cell, L)
+        assert upper is not None and res.min_margin <= upper
+        # the explicit pass (mpmath, 60 digits) on every input: the argmax is the count, and
+        # the smallest logit gap is the judge's margin
+        with mpmath.workdps(60):
+            gaps = []
+            for seq in _inputs(L):
+                logit = [mpmath.mpf(x) for x in explicit(params, seq, "mp60")]
+                n = target(seq)
+                gaps.append(logit[n] - max(x for c, x in enumerate(logit) if c != n))
+            assert min(gaps) > 0
+            assert abs(float(min(gaps)) - res.min_margin) <= 1e-9 * res.min_margin
+        margins[L] = res.min_margin
+    # the positions x_0..x_L are equally spaced by kappa' = tau |h_a|^2 <w, h_a>, so the margin
+    # is kappa'/L
+    for L, m in margins.items():
+        assert m * L == pytest.approx(float(head.step()), rel=1e-9)
+
+
+def test_the_head_never_reads_the_distractor():
+    cell = _cell("layernorm", "gain", 8)
+    params = classification.design(cell).build(4)
+    for q in "ab":
+        base = np.array(explicit(params, "s" + ("a" if q == "a" else "ab"), "mp60"), dtype=float)
+        for k in range(1, 3):
+            more = "s" + "b" * k + ("a" if q == "a" else "ab")
+            assert np.allclose(np.array(explicit(params, more, "mp60"), dtype=float), base,
+                               rtol=0, atol=1e-30)
+
+
+PARAMS = {case: classification.design(_cell(*case)).build(8) for case in CASES[1:2] + CASES[3:]}
+
+
+@settings(max_examples=60, deadline=None)
+@given(sequences(_cell("layernorm", "gain_bias", 8), max_length=8))
+def test_random_sequences_are_classified_as_their_count_layernorm(seq):
+    logit = np.asarray(explicit(PARAMS[CASES[1]], seq, "float64"), dtype=float)
+    assert int(np.argmax(logit)) == target(seq)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sequences(_cell("rmsnorm", "gain_bias", 8), max_length=8))
+def test_random_sequences_are_classified_as_their_count_rmsnorm(seq):
+    logit = np.asarray(explicit(PARAMS[CASES[3]], seq, "float64"), dtype=float)
+    assert int(np.argmax(logit)) == target(seq)
+
+
+def test_the_bound_is_the_count_sub_tasks():
+    for case in CASES:
+        cell = _cell(*case)
+        for L in (1, 2, 5):
+            assert margin_upper(cell, L) == margin_upper(cell.replace(task="count"), L)
+
+
+@pytest.mark.parametrize("kw", [dict(variant="none"), dict(variant="pre_bare"),
+                                dict(variant="post_learned"), dict(eps=0.01),
+                                dict(attention="softmax")])
+def test_the_other_cells_are_refused(kw):
+    cell = _cell(kw.pop("norm", "layernorm"), "gain" if "learned" in kw.get("variant", "pre_learned")
+                 else None, 8, **kw)
+    assert refusal(cell) is not None
+    assert not select_last_head.built(cell)
+    with pytest.raises(ValueError):
+        classification.design(cell)
