@@ -316,6 +316,19 @@ def pair_budget(cell: Cell, rtol: float = 1e-12) -> float:
     return zoom.bisect_up(lambda b: _pair_feasible(cell, b), lo_B, hi_B, rtol)[1]
 
 
+def pair_rho(cell: Cell, B_value):
+    """``rho = exp(-2 B^2/sqrt(d))``: the shape the budget fixes on the extremal pair ``e_s = -e_a =
+    B c_1`` (the score gap ``<e_a, e_s - e_a> = -2 B^2``; mpmath or float)."""
+    exp, sqrt = (math.exp, math.sqrt) if isinstance(B_value, float) else (mpmath.exp, mpmath.sqrt)
+    return exp(-laws.last_pair_reach(cell, B_value) / sqrt(cell.d))
+
+
+def pair_amplitude(lo, hi, cap):
+    """The amplitude the pair constructions take: the middle of ``(D_lo, min(D_hi, cap))``, at most
+    the reach ``cap = 2 B^2`` (so ``|w| <= B``); where the interval is empty it does not count."""
+    return min((lo + min(hi, cap)) / 2, cap)
+
+
 class PairDesign(RegressionDesign):
     """Softmax attention without a norm read at the last position (module docstring): the
     extremal geometry ``e_s = -e_a = B c_1``, whose shape ``rho = exp(-2 B^2/sqrt(d))`` the budget
@@ -340,9 +353,8 @@ class PairDesign(RegressionDesign):
                 Step(W0, C - inner(W, E_A + E_S), "the read-out bias: y(n) = K + D psi(n)", "w0")]
 
     def shape(self, B_value):
-        """``rho = exp(-2 B^2/sqrt(d))``, the shape the budget fixes (mpmath or float)."""
-        exp, sqrt = (math.exp, math.sqrt) if isinstance(B_value, float) else (mpmath.exp, mpmath.sqrt)
-        return exp(-laws.last_pair_reach(self.cell, B_value) / sqrt(self.cell.d))
+        """``rho = exp(-2 B^2/sqrt(d))``, the shape the budget fixes (:func:`pair_rho`)."""
+        return pair_rho(self.cell, B_value)
 
     def domain(self, L_value: int, B_value: float):
         rho = self.shape(float(B_value))
@@ -375,7 +387,7 @@ class PairDesign(RegressionDesign):
             rho = self.shape(Bv)
             cap = laws.last_pair_reach(self.cell, Bv)
             lo, hi = pair_interval(rho, L_value)
-            Dv = min((lo + min(hi, cap)) / 2, cap)
+            Dv = pair_amplitude(lo, hi, cap)
             ends = [n - Dv * _psi(n, rho) for n in range(L_value + 1)]
             Kv = (max(ends) + min(ends)) / 2
             out = self.evaluate(L_value, Bv, rho, Dv, Kv)

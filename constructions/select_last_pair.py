@@ -57,7 +57,7 @@ import numpy as np
 
 from constructions import laws, registry
 from constructions.cell import Cell, Params
-from constructions.last_read import PAIR_L_STAR, pair_budget
+from constructions.last_read import PAIR_L_STAR, pair_amplitude, pair_budget, pair_rho
 from constructions.refusals import refusal
 from constructions.regression import RegressionDesign, _check_budget, _check_count
 
@@ -121,9 +121,8 @@ class SelectPairDesign(RegressionDesign):
         """Nothing to compile: the construction is evaluated in mpmath."""
 
     def shape(self, B_value):
-        """``rho = exp(-2 B^2/sqrt(d))`` (mpmath or float)."""
-        exp, sqrt = (np.exp, np.sqrt) if isinstance(B_value, float) else (mpmath.exp, mpmath.sqrt)
-        return exp(-laws.last_pair_reach(self.cell, B_value) / sqrt(self.cell.d))
+        """``rho = exp(-2 B^2/sqrt(d))``, the count task's pair shape (:func:`constructions.last_read.pair_rho`)."""
+        return pair_rho(self.cell, B_value)
 
     def best_shape(self, L_value: int, B_value: float):
         """``(rho, width)``: the shape the budget fixes and the width ``min(D_hi, 2 B^2) - D_lo``
@@ -150,7 +149,7 @@ class SelectPairDesign(RegressionDesign):
             rho = self.shape(Bv)
             cap = laws.last_pair_reach(self.cell, Bv)
             lo, hi = select_interval(rho, L_value)
-            Dv = min((lo + min(hi, cap)) / 2, cap)
+            Dv = pair_amplitude(lo, hi, cap)
             ends = [n_a - Dv * psi(n_a, n_b, q, rho) for n_a, n_b, q in classes(L_value)]
             Kv = (max(ends) + min(ends)) / 2
             zero = [mpmath.mpf(0)] * (self.cell.d - 1)
