@@ -7,9 +7,12 @@ row is computed never changes it (rows are deterministic; only their ``seconds``
 Workers are forked after every cell's compiled construction is built once
 (:func:`bounds.search.warm_up`), so they inherit it; they take the largest ``L`` first (the
 most expensive rows, for an even load) and report each row as it completes.  The parent owns
-Ctrl-C and SIGTERM: the workers ignore SIGINT and die of SIGTERM, and whenever the parent
-stops (done, interrupted, terminated, an error) it ends them with SIGTERM -- never SIGKILL: a
-worker killed while holding the task queue's lock would deadlock the pool's own shutdown.
+Ctrl-C and SIGTERM: the workers ignore SIGINT, and whenever the parent stops (done,
+interrupted, terminated, an error) it ends them with SIGTERM -- never SIGKILL.  A worker waits
+for its next task holding the task queue's lock, and a worker that died holding it would
+deadlock the pool's own shutdown (which takes that lock first); so SIGTERM, whoever sends it
+(the parent, or ``kill`` of the whole process group), is an exception in the worker,
+``SystemExit``, which unwinds and releases the lock before the worker exits.
 """
 
 from __future__ import annotations
@@ -24,11 +27,16 @@ from constructions import cli
 from constructions.cell import Cell
 
 
+def _worker_exit(signum, frame):
+    """A worker's SIGTERM: exit by exception, releasing every lock it holds (module docstring)."""
+    raise SystemExit(128 + signum)
+
+
 def _worker_init() -> None:
-    """Workers ignore Ctrl-C (the parent ends them) and die of SIGTERM; they start with both
+    """Workers ignore Ctrl-C (the parent ends them) and exit on SIGTERM; they start with both
     held back by the parent (:func:`constructions.cli.held_signals`) and release them here."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _worker_exit)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 

@@ -300,17 +300,60 @@ def test_benchmark_repeat_is_bounded(capsys):
     _one_line_error(capsys.readouterr().err)
 
 
-def test_signal_while_the_modules_load_is_one_line():
-    """Between the interpreter's start and the command's own handling, the package's start-up
-    handler ends the run: one line, 130 / 143, no traceback."""
-    for sig, status in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
-        proc = subprocess.Popen(SWEEP + QUICK, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
-        time.sleep(0.4)  # the interpreter is up (about 0.05 s), the toolkit still importing
+def _wait_for(pid: int, ready, limit: float = 60.0) -> None:
+    """Poll the running process ``pid`` every 2 ms until ``ready(pid)`` holds."""
+    end = time.monotonic() + limit
+    while not ready(pid):
+        assert time.monotonic() < end, "the process never reached the state under test"
+        time.sleep(0.002)
+
+
+def _numpy_is_loading(pid: int) -> bool:
+    """numpy's compiled core is mapped: the toolkit's modules are loading (the command itself
+    starts only after every module of ``bounds.sweep`` has loaded, about 0.2 s later)."""
+    with open(f"/proc/{pid}/maps") as fh:
+        return "_multiarray_umath" in fh.read()
+
+
+def _has_workers(pid: int) -> bool:
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        return bool(fh.read().split())
+
+
+def _signal_group_when(ready, argv, sig):
+    proc = subprocess.Popen(SWEEP + argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        _wait_for(proc.pid, ready)
         os.killpg(proc.pid, sig)
         out, err = proc.communicate(timeout=60)
-        assert proc.returncode == status, err
-        _one_line_error(err)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    return proc.returncode, err
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs /proc")
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_while_the_modules_load_is_one_line(sig, status):
+    """Between the interpreter's start and the command's own handling, the package's start-up
+    handler ends the run: one line, 130 / 143, no traceback."""
+    code, err = _signal_group_when(_numpy_is_loading, QUICK, sig)
+    assert code == status, err
+    _one_line_error(err)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs /proc")
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_to_the_group_while_workers_run_is_one_line(sig, status):
+    """Ctrl-C at a terminal, or ``kill`` of the process group, reaches the worker processes too:
+    the run still ends in one line with 130 / 143 (a worker killed while holding the pool's
+    task lock once made the shutdown wait forever)."""
+    argv = ["--variant", "post_learned", "--Lmax", str(2 ** 20), "--jobs", "2"]
+    code, err = _signal_group_when(_has_workers, argv, sig)
+    assert code == status, err
+    _one_line_error(err)
 
 
 @pytest.mark.parametrize("cell", architectures(d=4), ids=lambda c: c.describe())
