@@ -1,4 +1,5 @@
-"""Hypothesis strategies for property-testing weights of this layer (needs ``hypothesis``).
+"""Hypothesis strategies for property-testing weights of this layer (needs ``hypothesis``:
+``pip install 'counting-cost[strategies]'``).
 
 Draw inputs of a cell's task and parameter sets of a cell, then run them through the explicit
 token-by-token pass (:func:`verify.explicit`)::
