@@ -30,7 +30,7 @@ from bounds.last_margin import last_margin_upper
 from bounds.margin import margin_upper
 from bounds.search import classification_row
 from constructions import Cell, classification, laws, last_read
-from tests.test_margin import best_head, outputs_of, random_vectors
+from tests.helpers import best_head, outputs_of, random_vectors
 from verify import counts_to
 
 #: the cells of the plane head and of the pair head

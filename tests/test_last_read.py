@@ -39,7 +39,7 @@ from bounds.search import classification_row, regression_row
 from constructions import Cell, classification, laws, last_read, regression, segment
 from tests.helpers import random_params
 from tests.test_lstar import lp_slack
-from tests.test_margin import best_head, outputs_of, random_vectors
+from tests.helpers import best_head, outputs_of, random_vectors
 from verify import counts_to, reduced
 from verify.forward import numbers
 

@@ -35,8 +35,9 @@ from scipy import optimize
 
 from bounds.margin import margin_upper
 from bounds.search import classification_row
-from constructions import Cell, Params, classification, laws
-from verify import counts_to, reduced
+from constructions import Cell, classification, laws
+from tests.helpers import best_head, outputs_of, random_vectors, unit_ball
+from verify import counts_to
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -51,74 +52,6 @@ CELLS = [
     Cell("softmax", "post_learned", "classification", d=3),
     Cell("softmax", "post_learned", "classification", d=8, norm="rmsnorm"),
 ]
-
-
-#: sides of the polygons that bracket the unit disk in :func:`best_head`
-SIDES = 512
-
-
-def best_head(z: np.ndarray, outer: bool = True, sides: int = SIDES) -> float:
-    """The max-min margin over every head for the outputs ``z`` (rows), by linear programming.
-
-    Maximise ``m`` subject to ``<u_n - u_c, z_n> + b_n - b_c >= m`` for every ``n != c`` and
-    ``|u_c| <= 1``.  Only the part of ``u_c`` in the span of the differences ``z_n - z_0``
-    changes a margin (the rest adds a constant per class, absorbed by ``b_c``), so the head is
-    written in an orthonormal basis of that span (dimension 1 or 2 here).  In two dimensions the
-    disk is replaced by the circumscribed regular polygon with ``sides`` sides (``outer``: an
-    optimum at least the true one) or the inscribed one (an optimum at most the true one, and
-    within ``1 - cos(pi/sides)`` of it: ``2e-5`` for :data:`SIDES`).
-    """
-    diff = z - z[0]
-    _, s, vt = np.linalg.svd(diff, full_matrices=False)
-    y = diff @ vt[s > 1e-12 * max(s.max(), 1e-300)].T
-    K, r = y.shape
-    assert r <= 2, r
-    nv = K * r + K + 1
-    rows = []
-    for n in range(K):
-        for c in range(K):
-            if c != n:  # m - <u_n - u_c, y_n> - b_n + b_c <= 0
-                a = np.zeros(nv)
-                a[n * r:(n + 1) * r] -= y[n]
-                a[c * r:(c + 1) * r] += y[n]
-                a[K * r + n] -= 1
-                a[K * r + c] += 1
-                a[-1] = 1
-                rows.append(a)
-    rhs = [0.0] * len(rows)
-    if r == 2:
-        angles = 2 * np.pi * np.arange(sides) / sides
-        reach = 1.0 if outer else math.cos(math.pi / sides)
-        for c in range(K):
-            for t in angles:
-                a = np.zeros(nv)
-                a[2 * c], a[2 * c + 1] = math.cos(t), math.sin(t)
-                rows.append(a)
-                rhs.append(reach)
-    bounds = [(-1, 1) if r == 1 else (None, None)] * (K * r) + [(0, 0)] + [(None, None)] * K
-    obj = np.zeros(nv)
-    obj[-1] = -1.0
-    res = optimize.linprog(obj, A_ub=np.array(rows), b_ub=rhs, bounds=bounds, method="highs")
-    assert res.status == 0, res.message
-    return -res.fun
-
-
-def outputs_of(cell: Cell, vectors: dict, L: int) -> np.ndarray:
-    """The outputs ``z_n`` (after the norm and its affine) of the reference model for embeddings
-    (and gain, bias) ``vectors``, with a placeholder head."""
-    head = {"u": np.zeros((L + 1, cell.d))}
-    return reduced(Params(cell, {**vectors, **head}, {"b": [0] * (L + 1)}), list(range(L + 1)),
-                   readout=False).astype(float)
-
-
-def _unit_ball(v: np.ndarray) -> np.ndarray:
-    return v / max(1.0, float(np.linalg.norm(v)))
-
-
-def random_vectors(cell: Cell, rng) -> dict:
-    """Random trainable vectors of norm at most 1 (the head aside)."""
-    names = [n for n in cell.vector_names() if n != "u"]
-    return {n: _unit_ball(rng.normal(size=cell.d) * rng.uniform(0.2, 1.5)) for n in names}
 
 
 # --------------------------------------------------------------------------- the bound holds
@@ -173,7 +106,7 @@ def test_representation_search_collinear(cell):
     d = cell.d
 
     def neg(x):
-        vec = {n: _unit_ball(x[i * d:(i + 1) * d]) for i, n in enumerate(names)}
+        vec = {n: unit_ball(x[i * d:(i + 1) * d]) for i, n in enumerate(names)}
         z = outputs_of(cell, vec, L)
         return -best_head(z) if np.all(np.isfinite(z)) else 1.0
 
