@@ -356,6 +356,35 @@ def test_signal_to_the_group_while_workers_run_is_one_line(sig, status):
     _one_line_error(err)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal")
+def test_workers_do_not_outlive_a_killed_sweep():
+    """SIGKILL of the command (no chance to tidy) ends its workers at once, not after their rows:
+    the first rows at ``L = 2^20`` take seconds."""
+    argv = ["--variant", "post_learned", "--Lmax", str(2 ** 20), "--jobs", "2"]
+    proc = subprocess.Popen(SWEEP + argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        _wait_for(proc.pid, _has_workers)
+        time.sleep(0.2)  # the workers are past their start
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as fh:
+            workers = [int(w) for w in fh.read().split()]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+
+    def alive(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 2.0
+    while any(alive(w) for w in workers):
+        assert time.monotonic() < deadline, "a worker outlived the killed sweep"
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("cell", architectures(d=4), ids=lambda c: c.describe())
 def test_every_architecture_sweeps_or_is_refused_in_one_line(cell, capsys):
     argv = ["--variant", cell.variant, "--attention", cell.attention, "--readout", cell.readout,

@@ -199,7 +199,7 @@ def test_a_killed_run_resumes_without_recomputing(tmp_path, capsys, expected):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     _wait_for_entries(folder, 3, proc)
-    os.killpg(proc.pid, signal.SIGKILL)  # the command and its workers, with no chance to tidy
+    os.killpg(proc.pid, signal.SIGKILL)  # the command, with no chance to tidy (its workers follow it)
     proc.wait(timeout=60)
     kept = _entries(folder)
     assert 3 <= len(kept) < TOTAL
