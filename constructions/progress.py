@@ -20,6 +20,8 @@ import contextlib
 import functools
 import sys
 
+from constructions.cli import held_signals
+
 
 @functools.cache
 def _tqdm_class():
@@ -51,12 +53,20 @@ class Bar:
     def __init__(self, total: int, desc: str, quiet: bool = False, initial: int = 0,
                  unit: str = "row"):
         self._tqdm = None
-        if enabled(quiet):
-            try:
+        if not enabled(quiet):
+            return
+        try:
+            # tqdm draws the bar before its constructor returns: a Ctrl-C there would leave a
+            # drawn bar this object does not hold.  Held back, it is delivered on leaving the
+            # block, once the bar is held, and clears it on its way out of the constructor.
+            with held_signals():
                 self._tqdm = _tqdm_class()(total=total, initial=initial, desc=desc, unit=unit,
-                                   file=sys.stderr, leave=False, dynamic_ncols=True)
-            except OSError:
-                self._tqdm = None
+                                           file=sys.stderr, leave=False, dynamic_ncols=True)
+        except OSError:
+            self.close()
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def shown(self) -> bool:

@@ -72,6 +72,29 @@ def test_shown_only_on_a_terminal_without_quiet(monkeypatch, quiet, tty, shown):
         assert text == ""
 
 
+def test_ctrl_c_while_the_bar_is_first_drawn_clears_it(monkeypatch):
+    """A Ctrl-C that arrives just after tqdm drew the bar, before its constructor returned."""
+    err = FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    base = progress._tqdm_class()
+
+    class Interrupted(base):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            assert "0/3" in err.getvalue()  # drawn
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(progress, "_tqdm_class", lambda: Interrupted)
+    try:
+        with progress.Bar(3, "test"):
+            pass
+    except KeyboardInterrupt:  # where the command prints its last line ("sweep: interrupted")
+        shown = _visible_last_line(err.getvalue())
+    else:
+        pytest.fail("the interrupt was lost")
+    assert shown.strip() == ""
+
+
 def test_closed_or_missing_stderr_is_no_bar(monkeypatch):
     closed = FakeTerminal()
     closed.close()
