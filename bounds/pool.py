@@ -8,9 +8,10 @@ Workers are forked after every cell's compiled construction is built once
 (:func:`bounds.search.warm_up`), so they inherit it; they take the largest ``L`` first (the
 most expensive rows, for an even load) and report each row as it completes.  The parent owns
 Ctrl-C and SIGTERM: each worker leaves the parent's process group (so a Ctrl-C at a terminal,
-or a ``kill`` of the process group, reaches the parent alone) and ignores SIGINT, and whenever
-the parent stops (done, interrupted, terminated, an error) it ends them with SIGTERM, whose
-default action ends a worker wherever it is.  Why the parent alone: a worker waits for its next
+or a ``kill`` of the process group, reaches the parent alone) and ignores SIGINT.  When every
+row is done the workers are told there is no more work and exit; when the parent stops early
+(interrupted, terminated, an error) it ends them with SIGTERM, whose default action ends a
+worker wherever it is.  Why the parent alone: a worker waits for its next
 task holding the task queue's lock, and a worker killed while holding it deadlocks the pool's
 own shutdown (which takes that lock first); the parent sends SIGTERM only once it holds the
 lock itself.  (Neither SIGKILL nor a SIGTERM handler that exits by exception is safe: a handler
@@ -94,9 +95,11 @@ def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int =
                                                initargs=(os.getpid(),))
         for i, r in pool.imap_unordered(_indexed_row, jobs_in_order, chunksize=1):
             finished(i, r)
-        pool.close()
+        pool.close()  # done: every worker reads its end-of-work sentinel and exits
+        pool.join()
+        pool = None
     finally:
-        if pool is not None:
+        if pool is not None:  # stopped early: end the workers
             pool.terminate()
             pool.join()
     return out
