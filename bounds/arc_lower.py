@@ -26,7 +26,6 @@ PREC = 128
 
 _PAIRS = [(i, j) for i in range(4) for j in range(i + 1, 4)]
 _TRIPLES = np.array([(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)])
-_ONE_HOT = np.eye(4)[:, None, :]  # (4, 1, 4): count i as a unit row
 _SIGNS = np.array([s for s in itertools.product((-1, 1), repeat=3) if len(set(s)) > 1], dtype=float)
 _HALVES = np.full(4, 0.5)  # abs(alpha) @ _HALVES = sum |alpha_i| / 2 (a matrix product: fast)
 _MIX = np.array([0.0625, 0.25, 1.0, 4.0, 16.0])
@@ -81,8 +80,8 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
         x2 = (g11 * a2 - g12 * a1) / det
         scale = np.maximum(np.maximum(abs(x1), abs(x2)), abs(x1 + x2))
         ok = (det > 0) & (scale > 0) & np.isfinite(scale)
-        x1, x2 = (np.where(ok, x / scale, 0.0)[..., None] for x in (x1, x2))
-        tri = x1 * _ONE_HOT[I] + x2 * _ONE_HOT[J] - (x1 + x2) * _ONE_HOT[K]   # (nb, 4, 6, 4)
+        x1, x2 = (np.where(ok, x / scale, 0.0) for x in (x1, x2))
+        tri = _triple_alphas(x1, x2)                                          # (nb, 4, 6, 4)
         parts.append(tri.reshape(nb, -1, 4))
         rows = np.concatenate([np.ones((nb, 4, 1)), V], axis=2)  # (nb, 4, 3)
         z = np.stack([(-1) ** i * _det3(np.delete(rows, i, axis=1)) for i in range(4)], 1)
@@ -100,6 +99,22 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
     top = 6 + np.argpartition(-tri, _KEEP - 1, axis=1)[:, :_KEEP]
     return np.concatenate([A[:, :6], np.take_along_axis(A, top[..., None], 1), A[:, -2:],
                            mix.reshape(nb, -1, 4)], axis=1)
+
+
+def _triple_alphas(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+    """The multipliers ``alpha = (x1, x2, -x1-x2)`` on the counts ``(i, j, k)`` of each triple of
+    :data:`_TRIPLES` (axis 1 of ``x1``, ``x2``; shape ``(nb, 4, S)``), zero on the fourth count:
+    shape ``(nb, 4, S, 4)``.  Written entry by entry: the same values as
+    ``x1 e_i + x2 e_j - (x1 + x2) e_k`` with unit vectors ``e`` (up to the sign of a zero, which
+    no later step sees: a zero multiplier contributes nothing, and every bound rounds a zero
+    outward to the same floats)."""
+    out = np.zeros(x1.shape + (4,))
+    minus = -(x1 + x2)
+    for t, (i, j, k) in enumerate(_TRIPLES):
+        out[:, t, :, i] = x1[:, t]
+        out[:, t, :, j] = x2[:, t]
+        out[:, t, :, k] = minus[:, t]
+    return out
 
 
 def _det3(m: np.ndarray) -> np.ndarray:
