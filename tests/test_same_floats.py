@@ -47,3 +47,22 @@ def test_triple_multipliers_are_the_unit_vector_sums():
     assert got.shape == plain.shape and np.array_equal(got, plain)  # -0.0 == 0.0: zeros alike
     nonzero = plain != 0
     assert got[nonzero].tobytes() == plain[nonzero].tobytes()
+
+
+def _plain_slack(lo, top):
+    lo, top = np.asarray(lo, dtype=float), np.asarray(top, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s = np.where(lo > 0, (top - lo) / np.where(lo > 0, lo, 1.0), np.where(top > 0, np.inf, -np.inf))
+    return np.nan_to_num(s, nan=-np.inf, posinf=np.inf)
+
+
+def test_relative_slack_is_the_nan_to_num_form():
+    from constructions.regression import _relative_slack
+
+    ends = np.array([0.0, -0.0, 5e-324, 1e-300, 1.0, -1.0, 2.0, 1e300, -1e300, np.inf, -np.inf, np.nan])
+    lo, top = np.meshgrid(ends, ends)
+    with np.errstate(over="ignore"):
+        assert _relative_slack(lo, top).tobytes() == _plain_slack(lo, top).tobytes()
+        for x, y in zip(lo.ravel(), top.ravel()):
+            got, want = _relative_slack(x, y), _plain_slack(x, y)
+            assert type(got) is type(want) and np.asarray(got).tobytes() == np.asarray(want).tobytes()
