@@ -84,7 +84,7 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
         tri = _triple_alphas(x1, x2)                                          # (nb, 4, 6, 4)
         parts.append(tri.reshape(nb, -1, 4))
         rows = np.concatenate([np.ones((nb, 4, 1)), V], axis=2)  # (nb, 4, 3)
-        z = np.stack([(-1) ** i * _det3(np.delete(rows, i, axis=1)) for i in range(4)], 1)
+        z = _COFACTOR_SIGNS * _det3(rows[:, _OTHERS[1]])  # row i: (-1)^i D_i, D_i without row i
         scale = abs(z).max(1, keepdims=True)
         z = np.where((scale > 0) & np.isfinite(scale), z / scale, 0.0)
         A = np.concatenate(parts + [z[:, None], -z[:, None]], axis=1)
@@ -115,6 +115,19 @@ def _triple_alphas(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
         out[:, t, :, j] = x2[:, t]
         out[:, t, :, k] = minus[:, t]
     return out
+
+
+#: ``(-1)^i`` per count ``i``: the cofactor signs of the null vector ``z`` (:func:`_candidates`)
+_COFACTOR_SIGNS = np.array([1.0, -1.0, 1.0, -1.0])
+_FLOAT_MAX = float(np.finfo(np.float64).max)
+
+
+def _nan_to_num(x: np.ndarray) -> np.ndarray:
+    """``numpy.nan_to_num(x, nan=-inf)`` of a float array, the same floats without its argument
+    handling: ``nan`` to ``-inf``, ``+-inf`` to the largest floats ``+-1.8e308`` (the order of
+    the scores, a float choice among candidates, kept as it was)."""
+    y = np.minimum(np.maximum(x, -_FLOAT_MAX), _FLOAT_MAX)  # nan stays nan
+    return np.where(np.isnan(y), -np.inf, y)
 
 
 def _det3(m: np.ndarray) -> np.ndarray:
@@ -242,9 +255,7 @@ class _Boxes:
             score_i = np.where(N > 0, N / (_norm(wm)
                                            + (absA @ rad[..., None])[..., 0]), -np.inf)
             point = np.where(N > 0, N / _norm(wc), -np.inf)
-        score_t = np.nan_to_num(score_t, nan=-np.inf)
-        score_i = np.nan_to_num(score_i, nan=-np.inf)
-        point = np.nan_to_num(point, nan=-np.inf).max(1)
+        score_t, score_i, point = _nan_to_num(score_t), _nan_to_num(score_i), _nan_to_num(point).max(1)
         return A[rows, np.argmax(score_t, 1)], A[rows, np.argmax(score_i, 1)], point
 
     def _tangent_range(self, Sa, Sb, ca, cb):

@@ -66,3 +66,19 @@ def test_relative_slack_is_the_nan_to_num_form():
         for x, y in zip(lo.ravel(), top.ravel()):
             got, want = _relative_slack(x, y), _plain_slack(x, y)
             assert type(got) is type(want) and np.asarray(got).tobytes() == np.asarray(want).tobytes()
+
+
+def test_score_cleaning_is_nan_to_num():
+    from bounds.arc_lower import _nan_to_num
+
+    x = np.array([[np.nan, -np.inf, np.inf, 0.0, -0.0, 1e308, -1e308, 5e-324, 3.5]])
+    assert _nan_to_num(x).tobytes() == np.nan_to_num(x, nan=-np.inf).tobytes()
+
+
+def test_null_vector_cofactors_are_the_deleted_row_determinants():
+    from bounds.arc_lower import _COFACTOR_SIGNS, _OTHERS, _det3
+
+    rng = np.random.default_rng(2)
+    rows = np.concatenate([np.ones((5, 4, 1)), rng.normal(size=(5, 4, 2))], axis=2)
+    plain = np.stack([(-1) ** i * _det3(np.delete(rows, i, axis=1)) for i in range(4)], 1)
+    assert (_COFACTOR_SIGNS * _det3(rows[:, _OTHERS[1]])).tobytes() == plain.tobytes()
