@@ -31,9 +31,9 @@ def _pad_heap(env=_os.environ) -> bool:
     A branch and bound round (:mod:`bounds.arc_lower`) and the judge's interval pass make
     temporaries of tens to hundreds of KiB and free them at once; with glibc's default pad
     (128 KiB) the heap is trimmed back to the kernel after such a round and the next one faults
-    every page in again (about 33000 of the 51000 page faults of the headline sweep, `--jobs 1`).  Only where
-    the memory comes from changes, never a value computed in it.  Elsewhere (no ``mallopt``:
-    not glibc or musl) nothing is done.
+    every page in again (about 33000 of the 51000 page faults of the headline sweep with
+    ``--jobs 1``).  Only where the memory comes from changes, never a value computed in it.
+    Elsewhere (no ``mallopt``, or one that refuses the setting) nothing is done.
     """
     if any(k.startswith("MALLOC_") for k in env):
         return False
