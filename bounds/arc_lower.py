@@ -26,7 +26,6 @@ PREC = 128
 
 _PAIRS = [(i, j) for i in range(4) for j in range(i + 1, 4)]
 _TRIPLES = np.array([(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3)])
-_ONE_HOT = np.eye(4)[:, None, :]  # (4, 1, 4): count i as a unit row
 _SIGNS = np.array([s for s in itertools.product((-1, 1), repeat=3) if len(set(s)) > 1], dtype=float)
 _HALVES = np.full(4, 0.5)  # abs(alpha) @ _HALVES = sum |alpha_i| / 2 (a matrix product: fast)
 _MIX = np.array([0.0625, 0.25, 1.0, 4.0, 16.0])
@@ -81,11 +80,11 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
         x2 = (g11 * a2 - g12 * a1) / det
         scale = np.maximum(np.maximum(abs(x1), abs(x2)), abs(x1 + x2))
         ok = (det > 0) & (scale > 0) & np.isfinite(scale)
-        x1, x2 = (np.where(ok, x / scale, 0.0)[..., None] for x in (x1, x2))
-        tri = x1 * _ONE_HOT[I] + x2 * _ONE_HOT[J] - (x1 + x2) * _ONE_HOT[K]   # (nb, 4, 6, 4)
+        x1, x2 = (np.where(ok, x / scale, 0.0) for x in (x1, x2))
+        tri = _triple_alphas(x1, x2)                                          # (nb, 4, 6, 4)
         parts.append(tri.reshape(nb, -1, 4))
         rows = np.concatenate([np.ones((nb, 4, 1)), V], axis=2)  # (nb, 4, 3)
-        z = np.stack([(-1) ** i * _det3(np.delete(rows, i, axis=1)) for i in range(4)], 1)
+        z = _COFACTOR_SIGNS * _det3(rows[:, _OTHERS[1]])  # row i: (-1)^i D_i, D_i without row i
         scale = abs(z).max(1, keepdims=True)
         z = np.where((scale > 0) & np.isfinite(scale), z / scale, 0.0)
         A = np.concatenate(parts + [z[:, None], -z[:, None]], axis=1)
@@ -100,6 +99,35 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
     top = 6 + np.argpartition(-tri, _KEEP - 1, axis=1)[:, :_KEEP]
     return np.concatenate([A[:, :6], np.take_along_axis(A, top[..., None], 1), A[:, -2:],
                            mix.reshape(nb, -1, 4)], axis=1)
+
+
+def _triple_alphas(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+    """The multipliers ``alpha = (x1, x2, -x1-x2)`` on the counts ``(i, j, k)`` of each triple of
+    :data:`_TRIPLES` (axis 1 of ``x1``, ``x2``; shape ``(nb, 4, S)``), zero on the fourth count:
+    shape ``(nb, 4, S, 4)``.  Written entry by entry: the same values as
+    ``x1 e_i + x2 e_j - (x1 + x2) e_k`` with unit vectors ``e`` (up to the sign of a zero, which
+    no later step sees: a zero multiplier contributes nothing, and every bound rounds a zero
+    outward to the same floats)."""
+    out = np.zeros(x1.shape + (4,))
+    minus = -(x1 + x2)
+    for t, (i, j, k) in enumerate(_TRIPLES):
+        out[:, t, :, i] = x1[:, t]
+        out[:, t, :, j] = x2[:, t]
+        out[:, t, :, k] = minus[:, t]
+    return out
+
+
+#: ``(-1)^i`` per count ``i``: the cofactor signs of the null vector ``z`` (:func:`_candidates`)
+_COFACTOR_SIGNS = np.array([1.0, -1.0, 1.0, -1.0])
+_FLOAT_MAX = float(np.finfo(np.float64).max)
+
+
+def _nan_to_num(x: np.ndarray) -> np.ndarray:
+    """``numpy.nan_to_num(x, nan=-inf)`` of a float array, the same floats without its argument
+    handling: ``nan`` to ``-inf``, ``+-inf`` to the largest floats ``+-1.8e308`` (the order of
+    the scores, a float choice among candidates, kept as it was)."""
+    y = np.minimum(np.maximum(x, -_FLOAT_MAX), _FLOAT_MAX)  # nan stays nan
+    return np.where(np.isnan(y), -np.inf, y)
 
 
 def _det3(m: np.ndarray) -> np.ndarray:
@@ -227,9 +255,7 @@ class _Boxes:
             score_i = np.where(N > 0, N / (_norm(wm)
                                            + (absA @ rad[..., None])[..., 0]), -np.inf)
             point = np.where(N > 0, N / _norm(wc), -np.inf)
-        score_t = np.nan_to_num(score_t, nan=-np.inf)
-        score_i = np.nan_to_num(score_i, nan=-np.inf)
-        point = np.nan_to_num(point, nan=-np.inf).max(1)
+        score_t, score_i, point = _nan_to_num(score_t), _nan_to_num(score_i), _nan_to_num(point).max(1)
         return A[rows, np.argmax(score_t, 1)], A[rows, np.argmax(score_i, 1)], point
 
     def _tangent_range(self, Sa, Sb, ca, cb):

@@ -95,9 +95,10 @@ def centre(t_value, A_value, L_value: int):
     return mpmath.mpf(L_value) / 2
 
 
-def nearest_offsets(lam_value, L_value: int) -> list:
-    """The offsets ``x = n - L/2 > 0`` (``n = 0..L``) where ``b_hi`` takes its minimum: float
-    arrays of candidates (each a valid offset) that include the minimiser, per ``lam``.
+def nearest_offsets(lam_value, L_value: int) -> np.ndarray:
+    """The offsets ``x = n - L/2 > 0`` (``n = 0..L``) where ``b_hi`` takes its minimum: a float
+    array of four candidates on its first axis (each a valid offset) that include the
+    minimiser, per ``lam``.
 
     ``f(x) = sqrt(lam^2 + x^2)(1 + 1/(2x))`` has ``f'(x) = (2x^3 - lam^2)/(2 x^2 sqrt(lam^2 + x^2))``,
     negative below ``x* = (lam^2/2)^{1/3}`` and positive above: over the offsets
@@ -108,7 +109,12 @@ def nearest_offsets(lam_value, L_value: int) -> list:
     lv = np.asarray(lam_value, dtype=np.float64)
     delta = 1.0 if L_value % 2 == 0 else 0.5
     base = np.floor(np.cbrt(lv * lv / 2) - delta)
-    return [np.clip(delta + base + j, delta, L_value / 2) for j in (-1, 0, 1, 2)]
+    steps = _STEPS.reshape((4,) + (1,) * base.ndim)
+    return np.minimum(np.maximum((delta + base) + steps, delta), L_value / 2)  # clipped
+
+
+#: the steps ``j`` of :func:`nearest_offsets`
+_STEPS = np.array([-1.0, 0.0, 1.0, 2.0])
 
 
 def interval(lam_value, L_value: int):
@@ -129,5 +135,5 @@ def interval_float(lam_value: np.ndarray, L_value: int):
     at every ``L`` (:func:`nearest_offsets`)."""
     lv = np.asarray(lam_value, dtype=np.float64)
     fns = compiled()
-    hi = fns["_hi_np"](lv, np.stack(nearest_offsets(lv, L_value))).min(axis=0)  # the candidates at once
+    hi = fns["_hi_np"](lv, nearest_offsets(lv, L_value)).min(axis=0)  # the candidates at once
     return fns["_lo_np"](lv, L_value), hi

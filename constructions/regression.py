@@ -165,11 +165,22 @@ def _check_budget(B_value) -> mpmath.mpf:
 
 
 def _relative_slack(lo, top):
-    """``(top - lo)/lo``; where ``lo = 0`` (every amplitude > 0 counts) ``+inf`` if ``top > 0``."""
+    """``(top - lo)/lo``; where ``lo = 0`` (every amplitude > 0 counts) ``+inf`` if ``top > 0``.
+
+    As ``numpy.nan_to_num(s, nan=-inf, posinf=inf)`` of that (the form this replaces, the same
+    floats): a ``nan`` is ``-inf`` and a ``-inf`` the most negative float (``-1.8e308``); a
+    0-d result is a numpy scalar."""
     lo, top = np.asarray(lo, dtype=float), np.asarray(top, dtype=float)
+    positive = lo > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        s = np.where(lo > 0, (top - lo) / np.where(lo > 0, lo, 1.0), np.where(top > 0, np.inf, -np.inf))
-    return np.nan_to_num(s, nan=-np.inf, posinf=np.inf)
+        s = np.where(positive, (top - lo) / np.where(positive, lo, 1.0),
+                     np.where(top > 0, np.inf, -np.inf))
+    s = np.maximum(s, -_FLOAT_MAX)  # -inf -> -max; nan stays nan
+    s = np.where(np.isnan(s), -np.inf, s)
+    return s[()] if s.ndim == 0 else s
+
+
+_FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 class RegressionDesign:

@@ -40,7 +40,7 @@ def maximize(f, lo: float, hi: float, points: int = 65, rounds: int = 5):
     best_t, best_v = lo, -np.inf
     a, b = np.log(lo), np.log(hi)
     for _ in range(rounds):
-        grid = np.exp(np.linspace(a, b, points)) if b > a else np.array([np.exp(a)])
+        grid = np.exp(_linspace(a, b, points)) if b > a else np.array([np.exp(a)])
         vals = np.asarray(f(grid), dtype=np.float64)
         j = int(np.argmax(vals))
         if vals[j] > best_v:
@@ -50,3 +50,22 @@ def maximize(f, lo: float, hi: float, points: int = 65, rounds: int = 5):
         step = (b - a) / (points - 1)
         a, b = max(a, np.log(grid[j]) - step), min(b, np.log(grid[j]) + step)
     return best_t, best_v
+
+
+def _linspace(a: float, b: float, points: int) -> np.ndarray:
+    """``numpy.linspace(a, b, points)`` for floats ``a < b`` and ``points >= 2``, the same floats
+    by the same operations (``k * step + a``, or ``(k / (points - 1)) * (b - a) + a`` where the
+    step underflows to 0, and the last point ``b`` itself), without its argument handling (the
+    zoom calls it thousands of times on a few dozen points)."""
+    div = points - 1
+    delta = b - a
+    step = delta / div
+    y = np.arange(points, dtype=np.float64)
+    if step == 0:
+        y /= div
+        y *= delta
+    else:
+        y *= step
+    y += a
+    y[-1] = b
+    return y

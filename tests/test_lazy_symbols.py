@@ -33,6 +33,28 @@ def test_the_table_loads_neither_sympy_nor_tqdm():
     assert "c(8) = 14**(3/4)/28" in text  # the exact constant, from the generated values
 
 
+def _imported_by_command(argv) -> set[str]:
+    """Every module the command ``python -m bounds.sweep argv`` imports (``-X importtime`` reports
+    each import on stderr; the forked worker processes inherit both, so a module first imported
+    in a worker is reported too)."""
+    err = subprocess.run([sys.executable, "-X", "importtime", "-m", "bounds.sweep", *argv],
+                         capture_output=True, text=True, check=True).stderr
+    return {line.rsplit("|", 1)[1].strip() for line in err.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+def test_the_headline_command_loads_no_sympy_in_any_process():
+    """The headline's own command (the table, worker processes as by default: two here) imports
+    no sympy anywhere; with ``--json`` (the rows' exact closed forms) it does, which the probe
+    sees."""
+    argv = ["--variant", "post_learned", "--Lmax", "16", "--quiet", "--jobs", "2"]
+    table = _imported_by_command(argv)
+    assert "bounds.arc_lower" in table and "numpy" in table
+    assert not any(m == "sympy" or m.startswith("sympy.") for m in table)
+    assert "sympy" in _imported_by_command(["--variant", "post_learned", "--Lmax", "4", "--quiet",
+                                            "--jobs", "2", "--json"])
+
+
 def test_json_rows_carry_the_exact_closed_forms():
     text, loaded = _probe(["--variant", "post_learned", "--Lmax", "4", "--json", "--jobs", "1"])
     assert loaded.startswith("SYMPY")
