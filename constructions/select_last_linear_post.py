@@ -50,8 +50,9 @@ query ``b`` runs slower than query ``a`` whatever the parameters of this family 
 would need ``alpha^2 + beta^2 (c + u) = 0``: solve ``|e_a| = E``, ``gam beta = alpha/u`` and
 ``sigma = 1`` together), but ``1 - sigma ~ beta^2 (c + u + nu^2/E^2)/E^2`` is as small as the
 centred part of ``e_s`` is made: ``beta = theta nu/|V - u top|`` with ``theta = 1/(L+1)`` puts
-``(1 - sigma) L`` near ``theta^2 L^2/(8 lam^2) < 1/(8 lam^2)`` at ``E`` near ``B``, far below
-the offset ``u`` (of order ``d^{3/2}/lam^2`` bare).  *The offset of query b*: query ``b`` misses the term ``e_a`` of its
+``(1 - sigma) L`` at about ``theta^2 L^2/(8 lam^2) < 1/(8 lam^2)`` at ``E`` near ``B``, far below
+the offset ``u`` (of order ``d^{3/2}/lam^2`` bare, ``sqrt(d)/B^2`` with ``B ~ L^{3/4}`` with a
+gain).  *The offset of query b*: query ``b`` misses the term ``e_a`` of its
 own residual that puts query ``a``'s count ``n`` at ``p = n``: its count ``n`` sits at ``n - u
 - (1 - sigma) n``, ``u = sqrt(d)/|e_a|^2 >= sqrt(d)/B^2``, the place of the count 0 (which is
 ``(s)``, and every query-``b`` input with ``n_a = 0``).
@@ -71,8 +72,8 @@ middle of the interval within the capacity; the bisection steps up where the shi
 fail at the BOS optimum (:meth:`LinearSelectLastArcDesign.estimate`), and the judge certifies every
 row.
 
-**What b costs.**  Scores: none (``b`` is scored by ``a`` and scores ``a`` as ``s``'s one part
-allows: ``tau nu eta``, unread after the norm).  Values: none (``c_b = 0``).  The price is the
+**What b costs.**  Scores: none (query ``a`` weighs each ``b`` by ``tau nu eta > 0``, which only
+adds along ``one``; no gap is needed).  Values: none (``c_b = 0``).  The price is the
 offset: the counts ``1..L-1`` each occupy an interval ``[n - u - (1 - sigma) n, n]`` of the arc
 instead of a point, and the arc counts ``0..L`` (the count task read last needs only ``1..L``,
 the count 0 placed freely: :func:`bounds.lower.last_post_lower`, the bound of the BOS read at
@@ -81,6 +82,10 @@ read last this is one more count on the arc and the offset ``u ~ sqrt(d)/B^2``, 
 arc's tolerance once ``B`` grows: the rate and the leading constant are the count task's
 (``L^{3/2}`` bare, ``L^{3/4}`` with a gain).  Budget: ``|e_a| = E < B``, ``|e_s| = nu sqrt(1 +
 theta^2) < B``, ``|e_b| = nu``.
+
+**L = 1.**  The points are ``-u`` (count 0) and ``1`` (count 1), symmetric about ``c = (1 -
+u)/2``: ``y(1) - 1/2 = 1/2 - y(-u) = A f((1 + u)/2)`` with ``0 < f < 1``, so every amplitude in
+``(0, 1]`` counts, at every budget: ``B_min(1) = 0``, not attained (the sweep certifies a witness).
 
 **Precision.**  The centred parts are about ``theta`` times the parts along ``one``, so the
 outputs lose about ``log2(L + 1)`` bits to LayerNorm's centring: the judge's balls carry them.
