@@ -669,7 +669,11 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     if cell.readout == "classification":
         return 0.0
     if registry.builds("select_last_post", cell) or registry.builds("select_last_linear_post", cell):
-        return None if B_upper is None else select_last_post_lower(cell, L, B_upper, arc_boxes)
+        if B_upper is None:
+            return None
+        if not cell.kind.centred and cell.attention == "linear":  # the one-sided arc, a sub-task
+            return last_foot_lower(cell.replace(task="count"), L, B_upper, arc_boxes)
+        return select_last_post_lower(cell, L, B_upper, arc_boxes)
     if cell.read.last and cell.distractor and cell.attention == "linear":
         return last_select_line_lower(cell, L)
     if cell.read.last:

@@ -127,8 +127,8 @@ def _select_last(cell: Cell) -> str | None:
     """Why the select task at the last read has no construction in ``cell`` (None: built,
     :mod:`constructions.select_last`: linear attention and regression, without a norm at
     ``d >= 3`` or with pre-norm at ``eps = 0``, not LayerNorm at ``d = 2``; with pre-LayerNorm
-    at ``eps > 0`` and ``d >= 3``, :mod:`constructions.last_eps`; with post-LayerNorm at
-    ``eps = 0`` and ``d >= 3``, :mod:`constructions.select_last_linear_post`)."""
+    at ``eps > 0`` and ``d >= 3``, :mod:`constructions.last_eps`; with post-norm at ``eps = 0``
+    (LayerNorm ``d >= 3``), :mod:`constructions.select_last_linear_post`)."""
     what = "the select task at the last read"
     if cell.readout == "classification":
         if cell.attention == "linear" and cell.pre and cell.affine.gain and cell.eps == 0:
@@ -142,21 +142,15 @@ def _select_last(cell: Cell) -> str | None:
                 "with pre-LayerNorm and eps > 0, constructions.last_eps, softmax attention without a "
                 "norm, constructions.select_last_pair, with a learned pre-norm, "
                 "constructions.select_last_softmax, and with post-LayerNorm, "
-                "constructions.select_last_post, and linear attention with post-LayerNorm, "
+                "constructions.select_last_post, and linear attention with post-norm, "
                 "constructions.select_last_linear_post)")
     if cell.attention == "softmax":
         return _select_last_softmax(cell, what)
     if cell.post:
-        # constructions.select_last_linear_post: post-LayerNorm, eps = 0, d >= 3, e_b along one
-        if not cell.kind.centred:
-            return (f"{what} has no construction yet for linear attention with post-RMSNorm (the "
-                    "scores are symmetric, so query b counts the a tokens only if query a weighs "
-                    "every b by tau <e_a, e_b> != 0, and RMSNorm removes no direction that e_b could "
-                    "take: b is suppressed at query a only approximately, not derived; "
-                    "post-LayerNorm is built, constructions.select_last_linear_post)")
+        # constructions.select_last_linear_post: eps = 0, b a scaled a (LayerNorm d >= 3)
         if cell.eps > 0:
             return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
-                    "(the arc, and e_b along one, use the norm's scale invariance, eps = 0)")
+                    "(b as a scaled a and the arc use the norm's scale invariance, eps = 0)")
         if cell.d < laws.smallest_d(cell):
             return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred subspace "
                     "must hold the 2-D arc: d >= 3)")

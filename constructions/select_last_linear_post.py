@@ -1,4 +1,4 @@
-r"""The select task read at the last position, linear attention with post-LayerNorm (``eps = 0``).
+r"""The select task read at the last position, linear attention with post-norm (``eps = 0``).
 
 Inputs ``(s, x_1..x_m)``, ``x_i`` in {a, b}, ``m <= L``, read at the last position: the query is
 ``e_q``, ``q = x_m`` (``s`` when ``m = 0``; post-norm: ``h = e``), the residual ``e_q + A`` with
@@ -11,89 +11,66 @@ over the attended positions does not see their order):
 
 ``n_a = 1..L`` at query a, ``n_a = 0..L-1`` at query b (``n_b >= 1``, ``n_a + n_b <= L``).
 
-**Why b must lie along one.**  Linear scores are symmetric: the weight query ``a`` gives a ``b``
-is the weight query ``b`` gives an ``a``, ``tau <e_a, e_b>``.  Query ``b`` counts only through it
-(``tau <e_b, e_a> != 0``), so at query ``a`` the term ``n_b tau <e_a, e_b> e_b`` is present and
-leaves the output alone for every ``n_b`` only if LayerNorm removes it: with ``eps = 0`` the
-output depends on the centred part of ``r`` up to a positive factor, and adding multiples of a
-centred ``c_b != 0`` to a centred residual that is not parallel to it changes its direction.
-So ``e_b = m_b one`` (``one`` the unit vector LayerNorm removes, :mod:`constructions.basis`),
-and then query ``b``'s own term ``(1 + n_b tau |e_b|^2) e_b`` is removed too: **query b sees
-neither the b tokens nor itself**, only ``s`` and the ``a`` tokens.
+**b is a scaled a.**  With ``e_b = beta e_a``, ``beta > 0``, and ``k = tau |e_a|^2``, ``gam =
+tau <e_a, e_s>``:
 
-**The geometry.**  Write ``e_x = c_x + m_x one`` (``c_x`` centred).  The count task's last-read
-arc (:class:`constructions.last_post.LinearLastArcDesign`): the residual line ``V + p top``,
-``V = lam across - c top`` (:func:`constructions.regression.axes`, both centred), and
+    query a:  r = (1 + (n_a + beta^2 n_b) k) e_a + gam e_s,
+    query b:  r = beta ((1 + (n_a + beta^2 n_b) k) e_a + gam e_s),
 
-    c_a = alpha top,   c_s = beta (V - u top),   c_b = 0,
-    m_a = eta,         m_s = nu,                  m_b = nu,      nu = B/2,
+since ``tau <e_a, e_b> e_b = beta^2 k e_a``, ``tau <e_b, e_s> = beta gam``, ``tau <e_b, e_a> e_a
+= beta k e_a`` and ``tau |e_b|^2 e_b = beta^3 k e_a``.  With ``eps = 0`` the norm (LayerNorm or
+RMSNorm, every affine) is invariant under the positive factor ``beta``, so **the query b reads
+what the query a reads at the same (n_a, n_b)**, and both read the count task's last-read residual
+line ``P + p Q`` (``P = e_a + gam e_s``, ``Q = k e_a``) at ``p = n_a + beta^2 n_b``.  The input
+``(s)`` is that line at ``p = -u``, ``u = 1/k = sqrt(d)/|e_a|^2`` (``P - Q/k = gam e_s``, a
+positive multiple of ``e_s`` for ``gam > 0``: :mod:`constructions.last_post`,
+:mod:`constructions.last_foot`).  So the count ``n`` is read at
 
-with ``|e_a|^2 = alpha^2 + eta^2 = E^2 = sqrt(d)/u`` (so ``tau |e_a|^2 = 1/u``), ``beta =
-theta nu/|V - u top|`` (``|c_s| = theta nu``, ``theta = 1/(L+1)``), ``M = E^2/beta + beta (c +
-u)``, ``alpha = nu E/sqrt(M^2 + nu^2)``, ``eta = E M/sqrt(M^2 + nu^2)``: then ``eta nu = alpha
-M`` and ``<e_a, e_s> = -alpha beta (c + u) + eta nu = alpha E^2/beta``, so ``gam = tau <e_a,
-e_s> = alpha/(u beta) > 0``.  The centred residuals (``<top, V> = -c``, ``|top| = 1``, every
-centred part orthogonal to ``one``):
+    n = 0:       p = -u  (s)   and   p = beta^2 n_b,  n_b = 1..L  (query b, no a),
+    n = 1..L:    p = n + beta^2 n_b,  n_b = 0..L - n,
 
-    query a:  (1 + n_a/u) alpha top + gam beta (V - u top) = (alpha/u) (V + n_a top),
-    query b:  tau nu (nu beta (V - u top) + n_a eta alpha top) = tau nu^2 beta (V + (sigma n_a - u) top),
-    (s):      (1 + tau |e_s|^2) beta (V - u top),
+and the select task read last is the count task's arc problem of the counts ``0..L`` (one count
+more than the count task read last, whose counts ``1..L`` are the arc of ``L - 1``), each count
+spread over ``beta^2 (L - n)``, with the count 0 also at ``-u``.  ``beta = sqrt(SHIFT/(L + 1))``
+keeps every spread below ``SHIFT = 2^-40`` counts.
 
-with ``sigma = eta alpha/(nu beta)``; every factor in front is positive.  So every output is
-the arc point ``N(V + p top)``: query ``a`` at ``p = n_a``, query ``b`` at ``p = sigma n_a - u``,
-``(s)`` at ``p = -u``.  *The rate of query b* (:func:`query_b_rate`): with ``X = beta M = E^2 +
-beta^2 (c + u)``, ``sigma = E^2 X/(X^2 + beta^2 nu^2)``, so
+**What b costs.**  Scores: none (no gap suppresses ``b``: its weight is ``beta^2`` of an ``a``'s
+at query ``a``, and its query scales every weight by ``beta``).  Values: none beyond ``|e_b| =
+beta |e_a|``.  The price is the count ``0`` on the counting arc: where the count task read last
+places ``(s)`` freely before its first count (``u`` anywhere in its window), here the query ``b``
+with no ``a`` reads ``0`` at ``p ~ 0``, so the arc counts ``0..L`` and the count 0 covers ``[-u,
+0]``.  ``u >= sqrt(d)/B^2`` (``|e_a| <= B``) is taken at the budget's least.
+:func:`bounds.lower.last_post_lower` and :func:`bounds.lower.last_foot_lower` (the count task's
+bounds at the last read) are valid here, the count task being the sub-task ``n_b = 0``.
 
-    1 - sigma = beta^2 (X (c + u) + nu^2)/(X^2 + beta^2 nu^2) > 0:
+**Post-LayerNorm** (:class:`LinearSelectLastArcDesign`, ``d >= 3``).  The arc and embeddings of
+:class:`constructions.last_post.LinearLastArcDesign` (``e_a = alpha top + eta one``, ``e_s = beta_s
+(V - u top) + nu one``: every residual a positive multiple of ``V + p top`` after centring), on
+the symmetric arc of ``0..L``: ``V = lam across - c top``, ``c = L/2``, the read-out of the BOS
+arc (:func:`constructions.steps.arc_readout_steps`) with ``w0 = c``, ``y(p) = c + A f(p - c)``,
+``f(x) = x/sqrt(lam^2 + x^2)`` increasing.  The count ``n`` is read right iff ``y`` at its lowest
+point is above ``n - 1/2`` and at its highest below ``n + 1/2`` (:func:`points`), each condition
+linear in ``A`` (:func:`amplitude_interval`); the shape is the BOS arc's best at ``L``, the
+amplitude the middle of the interval within the capacity, and the bisection steps up where the
+count 0 at ``-u`` does not fit at the BOS optimum (:meth:`LinearSelectLastArcDesign.estimate`).
+As ``B`` grows ``u -> 0`` and the conditions become the BOS arc's of ``L``: the rate and the
+constant of the BOS read at ``L`` (``L^{3/2}`` bare, ``L^{3/4}`` with a gain), against the count
+task read last's BOS read at ``L - 1``.  ``L = 1``: the points ``-u``, ``beta^2`` (count 0) and
+``1`` (count 1) count for every small enough amplitude, at every budget (``B_min = 0``, not
+attained; the sweep certifies a witness).
 
-query ``b`` runs slower than query ``a`` whatever the parameters of this family (``sigma = 1``
-would need ``alpha^2 + beta^2 (c + u) = 0``: solve ``|e_a| = E``, ``gam beta = alpha/u`` and
-``sigma = 1`` together), but ``1 - sigma ~ beta^2 (c + u + nu^2/E^2)/E^2`` is as small as the
-centred part of ``e_s`` is made: ``beta = theta nu/|V - u top|`` with ``theta = 1/(L+1)`` puts
-``(1 - sigma) L`` at about ``theta^2 L^2/(8 lam^2) < 1/(8 lam^2)`` at ``E`` near ``B``, far below
-the offset ``u`` (of order ``d^{3/2}/lam^2`` bare, ``sqrt(d)/B^2`` with ``B ~ L^{3/4}`` with a
-gain).  *The offset of query b*: query ``b`` misses the term ``e_a`` of its
-own residual that puts query ``a``'s count ``n`` at ``p = n``: its count ``n`` sits at ``n - u
-- (1 - sigma) n``, ``u = sqrt(d)/|e_a|^2 >= sqrt(d)/B^2``, the place of the count 0 (which is
-``(s)``, and every query-``b`` input with ``n_a = 0``).
+**Post-RMSNorm** (:class:`SelectFootDesign`, every ``d``).  RMSNorm does not centre, so the foot
+of the residual line is tied to the budget: the one-sided arc of :mod:`constructions.last_foot`
+(``e_a = sqrt(sqrt(d)/u) along``, ``e_s`` with the foot at ``-F`` and the distance ``lam``, ``0 <
+u < F``, the budget ``(*)`` there), read on the counts ``0..L`` with the foot at ``F`` (the count
+task's counts ``1..L`` are those of ``L - 1`` with the foot at ``F + 1``) and the count 0 also at
+``-u``, placed by :func:`constructions.last_foot.place_zero`.  The rates are the count task's
+(``L^{3/2}`` bare, ``L^{3/4}`` with a gain).
 
-**The conditions.**  The read-out of the arc (:func:`constructions.steps.arc_readout_steps`) with
-``w0 = L/2`` and the arc centred on ``c = (L - u)/2``: ``y(p) = L/2 + A f(p - c)``, ``f(x) =
-x/sqrt(lam^2 + x^2)``, increasing, odd.  The count ``n`` is at the points ``n - u - (1 - sigma) n``
-(``n <= L - 1``, query b) and ``n`` (``n >= 1``, query a), ``-u`` for ``n = 0``: it is read right
-iff ``y`` at the lowest point is above ``n - 1/2`` and at the highest below ``n + 1/2``, each
-condition linear in ``A`` (:func:`amplitude_interval`).  At ``sigma = 1`` the point set and the
-targets are symmetric under ``p -> L - u - p``, ``y -> L - y`` (the query-``b`` point of ``n``
-maps to the query-``a`` point of ``L - n``), so each lower condition is an upper one: the choice
-of ``c`` and ``w0``.  ``u`` is the budget's least, ``sqrt(d)/B^2 (1 + 2^-30)`` (``|e_a| < B``):
-every query-``b`` point moves up as ``u`` falls, the count 0 moves towards 0.  The shape ``lam``
-is the BOS arc's best at ``L`` (the counts ``0..L``, :mod:`constructions.arc`), the amplitude the
-middle of the interval within the capacity; the bisection steps up where the shifted conditions
-fail at the BOS optimum (:meth:`LinearSelectLastArcDesign.estimate`), and the judge certifies every
-row.
-
-**What b costs.**  Scores: none (query ``a`` weighs each ``b`` by ``tau nu eta > 0``, which only
-adds along ``one``; no gap is needed).  Values: none (``c_b = 0``).  The price is the
-offset: the counts ``1..L-1`` each occupy an interval ``[n - u - (1 - sigma) n, n]`` of the arc
-instead of a point, and the arc counts ``0..L`` (the count task read last needs only ``1..L``,
-the count 0 placed freely: :func:`bounds.lower.last_post_lower`, the bound of the BOS read at
-``L - 1``, is valid here, the count task being the sub-task ``n_b = 0``).  Against the count task
-read last this is one more count on the arc and the offset ``u ~ sqrt(d)/B^2``, small against the
-arc's tolerance once ``B`` grows: the rate and the leading constant are the count task's
-(``L^{3/2}`` bare, ``L^{3/4}`` with a gain).  Budget: ``|e_a| = E < B``, ``|e_s| = nu sqrt(1 +
-theta^2) < B``, ``|e_b| = nu``.
-
-**L = 1.**  The points are ``-u`` (count 0) and ``1`` (count 1), symmetric about ``c = (1 -
-u)/2``: ``y(1) - 1/2 = 1/2 - y(-u) = A f((1 + u)/2)`` with ``0 < f < 1``, so every amplitude in
-``(0, 1]`` counts, at every budget: ``B_min(1) = 0``, not attained (the sweep certifies a witness).
-
-**Precision.**  The centred parts are about ``theta`` times the parts along ``one``, so the
-outputs lose about ``log2(L + 1)`` bits to LayerNorm's centring: the judge's balls carry them.
-
-Built: LayerNorm (every affine), ``d >= 3`` (the centred subspace holds the plane of ``top,
-across``), ``eps = 0``, regression.  Not built here: RMSNorm (nothing is removed: an exact
-suppression of ``b`` at query ``a`` needs ``<e_a, e_b> = 0``, which leaves query ``b`` blind to
-the ``a`` tokens), ``eps > 0``, classification.
+Every plan is a screen (floats, or mpmath at working precision); the judge certifies every row in
+ball arithmetic on all ``1 + L(L+1)`` inputs.  Not built here: ``eps > 0`` (the factor ``beta``
+and the arc use the norm's exact scale invariance), LayerNorm at ``d = 2`` (no arc in the centred
+subspace), classification.
 """
 
 from __future__ import annotations
@@ -103,59 +80,56 @@ import sympy
 
 from constructions import arc, registry, zoom
 from constructions.cell import Cell
-from constructions.last_post import LinearLastArcDesign, u_0
-from constructions.regression import RegressionDesign, Step, _vec, axes
-from constructions.symbols import E_A, E_S, ONE, V, W0, B, C, L, t
+from constructions.last_foot import LastFootDesign
+from constructions.last_post import LinearLastArcDesign
+from constructions.regression import FootDesign, RegressionDesign, Step, _vec
+from constructions.symbols import E_A, W0, C, L
 from constructions.tasks import E_B
 
-_Vu, _bs, _E, _M, _al, _ea, _th = sympy.symbols("V_u beta_s E_a M_s alpha_a eta_a theta_s", positive=True)
+#: ``beta^2 (L + 1)``: the b tokens move a point by at most ``SHIFT`` counts (exact)
+SHIFT = sympy.Rational(1, 2**40)
+
+_bt = sympy.Symbol("beta_b", positive=True)
 
 
 def built(cell: Cell) -> bool:
-    """Whether ``cell`` is built here (:func:`constructions.registry.linear_select_last_arc`)."""
+    """Whether ``cell`` is built here (:func:`constructions.registry.linear_select_last_arc`,
+    :func:`constructions.registry.linear_select_last_foot`)."""
     return registry.builds("select_last_linear_post", cell)
 
 
-def theta(L_value: int):
-    """``theta = 1/(L+1)``: ``|c_s| = theta nu`` (module docstring), mpmath."""
-    return 1 / mpmath.mpf(L_value + 1)
+def shift(L_value: int):
+    """``beta^2 = SHIFT/(L + 1)``: each b token moves its input's point by ``beta^2`` counts
+    (module docstring; mpmath)."""
+    return mpmath.mpf(SHIFT.p) / SHIFT.q / (L_value + 1)
 
 
-def query_b_rate(cell: Cell, L_value: int, B_value, lam_value, c_value, u_value):
-    """``sigma = E^2 X/(X^2 + beta^2 nu^2)``, ``X = E^2 + beta^2 (c + u)``: query ``b``'s count
-    ``n`` is at ``sigma n - u`` on the arc (module docstring; mpmath).  ``E^2 = sqrt(d)/u``,
-    ``nu = B/2``, ``beta = theta nu/sqrt(lam^2 + (c + u)^2)``."""
-    B_v, lam, c, u = (mpmath.mpf(v) for v in (B_value, lam_value, c_value, u_value))
-    nu = B_v / 2
-    E2 = mpmath.sqrt(cell.d) / u
-    beta = theta(L_value) * nu / mpmath.sqrt(lam**2 + (c + u) ** 2)
-    X = E2 + beta**2 * (c + u)
-    return E2 * X / (X**2 + beta**2 * nu**2)
+def b_step() -> list[Step]:
+    """``e_b = beta e_a``, ``beta = sqrt(SHIFT/(L + 1))`` (module docstring)."""
+    return [Step(_bt, sympy.sqrt(SHIFT / (L + 1)), "the scale of e_b against e_a: beta^2 L < 2^-40"),
+            _vec(E_B, _bt * E_A, "the embedding of b: a scaled a, so the query b reads as the query a "
+                 "and each b token moves a point by beta^2 counts", "e_b")]
 
 
-def points(L_value: int, u_value, sigma_value):
+def points(L_value: int, u_value, shift_value):
     """``[(p_lo, p_hi)]`` for the counts ``n = 0..L``: the lowest and the highest arc parameter at
-    which the construction reads ``n`` (module docstring; mpmath)."""
-    u, sigma = mpmath.mpf(u_value), mpmath.mpf(sigma_value)
-    out = []
-    for n in range(L_value + 1):
-        lo = sigma * n - u if n <= L_value - 1 else mpmath.mpf(n)
-        hi = mpmath.mpf(n) if n >= 1 else -u
-        out.append((lo, hi))
-    return out
+    which the construction reads ``n``, ``(-u, beta^2 L)`` for ``n = 0`` and ``(n, n + beta^2 (L -
+    n))`` for ``n >= 1`` (module docstring; mpmath)."""
+    u, b2 = mpmath.mpf(u_value), mpmath.mpf(shift_value)
+    return [(-u if n == 0 else mpmath.mpf(n), n + b2 * (L_value - n)) for n in range(L_value + 1)]
 
 
-def amplitude_interval(lam_value, L_value: int, c_value, u_value, sigma_value):
+def amplitude_interval(lam_value, L_value: int, u_value, shift_value):
     """``(A_lo, A_hi)``: the amplitudes with ``y(p_lo(n)) > n - 1/2`` and ``y(p_hi(n)) < n + 1/2``
-    for ``n = 0..L`` (:func:`points`), ``y(p) = L/2 + A f(p - c)`` (mpmath).  Each condition is
-    ``A f > g`` or ``A f < g``: a bound on ``A`` by the sign of ``f`` (where ``f = 0`` it holds or
-    fails whatever ``A``: then the empty interval ``(1, 0)``)."""
-    lam, c = mpmath.mpf(lam_value), mpmath.mpf(c_value)
-    w0, half = mpmath.mpf(L_value) / 2, mpmath.mpf(1) / 2
+    for ``n = 0..L`` (:func:`points`), ``y(p) = c + A f(p - c)``, ``c = L/2`` (mpmath).  Each
+    condition is ``A f > g`` or ``A f < g``: a bound on ``A`` by the sign of ``f`` (where ``f = 0``
+    it holds or fails whatever ``A``: then the empty interval ``(1, 0)``)."""
+    lam, c = mpmath.mpf(lam_value), mpmath.mpf(L_value) / 2
+    half = mpmath.mpf(1) / 2
     lo, hi = mpmath.mpf(0), mpmath.inf
     f = lambda p: (p - c) / mpmath.sqrt(lam**2 + (p - c) ** 2)
-    for n, (p_lo, p_hi) in enumerate(points(L_value, u_value, sigma_value)):
-        for p, g, above in ((p_lo, n - half - w0, True), (p_hi, n + half - w0, False)):
+    for n, (p_lo, p_hi) in enumerate(points(L_value, u_value, shift_value)):
+        for p, g, above in ((p_lo, n - half - c, True), (p_hi, n + half - c, False)):
             fv = f(p)
             if fv == 0:
                 if (0 > g) != above:
@@ -171,40 +145,28 @@ def amplitude_interval(lam_value, L_value: int, c_value, u_value, sigma_value):
 
 class LinearSelectLastArcDesign(LinearLastArcDesign):
     """Linear attention with post-LayerNorm, the select task read last (module docstring): the
-    arc of ``0..L`` centred on ``(L - u)/2``, ``e_b`` along ``one``, query ``b`` at ``sigma n - u``."""
+    count task's last-read arc (:class:`constructions.last_post.LinearLastArcDesign`) on the counts
+    ``0..L`` centred on ``L/2``, the count 0 also at ``-u``, ``e_b = beta e_a``."""
 
     attention = "linear"
 
     def __init__(self, cell: Cell):
-        if not (built(cell) and cell.readout == "regression"):
+        if not (built(cell) and cell.readout == "regression" and cell.kind.centred):
             raise ValueError("LinearSelectLastArcDesign is for linear attention with post-LayerNorm "
                              "(eps = 0, d >= 3), the select task read last")
         RegressionDesign.__init__(self, cell)
 
     def _embedding_steps(self) -> list[Step]:
-        top, _ = axes(self.cell)
-        sd = sympy.sqrt(self.cell.d)
-        nu = B / 2
-        return [Step(_Vu, sympy.sqrt(t**2 + (C + u_0) ** 2), "the norm of V - u top"),
-                Step(_E, sympy.sqrt(sd / u_0), "the norm of e_a: tau |e_a|^2 = 1/u puts the count 0 at -u"),
-                Step(_th, 1 / (L + 1), "the centred part of e_s against its part along one"),
-                Step(_bs, _th * nu / _Vu, "the scale of the line in e_s: |beta (V - u top)| = theta B/2"),
-                Step(_M, sd / (u_0 * _bs) + _bs * (C + u_0), "the ratio of the one and top parts of e_a"),
-                Step(_al, nu * _E / sympy.sqrt(_M**2 + nu**2), "the top part of e_a"),
-                Step(_ea, _E * _M / sympy.sqrt(_M**2 + nu**2), "the one part of e_a"),
-                _vec(E_A, _al * top + _ea * ONE, "the embedding of a", "e_a"),
-                _vec(E_S, _bs * (V - u_0 * top) + nu * ONE,
-                     "the embedding of s: tau <e_a, e_s> = alpha/(u beta) puts every residual on V + n top", "e_s"),
-                _vec(E_B, nu * ONE, "the embedding of b: along one, which LayerNorm removes, so no b "
-                     "term reaches an output, and query b counts the a tokens at sigma n - u", "e_b")]
+        return super()._embedding_steps() + b_step()
 
     def steps(self) -> list[Step]:
         out = super().steps()
-        out[-1] = Step(W0, L / 2, "the read-out bias, the centre of the counts 0..L", "w0")
+        out[-1] = Step(W0, C, "the read-out bias, the centre of the counts 0..L", "w0")
         return out
 
     def interval(self, t_value, L_value: int):
-        """The BOS arc interval of ``L`` (the shape's screen; the offsets enter in :meth:`_point`)."""
+        """The BOS arc interval of ``L`` (the shape's screen; the count 0 at ``-u`` and the b
+        tokens' shifts enter in :meth:`_point`)."""
         return arc.interval(t_value, L_value)
 
     def interval_float(self, t_value, L_value: int):
@@ -212,14 +174,13 @@ class LinearSelectLastArcDesign(LinearLastArcDesign):
 
     def _point(self, L_value: int, Bv):
         """``(lam, A, c, u)`` at budget ``B`` (mpmath): the best shape of the BOS arc of ``L``,
-        ``u`` the budget's least, ``c = (L - u)/2`` and the middle of :func:`amplitude_interval`
-        within the capacity (``u`` None where that is empty)."""
+        ``c = L/2``, ``u`` the budget's least and the middle of :func:`amplitude_interval` within
+        the capacity (``u`` None where that is empty)."""
         lam = mpmath.mpf(self.best_shape(L_value, float(Bv))[0])
         u = self.fallback_u(Bv)
-        c = (L_value - u) / 2
-        sigma = query_b_rate(self.cell, L_value, Bv, lam, c, u)
+        c = mpmath.mpf(L_value) / 2
         cap = self.capacity_mp(lam, Bv)
-        lo, hi = amplitude_interval(lam, L_value, c, u, sigma)
+        lo, hi = amplitude_interval(lam, L_value, u, shift(L_value))
         hi = min(hi, cap)
         if not lo < hi:
             return lam, (lo + cap) / 2 if lo < cap else cap / 2, c, None
@@ -227,8 +188,33 @@ class LinearSelectLastArcDesign(LinearLastArcDesign):
 
     def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
         """The BOS problem of ``L`` (:meth:`RegressionDesign.estimate` on :meth:`interval`), then up
-        to where the offsets fit as well (:meth:`_fits`)."""
+        to where the count 0 at ``-u`` and the shifts fit as well (:meth:`_fits`)."""
         est = RegressionDesign.estimate(self, L_value, hi_B, rtol)
         if est is None or self._fits(L_value, est):
             return est
         return zoom.threshold(lambda b: self._fits(L_value, b), est, est * 2, hi_B, rtol)
+
+
+class SelectFootDesign(LastFootDesign):
+    """Linear attention with post-RMSNorm, the select task read last (module docstring): the
+    one-sided arc of :class:`constructions.last_foot.LastFootDesign` on the counts ``0..L`` with
+    its foot at ``F`` (``first = 0``), the count 0 also at ``-u``, ``e_b = beta e_a``."""
+
+    first = 0
+    smallest_L = 2
+
+    def __init__(self, cell: Cell):
+        if not (built(cell) and cell.readout == "regression" and not cell.kind.centred):
+            raise ValueError("SelectFootDesign is for linear attention with post-RMSNorm (eps = 0), "
+                             "the select task read last")
+        FootDesign.__init__(self, cell)
+        self._geometries = {}
+
+    def steps(self) -> list[Step]:
+        return super().steps() + b_step()
+
+    def _one_below(self, u):
+        """``L = 1``: the count 0 of the query b, at ``beta^2`` (:meth:`LastFootDesign._one` then
+        reads ``beta^2`` and ``1`` at ``1/2 -+ A |v_1 - v_(beta^2)|/2``, and ``-u``, further along
+        the chord's direction below, within ``A |v_1 - v_(-u)| <= 1/2`` of them)."""
+        return shift(1)
