@@ -382,7 +382,7 @@ def test_task_and_read_are_axes_of_the_grid(axes, expected, tmp_path, capsys):
 
 
 def test_a_task_without_a_construction_is_refused_in_one_line(tmp_path, capsys):
-    argv = ["--variant", "post_learned", "--attention", "linear", "--norm", "rmsnorm", "--task", "select",
+    argv = ["--variant", "post_learned", "--attention", "linear", "--eps", "0.01", "--task", "select",
             "--read", "last", "--Lmax", "4", "--out", str(tmp_path / "store")]
     assert grid.main(argv) == 2
     err = capsys.readouterr().err
