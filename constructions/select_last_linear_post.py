@@ -39,7 +39,7 @@ at query ``a``, and its query scales every weight by ``beta``).  Values: none be
 beta |e_a|``.  The price is the count ``0`` on the counting arc: where the count task read last
 places ``(s)`` freely before its first count (``u`` anywhere in its window), here the query ``b``
 with no ``a`` reads ``0`` at ``p ~ 0``, so the arc counts ``0..L`` and the count 0 covers ``[-u,
-0]``.  ``u >= sqrt(d)/B^2`` (``|e_a| <= B``) is taken at the budget's least.
+0]``, ``u >= sqrt(d)/B^2`` (``|e_a| <= B``).
 :func:`bounds.lower.last_post_lower` and :func:`bounds.lower.last_foot_lower` (the count task's
 bounds at the last read) are valid here, the count task being the sub-task ``n_b = 0``.
 
@@ -51,7 +51,8 @@ arc (:func:`constructions.steps.arc_readout_steps`) with ``w0 = c``, ``y(p) = c 
 ``f(x) = x/sqrt(lam^2 + x^2)`` increasing.  The count ``n`` is read right iff ``y`` at its lowest
 point is above ``n - 1/2`` and at its highest below ``n + 1/2`` (:func:`points`), each condition
 linear in ``A`` (:func:`amplitude_interval`); the shape is the BOS arc's best at ``L``, the
-amplitude the middle of the interval within the capacity, and the bisection steps up where the
+amplitude the middle of the interval within the capacity, ``u`` the budget's least (``sqrt(d)/B^2
+(1 + 2^-30)``: the count 0's interval is then shortest), and the bisection steps up where the
 count 0 at ``-u`` does not fit at the BOS optimum (:meth:`LinearSelectLastArcDesign.estimate`).
 As ``B`` grows ``u -> 0`` and the conditions become the BOS arc's of ``L``: the rate and the
 constant of the BOS read at ``L`` (``L^{3/2}`` bare, ``L^{3/4}`` with a gain), against the count
@@ -64,8 +65,12 @@ of the residual line is tied to the budget: the one-sided arc of :mod:`construct
 (``e_a = sqrt(sqrt(d)/u) along``, ``e_s`` with the foot at ``-F`` and the distance ``lam``, ``0 <
 u < F``, the budget ``(*)`` there), read on the counts ``0..L`` with the foot at ``F`` (the count
 task's counts ``1..L`` are those of ``L - 1`` with the foot at ``F + 1``) and the count 0 also at
-``-u``, placed by :func:`constructions.last_foot.place_zero`.  The rates are the count task's
-(``L^{3/2}`` bare, ``L^{3/4}`` with a gain).
+``-u``, placed by :func:`constructions.last_foot.place_zero` (the largest margin among the ``u``
+the budget admits); the geometry ``(F, lam)`` is :meth:`constructions.last_foot.LastFootDesign.geometry`'s
+search on these counts.  The rates are those of the count task's construction (``L^{3/2}`` bare;
+with a gain the budget's tie binds at the read-out's order, as there).  ``L = 1``:
+:meth:`constructions.last_foot.LastFootDesign._one` with its chord from ``v_(beta^2)`` to ``v_1``
+(:meth:`SelectFootDesign._one_below`).
 
 Every plan is a screen (floats, or mpmath at working precision); the judge certifies every row in
 ball arithmetic on all ``1 + L(L+1)`` inputs.  Not built here: ``eps > 0`` (the factor ``beta``
