@@ -80,7 +80,10 @@ subspace), classification.
 
 from __future__ import annotations
 
+import math
+
 import mpmath
+import numpy as np
 import sympy
 
 from constructions import arc, registry, zoom
@@ -222,6 +225,31 @@ class SelectFootDesign(LastFootDesign):
 
     def steps(self) -> list[Step]:
         return super().steps() + b_step()
+
+    def geometry(self, L_value: int):
+        """``(F, lam)``: :meth:`LastFootDesign.geometry`'s search on the counts ``0..L``, and a
+        Nelder-Mead search from the count task's geometry at ``L + 1`` (its counts ``1..L+1`` with
+        the foot at ``F + 1`` are this problem's shape); the one of the smaller :meth:`_need`
+        (cached; a float search: the judge certifies every row)."""
+        if L_value not in self._geometries:
+            from scipy.optimize import minimize
+
+            from constructions.regression import design
+
+            found = [g for g in (super().geometry(L_value),) if g is not None]
+            self._geometries.pop(L_value, None)
+            seed = design(self.cell.replace(task="count")).geometry(L_value + 1)
+            if seed is not None:
+                need = lambda z: self._need(L_value, z[0], z[1])  # noqa: E731
+                start = np.array([math.log(seed[0] + 1.0), math.log(seed[1])])
+                res = minimize(need, start, method="Nelder-Mead",
+                               options={"xatol": 1e-7, "fatol": 1e-9 * max(1.0, need(start))})
+                z = res.x if res.fun <= need(start) else start
+                if np.isfinite(need(z)):
+                    found.append((math.exp(z[0]), math.exp(z[1])))
+            self._geometries[L_value] = min(found, key=lambda g: self._need(L_value, math.log(g[0]),
+                                                                              math.log(g[1])), default=None)
+        return self._geometries[L_value]
 
     def _one_below(self, u):
         """``L = 1``: the count 0 of the query b, at ``beta^2`` (:meth:`LastFootDesign._one` then
