@@ -39,7 +39,7 @@ at query ``a``, and its query scales every weight by ``beta``).  Values: none be
 beta |e_a|``.  The price is the count ``0`` on the counting arc: where the count task read last
 places ``(s)`` freely before its first count (``u`` anywhere in its window), here the query ``b``
 with no ``a`` reads ``0`` at ``p ~ 0``, so the arc counts ``0..L`` and the count 0 covers ``[-u,
-0]``, ``u >= sqrt(d)/B^2`` (``|e_a| <= B``).
+beta^2 L]``, ``u >= sqrt(d)/B^2`` (``|e_a| <= B``).
 :func:`bounds.lower.last_post_lower` and :func:`bounds.lower.last_foot_lower` (the count task's
 bounds at the last read) are valid here, the count task being the sub-task ``n_b = 0``.
 
@@ -66,9 +66,12 @@ of the residual line is tied to the budget: the one-sided arc of :mod:`construct
 u < F``, the budget ``(*)`` there), read on the counts ``0..L`` with the foot at ``F`` (the count
 task's counts ``1..L`` are those of ``L - 1`` with the foot at ``F + 1``) and the count 0 also at
 ``-u``, placed by :func:`constructions.last_foot.place_zero` (the largest margin among the ``u``
-the budget admits); the geometry ``(F, lam)`` is :meth:`constructions.last_foot.LastFootDesign.geometry`'s
-search on these counts.  The rates are those of the count task's construction (``L^{3/2}`` bare;
-with a gain the budget's tie binds at the read-out's order, as there).  ``L = 1``:
+the budget admits); the geometry ``(F, lam)`` is the better of :meth:`constructions.last_foot.
+LastFootDesign.geometry`'s search on these counts and a search from the count task's geometry at
+``L + 1`` (:meth:`SelectFootDesign.geometry`).  Bare, the rows follow the count task's
+construction (one count more); with a gain the budget's tie binds at the read-out's order, as
+there, and the float search is not shown optimal (at large ``L`` the rows lie above the count
+task's construction: the README's table).  ``L = 1``:
 :meth:`constructions.last_foot.LastFootDesign._one` with its chord from ``v_(beta^2)`` to ``v_1``
 (:meth:`SelectFootDesign._one_below`).
 
