@@ -138,7 +138,16 @@ class LastFootDesign(FootDesign):
     compiled construction takes ``ARGS`` (``t = lam``, ``C = w0``) and the read-out angle ``psi``,
     the foot ``F`` and the count 0's ``u``.  At ``L = 2`` the least read-out of the counts
     ``1, 2`` has amplitude 0 (two points), which leaves the count 0 no place, so the rows use the
-    construction of ``L = 3``, which counts to 2 as well (an upper bound on ``B_min(2)``)."""
+    construction of ``L = 3``, which counts to 2 as well (an upper bound on ``B_min(2)``).
+
+    ``first`` is the first count on the one-sided arc (1: the counts ``1..L`` are the arc of ``L -
+    1`` with the foot at ``F + 1``, targets shifted by 1) and ``smallest_L`` the least ``L`` whose
+    construction is built (smaller ``L`` use it); a subclass that counts ``0..L`` on the arc
+    (:class:`constructions.select_last_linear_post.SelectFootDesign`) sets ``first = 0``."""
+
+    #: the first count on the one-sided arc; the least L built (class docstring)
+    first = 1
+    smallest_L = 3
 
     def __init__(self, cell: Cell):
         if not (built(cell) and cell.readout == "regression"):
@@ -175,13 +184,13 @@ class LastFootDesign(FootDesign):
     def _need(self, L_value: int, log_F: float, log_lam: float) -> float:
         """The budget the geometry ``(e^log_F, e^log_lam)`` needs at the least read-out: the
         larger of the read-out's and ``(*)``'s (float)."""
-        Fv, lam = math.exp(log_F), math.exp(log_lam)
-        if one_sided.centre_point(L_value - 1, Fv + 1.0, lam)[0] <= 0:  # no interior
+        Fv, lam, k = math.exp(log_F), math.exp(log_lam), self.first
+        if one_sided.centre_point(L_value - k, Fv + k, lam)[0] <= 0:  # no interior
             return math.inf
-        R, x = one_sided.min_norm(L_value - 1, Fv + 1.0, lam)
+        R, x = one_sided.min_norm(L_value - k, Fv + k, lam)
         if x is None or not np.isfinite(R):
             return math.inf
-        readout = (float(x[0]) + 1.0, float(np.hypot(x[1], x[2])), float(np.arctan2(x[2], x[1])))
+        readout = (float(x[0]) + k, float(np.hypot(x[1], x[2])), float(np.arctan2(x[2], x[1])))
         return max(float(laws.budget(self.cell, R, laws.FLOAT)), zero_budget(self.cell.d, Fv, lam, readout))
 
     def geometry(self, L_value: int):
@@ -192,7 +201,7 @@ class LastFootDesign(FootDesign):
 
             best = (math.inf, 0.0, 0.0)
             for Fv in np.geomspace(2.0**-6, 4.0 * (L_value + 2) ** 1.5 + 10.0, 41):
-                lam0, _ = one_sided.least_amplitude(L_value - 1, float(Fv) + 1.0)
+                lam0, _ = one_sided.least_amplitude(L_value - self.first, float(Fv) + self.first)
                 if lam0 is None:
                     continue
                 for lam in lam0 * np.geomspace(0.2, 5.0, 17):
@@ -214,7 +223,8 @@ class LastFootDesign(FootDesign):
         if geo is None:
             return None, -np.inf
         Fv, lam = geo
-        return lam, one_sided.slack(L_value - 1, Fv + 1.0, lam, float(self.capacity(1.0, B_value)))
+        k = self.first
+        return lam, one_sided.slack(L_value - k, Fv + k, lam, float(self.capacity(1.0, B_value)))
 
     def choice(self, L_value: int, B_value: float):
         """``(lam, A, w0, psi, F, u)`` (:meth:`evaluate`'s order) at budget ``B`` (``L >= 2``), or None where nothing fits
@@ -222,19 +232,19 @@ class LastFootDesign(FootDesign):
         :data:`SHAPE_STEPS` beyond it (the least shape is at the edge of those with an interior):
         the one whose read-out (:func:`constructions.one_sided.readout`) and count 0
         (:func:`place_zero`) leave the largest smaller margin."""
-        L_value = max(L_value, 3)  # L = 2: the construction of 3 (class docstring)
+        L_value, k = max(L_value, self.smallest_L), self.first  # smaller L: that of smallest_L
         geo = self.geometry(L_value)
         if geo is None:
             return None
         Fv, lam0 = geo
         cap = float(self.capacity(1.0, B_value))
-        counts = np.arange(1, L_value + 1, dtype=np.float64)
+        counts = np.arange(k, L_value + 1, dtype=np.float64)
         best, margin = None, 0.0
         for lam in lam0 * (1 + SHAPE_STEPS):
-            got = one_sided.readout(L_value - 1, Fv + 1.0, float(lam), cap)
+            got = one_sided.readout(L_value - k, Fv + k, float(lam), cap)
             if got is None:
                 continue
-            readout = (got[0] + 1.0, got[1], got[2])
+            readout = (got[0] + k, got[1], got[2])
             u = place_zero(self.cell.d, Fv, float(lam), readout, float(B_value))
             if u is None:
                 continue
@@ -249,7 +259,7 @@ class LastFootDesign(FootDesign):
         0 at ``L = 1``."""
         if L_value == 1:
             return 0.0
-        L_value = max(L_value, 3)
+        L_value = max(L_value, self.smallest_L)
         geo = self.geometry(L_value)
         if geo is None:
             return None
@@ -272,9 +282,14 @@ class LastFootDesign(FootDesign):
         size = mpmath.norm(chord)
         A_value = min(self.capacity_mp(1, Bv) / 2, 1 / (2 * size))
         angle = mpmath.atan2(chord[1], chord[0])
-        mid = (point(mpmath.mpf(1)) + point(-u)) / 2
+        mid = (point(mpmath.mpf(1)) + point(self._one_below(u))) / 2
         w0 = mpmath.mpf(1) / 2 - A_value * (mid[0] * mpmath.cos(angle) + mid[1] * mpmath.sin(angle))
         return lam, A_value, w0, angle, Fv, u
+
+    def _one_below(self, u):
+        """``L = 1``: the point below the count 1 whose midpoint with it :meth:`_one` reads as
+        ``1/2``: the count 0 at ``-u``."""
+        return -u
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
         """The construction at budget ``B``; where :meth:`choice` finds none, the geometry's least
@@ -293,9 +308,10 @@ class LastFootDesign(FootDesign):
 
     def _fallback(self, L_value: int, Bv):
         """A geometry within the budget that does not count (:meth:`build`)."""
+        k = self.first
         geo = self.geometry(L_value) or (1.0, 1.0)
         Fv, lam = geo
-        R, x = one_sided.min_norm(L_value - 1, Fv + 1.0, lam)
+        R, x = one_sided.min_norm(L_value - k, Fv + k, lam)
         x = np.array([L_value / 2, 0.0, 1.0]) if x is None else x
         A_value = min(float(np.hypot(x[1], x[2])), float(self.capacity(1.0, float(Bv)))) * (1 - 1e-12)
         # the largest u of the grid within the budget, else F/2 with e_a shrunk (scaled below)
@@ -303,8 +319,8 @@ class LastFootDesign(FootDesign):
         fits = embedding_budget(self.cell.d, Fv, lam, u) <= float(Bv) * (1 - 1e-9)
         if fits.any():
             uv = float(u[fits][0])
-            return lam, A_value, float(x[0]) + 1.0, float(np.arctan2(x[2], x[1])), Fv, uv
+            return lam, A_value, float(x[0]) + k, float(np.arctan2(x[2], x[1])), Fv, uv
         # no u fits: a larger foot and distance that (*) admits (lam = D, u = F/2)
         uv = max(4 * math.sqrt(self.cell.d) / float(Bv) ** 2, 1.0)
         lam = min(lam, float(Bv) ** 2 * uv / (8 * math.sqrt(self.cell.d)))
-        return lam, A_value, float(x[0]) + 1.0, float(np.arctan2(x[2], x[1])), uv + lam, uv
+        return lam, A_value, float(x[0]) + k, float(np.arctan2(x[2], x[1])), uv + lam, uv

@@ -127,7 +127,8 @@ def _select_last(cell: Cell) -> str | None:
     """Why the select task at the last read has no construction in ``cell`` (None: built,
     :mod:`constructions.select_last`: linear attention and regression, without a norm at
     ``d >= 3`` or with pre-norm at ``eps = 0``, not LayerNorm at ``d = 2``; with pre-LayerNorm
-    at ``eps > 0`` and ``d >= 3``, :mod:`constructions.last_eps`)."""
+    at ``eps > 0`` and ``d >= 3``, :mod:`constructions.last_eps`; with post-norm at ``eps = 0``
+    (LayerNorm ``d >= 3``), :mod:`constructions.select_last_linear_post`)."""
     what = "the select task at the last read"
     if cell.readout == "classification":
         if cell.attention == "linear" and cell.pre and cell.affine.gain and cell.eps == 0:
@@ -141,15 +142,19 @@ def _select_last(cell: Cell) -> str | None:
                 "with pre-LayerNorm and eps > 0, constructions.last_eps, softmax attention without a "
                 "norm, constructions.select_last_pair, with a learned pre-norm, "
                 "constructions.select_last_softmax, and with post-LayerNorm, "
-                "constructions.select_last_post)")
+                "constructions.select_last_post, and linear attention with post-norm, "
+                "constructions.select_last_linear_post)")
     if cell.attention == "softmax":
         return _select_last_softmax(cell, what)
     if cell.post:
-        return (f"{what} has no construction yet for linear attention with post-norm (with "
-                "post-LayerNorm the b tokens leave the query-b outputs alone only with e_b along one, "
-                "and then (s, x..b) with n_a tokens a lands on the arc at sigma n_a - u, u = "
-                "sqrt(d)/|e_a|^2 > 0, not at the count n_a of the query a; with post-RMSNorm the "
-                "foot is tied to the budget as well; not derived)")
+        # constructions.select_last_linear_post: eps = 0, b a scaled a (LayerNorm d >= 3)
+        if cell.eps > 0:
+            return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
+                    "(b as a scaled a and the arc use the norm's scale invariance, eps = 0)")
+        if cell.d < laws.smallest_d(cell):
+            return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred subspace "
+                    "must hold the 2-D arc: d >= 3)")
+        return None
     if not cell.normed:
         if cell.d >= 3:
             return None

@@ -33,6 +33,8 @@ that the two agree on every cell of a grid of all parts).
   :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
   :func:`pair_select_last` (:mod:`constructions.select_last_pair`),
   :func:`select_last_arc` (:mod:`constructions.select_last_post`),
+  :func:`linear_select_last_arc`, :func:`linear_select_last_foot`
+  (:mod:`constructions.select_last_linear_post`),
   :func:`eps_select_last` (:mod:`constructions.last_eps`).
 
 *Classification* (a head on the geometry of a regression entry at budget 1):
@@ -223,6 +225,20 @@ def select_last_arc(cell: Cell) -> bool:
             and cell.kind.centred and cell.eps == 0 and cell.d >= laws.smallest_d(cell))
 
 
+def linear_select_last_arc(cell: Cell) -> bool:
+    """The select task read last, linear attention with post-LayerNorm at ``eps = 0`` and
+    ``d >= 3``, every affine (:mod:`constructions.select_last_linear_post`: b a scaled a)."""
+    return (cell.distractor and cell.read.last and cell.attention == "linear" and cell.post
+            and cell.kind.centred and cell.eps == 0 and cell.d >= laws.smallest_d(cell))
+
+
+def linear_select_last_foot(cell: Cell) -> bool:
+    """The select task read last, linear attention with post-RMSNorm at ``eps = 0``, every ``d``
+    and affine (:mod:`constructions.select_last_linear_post`: b a scaled a, the one-sided arc)."""
+    return (cell.distractor and cell.read.last and cell.attention == "linear" and cell.post
+            and not cell.kind.centred and cell.eps == 0)
+
+
 def eps_select_last(cell: Cell) -> bool:
     """Pre-LayerNorm at ``eps > 0``, ``d >= 3``, bare or with a gain: the ``eps = 0`` construction
     (:func:`bare_select_last`, :func:`gain_select_last`) carried exactly (:mod:`constructions.last_eps`)."""
@@ -254,6 +270,8 @@ REGRESSION = (
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
     Entry("select_last_pair", "SelectPairDesign", pair_select_last),
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
+    Entry("select_last_linear_post", "LinearSelectLastArcDesign", linear_select_last_arc),
+    Entry("select_last_linear_post", "SelectFootDesign", linear_select_last_foot),
     Entry("last_eps", "EpsSelectDesign", eps_select_last),
 )
 

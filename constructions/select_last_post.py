@@ -63,8 +63,8 @@ witnessed by this geometry, so its ``L = 1`` row is not certified.
 Not built here: RMSNorm (no direction the norm removes: a ``b`` term is an exact shift along
 the arc only if ``e_b`` is parallel to ``e_a``, ``e_b = beta e_a``, and then the query ``b``
 runs along the arc at the rate ``(1 + beta) rho^(beta - 1)/2``, equal to 1 only at ``beta = 1``,
-``b = a``), linear attention (its query ``b`` lands at ``n_a - tau^-1 ...`` off the query-``a``
-grid: not derived), LayerNorm at ``d = 2`` (no arc), ``eps > 0``, classification.
+``b = a``; with linear attention ``e_b = beta e_a`` does work, :mod:`constructions.select_last_linear_post`),
+LayerNorm at ``d = 2`` (no arc), ``eps > 0``, classification.
 """
 
 from __future__ import annotations

@@ -382,8 +382,8 @@ def test_task_and_read_are_axes_of_the_grid(axes, expected, tmp_path, capsys):
 
 
 def test_a_task_without_a_construction_is_refused_in_one_line(tmp_path, capsys):
-    argv = ["--variant", "post_learned", "--attention", "linear", "--task", "select", "--read",
-            "last", "--Lmax", "4", "--out", str(tmp_path / "store")]
+    argv = ["--variant", "post_learned", "--attention", "linear", "--eps", "0.01", "--task", "select",
+            "--read", "last", "--Lmax", "4", "--out", str(tmp_path / "store")]
     assert grid.main(argv) == 2
     err = capsys.readouterr().err
     assert "no construction" in err and len(err.strip().splitlines()) == 1

@@ -112,7 +112,7 @@ def test_the_select_interval_is_the_bos_arc_at_eps_0():
     (dict(norm="rmsnorm"), "post-RMSNorm"),
     (dict(d=2), "d = 2"),
     (dict(eps=1e-3), "eps > 0"),
-    (dict(attention="linear"), "linear attention with post-norm"),
+    (dict(attention="linear", eps=1e-3), "linear attention with post-norm and eps > 0"),
     (dict(readout="classification"), "classification"),
 ])
 def test_refusals(kw, words):
