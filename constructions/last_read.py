@@ -717,9 +717,11 @@ def opposed_cell(cell: Cell) -> bool:
             and cell.attention == "linear" and cell.pre and cell.affine.gain)
 
 
-def opposed_vectors(cell: Cell) -> dict:
-    """``e_a = top``, ``e_s = -top``, ``g = e_1`` and ``beta = e_1`` where the cell has a bias (mpf):
-    the first coordinate of ``N(+-top)`` is ``+-M`` (:func:`constructions.regression.axes`), so
+def opposed_vectors(cell: Cell, theta=0) -> dict:
+    """``e_a = cos(theta) top - sin(theta) o``, ``e_s = -e_a``, ``g = e_1`` and ``beta = e_1`` where
+    the cell has a bias (mpf; ``o = one/sqrt(d)``, orthogonal to ``top``; ``theta = 0`` for RMSNorm,
+    which has no direction it ignores): LayerNorm removes ``o``, so the first coordinate of
+    ``N(+-e_a)`` is ``+-M`` (:func:`constructions.regression.axes`) for every ``theta < pi/2``, and
     ``h_a = (M + b) e_1`` has the largest norm ``H`` (``kappa = tau H^3 = cap(1, 1)``) and ``h_s =
     (b - M) e_1 = c h_a``, ``c = (b - M)/(b + M)`` (``b = 1`` with a bias, else 0; module
     docstring)."""
@@ -729,10 +731,67 @@ def opposed_vectors(cell: Cell) -> dict:
     top = _unit_axes(cell)[0]
     e1 = _mp_vector(E1, cell.d)
     keep = 1 - SHRINK_UNIT
-    vec = {"e_a": top * keep, "e_s": -top * keep, "g": e1 * keep}
+    e_a = top
+    if theta:
+        if not cell.kind.centred:
+            raise ValueError("the opposed embeddings turn towards one only under LayerNorm")
+        theta = mpmath.mpf(theta)
+        e_a = mpmath.cos(theta) * top - mpmath.sin(theta) * _mp_vector(ONE, cell.d)
+    vec = {"e_a": e_a * keep, "e_s": -e_a * keep, "g": e1 * keep}
     if cell.affine.bias:
         vec["beta"] = e1 * keep
     return vec
+
+
+def opposed_points(cell: Cell, theta: float) -> tuple:
+    """``(kappa, G, |D|)`` (floats) of :func:`opposed_vectors` at ``theta``, without the shrink:
+    ``z_n = e_a + (c^2 + n) kappa e_1`` (``n >= 1``), ``z_0 = e_s + c^3 kappa e_1``, so ``D = z_1 -
+    z_0 = 2 e_a + kappa (1 + c^2 - c^3) e_1``, ``G = <D, e_1> = kappa (1 + c^2 - c^3) + 2 <e_a,
+    e_1>`` with ``<e_a, e_1> = cos(theta) <top, e_1> - sin(theta)/sqrt(d)`` and ``|D|^2 = G^2 + 4
+    (1 - <e_a, e_1>^2)`` (``|e_a| = 1``)."""
+    d = cell.d
+    M = float(cell.kind.max_coordinate(d, math.sqrt))
+    b = 1.0 if cell.affine.bias else 0.0
+    kappa, c = (M + b) ** 3 / math.sqrt(d), (b - M) / (b + M)
+    along = math.cos(theta) * float(cell.kind.axis_reach(d, math.sqrt)) - math.sin(theta) / math.sqrt(d)
+    G = kappa * (1 + c * c - c**3) + 2 * along
+    return kappa, G, math.sqrt(G * G + 4 * max(0.0, 1 - along * along))
+
+
+def offline_value(A, G, Dn, w, sqrt):
+    """``(1 + w |D| + |v - w D|)/(2 (A + w))`` with ``|v - w D| = sqrt(1 - 2 w G + w^2 |D|^2)``
+    (``v`` a unit vector, ``G = <v, D>``; plain arithmetic, ``sqrt`` of the number type): the
+    bound of :func:`offline_head` at the weight ``w >= 0``."""
+    return (1 + w * Dn + sqrt(1 - 2 * w * G + w * w * Dn * Dn)) / (2 * (A + w))
+
+
+def offline_weight(A: float, G: float, Dn: float) -> float:
+    """The weight ``w`` in ``[0, 4/|D|]`` minimising :func:`offline_value` (floats, a bounded scalar
+    search: a screen; whatever ``w`` it returns, :func:`offline_head` is judged)."""
+    from scipy import optimize
+
+    f = lambda w: offline_value(A, G, Dn, w, math.sqrt)
+    res = optimize.minimize_scalar(f, bounds=(0.0, 4.0 / Dn), method="bounded",
+                                   options={"xatol": 1e-14 / Dn})
+    return float(res.x) if f(float(res.x)) < f(0.0) else 0.0
+
+
+def opposed_shape(cell: Cell, L: int) -> float:
+    """The ``theta`` in ``[0, pi/2)`` maximising the margin of :func:`offline_head` on
+    :func:`opposed_vectors` at ``L >= 2`` (LayerNorm; 0 for RMSNorm and at ``L = 1``): the largest
+    ``min_w`` :func:`offline_value` over ``theta`` (floats, a bounded scalar search)."""
+    if not cell.kind.centred or L < 2:
+        return 0.0
+    from scipy import optimize
+
+    def value(theta):
+        kappa, G, Dn = opposed_points(cell, theta)
+        A = (L - 1) / kappa
+        return offline_value(A, G, Dn, offline_weight(A, G, Dn), math.sqrt)
+
+    res = optimize.minimize_scalar(lambda th: -value(th), bounds=(0.0, 1.5), method="bounded",
+                                   options={"xatol": 1e-10})
+    return float(res.x) if value(float(res.x)) > value(0.0) else 0.0
 
 
 def pair_cell(cell: Cell) -> bool:
@@ -933,6 +992,61 @@ def plane_head(z):
     return np.vstack([u0[None, :], rows]), [(lo + hi) / 2] + list(b)
 
 
+def offline_head(z):
+    """``(u, b)`` on outputs ``z_0..z_L`` (rows of mpf, ``L >= 2``) with ``z_1..z_L`` in order along a
+    unit direction ``v`` (gaps ``l_c``, ``A = sum_{c=1}^{L-1} 1/l_c``) and ``D = z_1 - z_0``: the
+    max-min head of these points when ``z_0`` is off their line (``|D| > <v, D> = G > 0``), else
+    the collinear head of all ``L + 1`` points (:func:`pair_head`).
+
+    *The bound* (for every head of unit norm on these points).  Add the pair inequalities of
+    :mod:`constructions.classification` of the neighbours ``c, c+1`` (``c >= 1``) with weights
+    ``1/l_c`` and of ``0, 1`` with a weight ``w >= 0``: the ``u_c`` of the middle counts cancel and
+
+        2m (A + w) <= <u_L, v> - <u_1, v> + w <u_1 - u_0, D> = <u_L, v> + <u_1, w D - v> - w <u_0, D>
+                   <= 1 + |w D - v| + w |D|,
+
+    i.e. ``m <= f(w)`` (:func:`offline_value`) for every ``w >= 0``.
+    *The head attaining it.*  At the ``w`` minimising ``f`` (:func:`offline_weight`): ``u_0 = -D/|D|``,
+    ``u_L = v``, ``u_1 = n = (w D - v)/|w D - v|`` (the equality cases above) and ``u_c = n + t_c (v
+    - n)`` with ``t_c = (sum_{j<c} 1/l_j)/A`` (convex combinations: ``|u_c| <= 1``).  A neighbour
+    pair ``c, c+1`` keeps ``<u_{c+1} - u_c, l_c v>/2 = (1 - <n, v>)/(2A)`` (middle biases), the
+    pair ``0, 1`` keeps ``(|D| + <n, D>)/2 = N'(w)/2`` where ``N(w) = 1 + w |D| + |v - w D|`` is
+    the numerator of ``f``.  Since ``|v - w D| = w <n, D> - <n, v>``, ``N = 1 - <n, v> + w N'``,
+    and ``f' = 0`` is ``N = N' (A + w)``: so ``1 - <n, v> = A N'`` and both margins equal ``N'/2 =
+    f(w)``, the bound.  The chain's logits are those of a collinear head along ``v`` plus the
+    common ``<n, z>``, so non-neighbours among ``1..L`` are beaten (the convex envelope); ``b_0`` is
+    the middle of its interval (:func:`plane_head`), and that class 0 also beats the classes
+    ``c >= 2`` is certified by the judge, with the rest, for every row.  ``w`` is found in floats
+    (off the optimum both margins are at least ``min`` of the two, no more than ``f``)."""
+    L = len(z) - 1
+    v = _direction(z[L] - z[1])
+    x = [_dot(v, zc) for zc in z]
+    if not all(b > a for a, b in zip(x[1:], x[2:])):
+        raise ValueError("the outputs z_1..z_L are not in order along their line")
+    D = z[1] - z[0]
+    Dn, G = mpmath.sqrt(_dot(D, D)), _dot(v, D)
+    if not G > 0 or float(Dn - G) <= 1e-30 * float(Dn):  # on the line: the collinear head
+        return pair_head(z)
+    inv = [1 / (q - p_) for p_, q in zip(x[1:], x[2:])]
+    A = mpmath.fsum(inv)
+    w = mpmath.mpf(offline_weight(float(A), float(G), float(Dn)))
+    shrink = 1 - mpmath.mpf(2) ** -50
+    n = _direction(w * D - v)
+    t_c = [mpmath.mpf(0)]
+    for iv in inv:
+        t_c.append(t_c[-1] + iv / A)
+    t_c[-1] = mpmath.mpf(1)
+    rows = [(n + tc * (v - n)) * shrink for tc in t_c]
+    b = [mpmath.mpf(0)]
+    for c in range(1, L):
+        b.append(b[-1] - _dot(rows[c] - rows[c - 1], z[c] + z[c + 1]) / 2)
+    u0 = -D / Dn * shrink
+    m_chain = min(_dot(rows[c] - rows[c - 1], z[c + 1] - z[c]) for c in range(1, L)) / 2
+    lo = max(_dot(r, z[0]) + bc for r, bc in zip(rows, b)) - _dot(u0, z[0]) + m_chain
+    hi = min(_dot(r, zc) + bc - _dot(u0, zc) for r, bc, zc in zip(rows, b, z[1:])) - m_chain
+    return np.vstack([u0[None, :], np.array(rows, dtype=object)]), [(lo + hi) / 2] + b
+
+
 def build_more(cell: Cell, L: int, dps: int = 50) -> Params:
     """The unit-norm head of a :func:`plane_cell`, :func:`opposed_cell` or :func:`pair_cell` at ``L`` (mpmath at ``dps``
     digits; the outputs from the verifier's forward pass).  At ``L = 1`` a plane cell's two
@@ -947,9 +1061,9 @@ def build_more(cell: Cell, L: int, dps: int = 50) -> Params:
             z = last_outputs(cell, vec, L, dps)
             u, b = pair_head(z)
         elif opposed_cell(cell):
-            vec = opposed_vectors(cell)
+            vec = opposed_vectors(cell, opposed_shape(cell, L))
             z = last_outputs(cell, vec, L, dps)
-            u, b = pair_head(z) if L == 1 else plane_head(z)
+            u, b = pair_head(z) if L == 1 else offline_head(z)
         elif L == 1:  # two outputs: the margin is their distance, largest at e_s = -e_a
             top, _ = _unit_axes(cell)
             vec = {"e_a": top * (1 - SHRINK_UNIT), "e_s": -top * (1 - SHRINK_UNIT)}
