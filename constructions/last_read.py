@@ -56,15 +56,19 @@ part of its range (:func:`plane_head`).
 
 **Linear attention with a gain: the opposed embeddings** (:func:`opposed_cell`,
 :func:`opposed_vectors`).  The largest gap ``kappa = tau H^3`` needs ``g = e_1`` (and ``beta = e_1``),
-so every value is a multiple of ``e_1`` and ``z_0`` can leave the line only through the embeddings
-(by ``2/sqrt(d)`` for LayerNorm, not at all for RMSNorm).  ``e_s = -e_a = -top`` puts it as far
-before ``z_1`` as the values allow: with ``h_s = c h_a``, ``z_n = e_a + (c^2 + n) kappa e_1`` and
-``z_0 = e_s + c^3 kappa e_1``, so the first gap along ``e_1`` is ``G = kappa (1 + c^2 - c^3) +
-2 <e_1, top>``, largest at the smallest ``c = (b - M)/(b + M)`` (``-1`` without a bias: ``G = 3
-kappa + 2 <e_1, top>``).  :func:`plane_head` reads these outputs (class 0 binds, the chain is
-squeezed): the margin is about ``1/((L-1)/kappa + 1/G)``, and ``margin_upper/margin`` is about
-``1 + kappa/((L-1) G)`` (the bound ignores ``z_0``): 1.047 (LayerNorm with a bias), 1.020 (no
-bias) at ``L = 16``, ``d = 8``.
+so every value is a multiple of ``e_1`` and ``z_0`` can leave the line only through the embeddings.
+``e_s = -e_a`` puts it as far before ``z_1`` as the values allow: with ``h_s = c h_a``, ``z_n = e_a
++ (c^2 + n) kappa e_1`` and ``z_0 = e_s + c^3 kappa e_1``, so ``D = z_1 - z_0 = 2 e_a + kappa (1 + c^2
+- c^3) e_1`` (:func:`opposed_points`), largest along ``e_1`` at the smallest ``c = (b - M)/(b + M)``
+(``-1`` without a bias).  RMSNorm keeps ``e_a = top = e_1`` (``z_0`` on the line); LayerNorm
+removes ``one``, so ``e_a = cos(theta) top - sin(theta) one/sqrt(d)`` keeps the values and moves
+``z_0`` off the line by up to 2, at the cost of ``2 <e_a, e_1>`` of the first gap; ``theta``
+maximises the margin (:func:`opposed_shape`).  :func:`offline_head` reads these outputs: for its
+points it meets the bound of the chain ``1..L`` and the pair ``0, 1`` weighted by ``w``
+(:func:`offline_value`), so it is max-min for them (the collinear head where ``z_0`` is on the
+line, RMSNorm).  The proven ``margin_upper`` (:mod:`bounds.last_margin`) still ignores ``z_0``
+(``kappa/(L-1)``): at ``d = 8`` ``margin_upper/margin`` is 1.0096 (LayerNorm, gain) and 1.033
+(with a bias), 1.021 and 1.046 (RMSNorm) at ``L = 16``.
 
 **Softmax attention without a norm: the pair head** (:func:`pair_cell`, :func:`pair_head`).  Here
 ``z_0 = 2 e_s = (e_a + e_s) - (e_a - e_s)`` lies on the line of the counts, at ``phi = -1``, for
