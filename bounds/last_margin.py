@@ -74,6 +74,8 @@ Evaluated in ball arithmetic and rounded up: ``O(1)`` in ``L`` and ``d``.
 
 from __future__ import annotations
 
+import math
+
 import flint
 
 from bounds.margin import PREC, _branch_and_bound, _geometric
@@ -223,7 +225,6 @@ def _offline(cell: Cell, L: int) -> flint.arb:
     stopping rule; the search stops at :data:`OFFLINE_TOLERANCE` of the best box centre (a point
     of the relaxation) or :data:`OFFLINE_BOXES`."""
     import heapq
-    import math
 
     from constructions.last_read import offline_value, offline_weight
 
@@ -235,8 +236,16 @@ def _offline(cell: Cell, L: int) -> flint.arb:
     sqrt = _sqrt_plus
     A_of = lambda r: flint.arb(L - 1) / (tau * r**3) if float(r.upper().mid()) > 0 else None
 
+    memo = {}
+
     def reach(r_lo):
-        """``t_max`` on boxes with ``r >= r_lo`` (L4)."""
+        """``t_max`` on boxes with ``r >= r_lo`` (L4), remembered per ``r_lo``."""
+        key = ("T", float(r_lo.mid()))
+        if key not in memo:
+            memo[key] = _reach(r_lo)
+        return memo[key]
+
+    def _reach(r_lo):
         q = r_lo - b
         if float(q.lower().mid()) <= 0 or float((2 * q * q - M * M).lower().mid()) < 0:
             return M + b
@@ -278,7 +287,10 @@ def _offline(cell: Cell, L: int) -> flint.arb:
         near = zero if float(a1.mid()) <= 0 <= float(a2.mid()) else a1.abs_upper().min(a2.abs_upper())
         e_perp = sqrt(4 - near * near).upper()
         if not cell.kind.centred:
-            e_perp = e_perp.min(_rms_turn(M, b, r1, s2))
+            key = ("turn", float(r1.mid()), float(s2.mid()))
+            if key not in memo:
+                memo[key] = _rms_turn(M, b, r1, s2)
+            e_perp = e_perp.min(memo[key])
         return value(A, G_lo + a1, G_hi + a2, e_perp + Pq)
 
     def centre(box):
@@ -366,21 +378,20 @@ def _tilt(M: flint.arb, b: flint.arb, r: flint.arb) -> flint.arb:
     if float(b.mid()) == 0:
         return flint.arb(0)
     phi = lambda q: _sqrt_plus(b * b - q * q) + _sqrt_plus(M * M - q * q)
-    if not float(phi(b).upper().mid()) < float(r.lower().mid()):
+    target = float(r.lower().mid())
+    if not float(phi(b).upper().mid()) < target:
         return b
-    lo, hi = 0.0, float(b.mid())
+    bf, Mf = float(b.mid()), float(M.mid())
+    phi_f = lambda q: math.sqrt(max(0.0, bf * bf - q * q)) + math.sqrt(max(0.0, Mf * Mf - q * q))
+    lo, hi = 0.0, bf
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if float(phi(flint.arb(mid)).mid()) < float(r.lower().mid()) else (mid, hi)
-    for q in (hi * (1 + 1e-12), hi * (1 + 1e-6), float(b.mid())):
+        lo, hi = (lo, mid) if phi_f(mid) < target else (mid, hi)
+    for q in (hi * (1 + 1e-12), hi * (1 + 1e-6), bf):
         q = flint.arb(q).min(b)
-        if float(phi(q).upper().mid()) < float(r.lower().mid()):
+        if float(phi(q).upper().mid()) < target:
             return q
     return b
-
-
-def _arb(x) -> flint.arb:
-    return x if isinstance(x, flint.arb) else flint.arb(x)
 
 
 def last_margin_upper(cell: Cell, L: int) -> float | None:

@@ -770,14 +770,28 @@ def offline_value(A, G, Dn, w, sqrt):
 
 
 def offline_weight(A: float, G: float, Dn: float) -> float:
-    """The weight ``w`` in ``[0, 4/|D|]`` minimising :func:`offline_value` (floats, a bounded scalar
-    search: a screen; whatever ``w`` it returns, :func:`offline_head` is judged)."""
-    from scipy import optimize
-
-    f = lambda w: offline_value(A, G, Dn, w, math.sqrt)
-    res = optimize.minimize_scalar(f, bounds=(0.0, 4.0 / Dn), method="bounded",
-                                   options={"xatol": 1e-14 / Dn})
-    return float(res.x) if f(float(res.x)) < f(0.0) else 0.0
+    """The weight ``w`` in ``[0, 4/|D|]`` minimising :func:`offline_value` (floats, a golden-section
+    search: the numerator is convex in ``w`` and the denominator positive and affine, so the
+    ratio is quasi-convex and its minimum on the interval is bracketed; a screen, whatever ``w``
+    it returns :func:`offline_head` is judged and the bounds evaluate that ``w`` in balls)."""
+    f = lambda w: offline_value(A, G, Dn, w, lambda q: math.sqrt(max(q, 0.0)))
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = 0.0, 4.0 / Dn
+    c, e = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fe = f(c), f(e)
+    for _ in range(80):
+        if fc <= fe:
+            b, e, fe = e, c, fc
+            c = b - ratio * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, e, fe
+            e = a + ratio * (b - a)
+            fe = f(e)
+        if b - a <= 1e-13 * (4.0 / Dn):
+            break
+    w = (a + b) / 2
+    return w if f(w) < f(0.0) else 0.0
 
 
 def opposed_shape(cell: Cell, L: int) -> float:

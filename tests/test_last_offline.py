@@ -134,3 +134,67 @@ def test_a_search_over_every_parameter(cell, L):
         u, b = last_read.offline_head(z)
     winner = Params(cell, {**vec, "u": u}, {"b": b})
     assert _judged(winner, L) <= margin_upper(cell, L)
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.describe())
+def test_random_parameters_obey_the_lemmas_of_the_bound(cell):
+    """(L2) ``|y'_perp x|^2 <= M^2 - |x|^2`` once ``|x|^2 >= M^2/2``, (L3)-(L4) ``|beta_perp| <= eps``,
+    ``s >= r - 2M``, ``t <= T(r)``, and (RMSNorm, (L7)) ``|e_perp| <= _rms_turn`` of
+    :func:`bounds.last_margin._offline`, on parameters of norm at most 1 drawn near the extremal
+    ones (``g`` near ``e_1``, ``beta`` near ``e_1``) and at random."""
+    import flint
+
+    from bounds.last_margin import _rms_turn, _tilt
+    from tests.test_last_read import _values
+
+    rng = np.random.default_rng(11)
+    d = cell.d
+    M = float(cell.kind.max_coordinate(d, math.sqrt))
+    b = 1.0 if cell.affine.bias else 0.0
+    e1 = np.eye(d)[0]
+    seen = 0
+    for k in range(300):
+        spread = 10.0 ** rng.uniform(-4, 0) if k % 3 else 1.0
+        vec = {"g": _unit(e1 + spread * rng.normal(size=d)),
+               "e_a": _unit(e1 * rng.choice([-1, 1]) + spread * rng.normal(size=d)),
+               "e_s": _unit(-e1 + spread * rng.normal(size=d))}
+        if cell.affine.bias:
+            vec["beta"] = _unit(e1 + spread * rng.normal(size=d))
+        h_s, h_a = _values(cell, vec)
+        beta = vec.get("beta", np.zeros(d))
+        x, yp = h_a - beta, h_s - beta
+        r = float(np.linalg.norm(h_a))
+        v = h_a / r
+        assert np.linalg.norm(x) <= M * (1 + 1e-12) and np.linalg.norm(yp) <= M * (1 + 1e-12)
+        if x @ x >= M * M / 2:
+            xh = x / np.linalg.norm(x)
+            assert np.linalg.norm(yp - (yp @ xh) * xh) ** 2 <= M * M - x @ x + 1e-9
+        s = h_s @ v
+        assert s >= r - 2 * M - 1e-9
+        eps = float(_tilt(flint.arb(M), flint.arb(b), flint.arb(r * (1 - 1e-12))).upper().mid())
+        assert np.linalg.norm(beta - (beta @ v) * v) <= eps + 1e-9
+        q = r - b
+        if q > 0 and 2 * q * q >= M * M:
+            seen += 1
+            T = eps * (1 + M / q) + math.sqrt(max(0.0, M * M - q * q))
+            assert np.linalg.norm(h_s - s * v) <= T + 1e-9
+            if not cell.kind.centred:
+                e = vec["e_a"] - vec["e_s"]
+                turn = float(_rms_turn(flint.arb(M), flint.arb(b), flint.arb(r * (1 - 1e-12)),
+                                       flint.arb(s * (1 + 1e-12) + 1e-12)).mid())
+                assert np.linalg.norm(e - (e @ v) * v) <= turn + 1e-9
+    assert seen >= 50
+
+
+@pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.describe())
+def test_the_bound_sees_z0_and_meets_the_construction(cell):
+    """``margin_upper`` is below the bound of the counts ``1..L`` alone (``cap/(L-1)``) and, at
+    ``d = 8`` and ``L = 16``, within 1% of the judged construction."""
+    if cell.d != 8:
+        pytest.skip("the 1% is measured at d = 8")
+    L = 16
+    kappa = last_read.opposed_points(cell, 0.0)[0]
+    m = _judged(classification.design(cell).build(L), L)
+    U = margin_upper(cell, L)
+    assert m <= U <= kappa / (L - 1) * (1 + 1e-12)
+    assert U / m <= 1.01
