@@ -394,6 +394,10 @@ def _tilt(M: flint.arb, b: flint.arb, r: flint.arb) -> flint.arb:
     return b
 
 
+def _arb(x) -> flint.arb:
+    return x if isinstance(x, flint.arb) else flint.arb(x)
+
+
 def last_margin_upper(cell: Cell, L: int) -> float | None:
     """A float ``U >= m`` for every parameter set of ``cell`` (classification, the count task at
     the last read) with every vector of norm <= 1 (module docstring); None where no proof
