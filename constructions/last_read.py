@@ -1014,7 +1014,9 @@ def offline_head(z):
     """``(u, b)`` on outputs ``z_0..z_L`` (rows of mpf, ``L >= 2``) with ``z_1..z_L`` in order along a
     unit direction ``v`` (gaps ``l_c``, ``A = sum_{c=1}^{L-1} 1/l_c``) and ``D = z_1 - z_0``: the
     max-min head of these points when ``z_0`` is off their line (``|D| > <v, D> = G > 0``), else
-    the collinear head of all ``L + 1`` points (:func:`pair_head`).
+    the collinear head of all ``L + 1`` points (:func:`pair_head`); where the best weight is
+    ``w = 0`` (the bound is the chain's ``1/A`` alone) :func:`plane_head`, which keeps the chain's
+    whole range and reads ``z_0`` beside the line.
 
     *The bound* (for every head of unit norm on these points).  Add the pair inequalities of
     :mod:`constructions.classification` of the neighbours ``c, c+1`` (``c >= 1``) with weights
@@ -1047,7 +1049,10 @@ def offline_head(z):
         return pair_head(z)
     inv = [1 / (q - p_) for p_, q in zip(x[1:], x[2:])]
     A = mpmath.fsum(inv)
-    w = mpmath.mpf(offline_weight(float(A), float(G), float(Dn)))
+    w = offline_weight(float(A), float(G), float(Dn))
+    if w == 0:  # the bound is the chain's alone: class 0 need not bind, read it beside the line
+        return plane_head(z)
+    w = mpmath.mpf(w)
     shrink = 1 - mpmath.mpf(2) ** -50
     n = _direction(w * D - v)
     t_c = [mpmath.mpf(0)]
