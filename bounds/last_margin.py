@@ -14,11 +14,10 @@ pair inequality of neighbours ``c, c+1`` in ``1..L`` summed as in (C) of :mod:`b
 ``kappa = tau |h_a|^3 <= cap(1, 1)`` (the line capacity of :func:`constructions.laws.capacity`
 at unit budget: ``|h| <= H``, ``|h| = sqrt(d)`` bare, ``|h| = |e| <= 1`` without a norm), so
 ``m <= cap(1, 1)/(L - 1)``.  The plane head of :mod:`constructions.last_read` attains it (bare
-pre-norm and no norm), so there it is the max-min margin.  With a gain the largest ``kappa``
-leaves ``z_0`` at most 2 off the line (:func:`constructions.last_read.opposed_vectors`), and this
-bound, which ignores ``z_0``, stays above the construction by up to about ``kappa/((L-1) G)``
-(``G`` its first gap; :func:`constructions.last_read.offline_head` is max-min for the
-construction's points, so the gap is this bound's, with whatever other geometry might gain).
+pre-norm and no norm), so there it is the max-min margin.  With a gain this bound,
+which ignores ``z_0``, stays above the construction by up to about ``kappa/((L-1) G)`` (``G`` its
+first gap): there the smaller :func:`_offline`, which sees ``z_0`` (the pair ``0, 1`` weighted
+against the chain, over every parameter set), is taken too.
 
 *Segment (softmax, pre-norm with a gain).*  ``z_n = e_a + h_s + phi(n)(h_a - h_s)``,
 ``phi(n) = n/(rho+n)``, ``rho = exp(tau <h_a, h_s - h_a>)``: the gaps are

@@ -66,9 +66,10 @@ removes ``one``, so ``e_a = cos(theta) top - sin(theta) one/sqrt(d)`` keeps the 
 maximises the margin (:func:`opposed_shape`).  :func:`offline_head` reads these outputs: for its
 points it meets the bound of the chain ``1..L`` and the pair ``0, 1`` weighted by ``w``
 (:func:`offline_value`), so it is max-min for them (the collinear head where ``z_0`` is on the
-line, RMSNorm).  The proven ``margin_upper`` (:mod:`bounds.last_margin`) still ignores ``z_0``
-(``kappa/(L-1)``): at ``d = 8`` ``margin_upper/margin`` is 1.0096 (LayerNorm, gain) and 1.033
-(with a bias), 1.021 and 1.046 (RMSNorm) at ``L = 16``.
+line, RMSNorm).  The proven ``margin_upper`` (:func:`bounds.last_margin._offline`) is the same
+weighted bound maximised over every parameter set: at ``d = 8`` ``margin_upper/margin`` is
+1.0009 (LayerNorm, gain), 1.0044 (with a bias), 1.0066 and 1.0095 (RMSNorm) at ``L = 16``, and
+falls with ``L`` (README).
 
 **Softmax attention without a norm: the pair head** (:func:`pair_cell`, :func:`pair_head`).  Here
 ``z_0 = 2 e_s = (e_a + e_s) - (e_a - e_s)`` lies on the line of the counts, at ``phi = -1``, for

@@ -198,3 +198,23 @@ def test_the_bound_sees_z0_and_meets_the_construction(cell):
     U = margin_upper(cell, L)
     assert m <= U <= kappa / (L - 1) * (1 + 1e-12)
     assert U / m <= 1.01
+
+
+def test_readme_ratio_table_is_what_the_sweep_certifies():
+    """The ``L = 16`` column of the README's table of ``margin_ratio`` for these cells (``d = 8``);
+    every entry is within the issue's 1%."""
+    from bounds.search import classification_row
+    from tests.test_readme import README
+
+    section = README.split("Measured `margin_ratio` at `d = 8`", 1)[1].split("\n\n  *", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in section.splitlines() if line.strip().startswith("| layernorm") or line.strip().startswith("| rmsnorm")]
+    assert len(rows) == 4
+    for name, *ratios in rows:
+        norm, affine = (p.strip() for p in name.split(","))
+        assert all(1 <= float(r) <= 1.01 for r in ratios)
+        cell = Cell(attention="linear", variant="pre_learned", readout="classification", norm=norm,
+                    affine=affine, read="last")
+        row = classification_row(cell, 16)
+        assert row["certified"]
+        assert row["margin_ratio"] == pytest.approx(float(ratios[0]), abs=2e-6)
