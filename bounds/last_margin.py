@@ -199,8 +199,8 @@ def _offline(cell: Cell, L: int) -> flint.arb:
     ``G = <v, D> = e_v + kappa + tau (r s - s^2 - t^2) s`` and the distance of ``z_0`` from the line
     is ``P <= |e_perp| + tau |s^2 + t^2 - r s| t``.
 
-    (L7) *RMSNorm* (``eps = 0``): ``e_a = alpha_a n_a`` with ``n_a = N_a/sqrt(d)`` a unit vector,
-    ``alpha_a = |e_a| <= 1`` (``e_s`` alike), and ``|x|^2 = d sum_i p_i q_i`` with ``p_i = n_{a,i}^2``
+    (L7) *RMSNorm* (any ``eps``): ``e_a = alpha_a n_a`` with ``n_a = N_a/|N_a|`` a unit vector,
+    ``alpha_a = |e_a| <= 1`` (``e_s`` alike), and ``|x|^2 <= d sum_i p_i q_i`` with ``p_i = n_{a,i}^2``
     (``sum p = 1``), ``q_i = g_i^2`` (``sum q <= 1``).  With ``delta = 1 - |x|^2/M^2 <= 1 - (r - b)^2/M^2``
     (``M^2 = d``) and ``j`` the index of the largest ``q``: ``sum p q <= q_j`` gives ``q_j >= 1 - delta``,
     so ``sum_{i != j} q_i <= delta`` and ``p_j >= 1 - 2 delta``; the line of ``n_a`` is within
@@ -343,7 +343,7 @@ def _offline(cell: Cell, L: int) -> flint.arb:
 
 
 def _rms_turn(M: flint.arb, b: flint.arb, r: flint.arb, s: flint.arb) -> flint.arb:
-    """RMSNorm (``eps = 0``): a bound on ``|e_perp|`` for ``|h_a| >= r`` and ``<h_s, v> <= s``
+    """RMSNorm: a bound on ``|e_perp|`` for ``|h_a| >= r`` and ``<h_s, v> <= s``
     ((L7) of :func:`_offline`), or 2 where it does not apply."""
     zero, one = flint.arb(0), flint.arb(1)
     q = r - b
