@@ -299,9 +299,12 @@ def _offline(cell: Cell, L: int) -> flint.arb:
         if A is None or float(s.mid()) < float((r - 2 * M).mid()):
             return zero
         G = tau * r**3 + tau * (r * s - s * s) * s + a
-        f = lambda w: float(offline_value(A, G, sqrt(G * G + 4 - a * a), flint.arb(w), sqrt).mid())
-        w = offline_weight(float(A.mid()), float(G.mid()), float(sqrt(G * G + 4 - a * a).mid())) \
-            if float(G.mid()) > 0 else 0.0
+        P = sqrt(4 - a * a)  # a point of the relaxation: t = 0, e_perp as large as allowed
+        if not cell.kind.centred:
+            P = P.min(_rms_turn(M, b, r, s))
+        Dn = sqrt(G * G + P * P)
+        f = lambda w: float(offline_value(A, G, Dn, flint.arb(w), sqrt).mid())
+        w = offline_weight(float(A.mid()), float(G.mid()), float(Dn.mid())) if float(G.mid()) > 0 else 0.0
         return flint.arb(min(f(w), f(0.0)))
 
     top_r = M + b
