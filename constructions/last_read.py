@@ -69,7 +69,7 @@ points it meets the bound of the chain ``1..L`` and the pair ``0, 1`` weighted b
 (:func:`offline_value`), so it is max-min for them (the collinear head where ``z_0`` is on the
 line, RMSNorm).  The proven ``margin_upper`` (:func:`bounds.last_margin._offline`) is the same
 weighted bound maximised over every parameter set: at ``d = 8`` ``margin_upper/margin`` is
-1.0009 (LayerNorm, gain), 1.0044 (with a bias), 1.0061 and 1.0088 (RMSNorm) at ``L = 16``, and
+1.0009 (LayerNorm, gain), 1.0044 (with a bias), 1.0025 and 1.0086 (RMSNorm) at ``L = 16``, and
 falls with ``L`` (README).
 
 **Softmax attention without a norm: the pair head** (:func:`pair_cell`, :func:`pair_head`).  Here
