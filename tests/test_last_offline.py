@@ -42,7 +42,7 @@ def _judged(params: Params, L: int) -> float:
 
 
 @pytest.mark.parametrize("cell", CELLS, ids=lambda c: c.describe())
-@pytest.mark.parametrize("L", [2, 3, 5, 16])  # 16: the first L of the 1% goal
+@pytest.mark.parametrize("L", [3, 16])  # 16: the first L of the 1% goal
 def test_the_construction_is_judged_and_below_the_bound(cell, L):
     assert last_read.opposed_cell(cell)
     params = classification.design(cell).build(L)
