@@ -14,10 +14,10 @@ pair inequality of neighbours ``c, c+1`` in ``1..L`` summed as in (C) of :mod:`b
 ``kappa = tau |h_a|^3 <= cap(1, 1)`` (the line capacity of :func:`constructions.laws.capacity`
 at unit budget: ``|h| <= H``, ``|h| = sqrt(d)`` bare, ``|h| = |e| <= 1`` without a norm), so
 ``m <= cap(1, 1)/(L - 1)``.  The plane head of :mod:`constructions.last_read` attains it (bare
-pre-norm and no norm), so there it is the max-min margin.  With a gain the largest ``kappa``
-leaves ``z_0`` on or near the line (:func:`constructions.last_read.opposed_vectors`), and this
-bound, which ignores ``z_0``, stays about ``1 + kappa/((L-1) G)`` above the construction (``G``
-its first gap).
+pre-norm and no norm), so there it is the max-min margin.  With a gain this bound,
+which ignores ``z_0``, stays above the construction by up to about ``kappa/((L-1) G)`` (``G`` its
+first gap): there the smaller :func:`_offline`, which sees ``z_0`` (the pair ``0, 1`` weighted
+against the chain, over every parameter set), is taken too.
 
 *Segment (softmax, pre-norm with a gain).*  ``z_n = e_a + h_s + phi(n)(h_a - h_s)``,
 ``phi(n) = n/(rho+n)``, ``rho = exp(tau <h_a, h_s - h_a>)``: the gaps are
@@ -72,6 +72,8 @@ Evaluated in ball arithmetic and rounded up: ``O(1)`` in ``L`` and ``d``.
 """
 
 from __future__ import annotations
+
+import math
 
 import flint
 
@@ -158,6 +160,242 @@ def _post(cell: Cell, L: int) -> float:
         return arb_ceil(2 * reach)
 
 
+#: the largest number of boxes :func:`_offline` splits (a cap on its cost; any partition is a proof)
+OFFLINE_BOXES = 3000
+#: :func:`_offline` stops once its largest box is within this of its best point
+OFFLINE_TOLERANCE = 1e-4
+
+
+def _offline(cell: Cell, L: int) -> flint.arb:
+    """Linear attention with pre-norm and a gain, ``L >= 2``: the supremum over every parameter set
+    of the weighted pair bound of :func:`constructions.last_read.offline_head`, which sees ``z_0``.
+
+    *Notation.*  ``b = 1`` with a bias (else 0 and ``beta = 0``), ``M`` the kind's largest
+    coordinate, ``x = h_a - beta = g * N_a``, ``y' = h_s - beta = g * N_s``, ``r = |h_a|``, ``v =
+    h_a/r``, ``kappa = tau r^3``; ``y = h_s = s v + y_perp`` with ``t = |y_perp|``; ``e = e_a - e_s``.
+
+    (L1) ``|x|, |y'| <= M`` (``|g * N| <= |g| max_i |N_i|``), so ``r <= M + b``, ``|x| >= r - b``
+    and ``s^2 + t^2 = |y|^2 <= (M + b)^2``; ``|e| <= 2``.
+
+    (L2) *One gain for both values.*  If ``|x|^2 >= M^2/2`` then ``|y'_perp x|^2 <= M^2 - |x|^2``.
+    Proof: ``N_a, N_s`` lie in the image ``V`` of the norm (``R^d``, or the centred hyperplane) with
+    ``|N| <= sqrt(d)``; let ``W`` be their span and ``Q`` the compression of ``diag(g^2)`` to ``W``,
+    with eigenvalues ``mu_1 >= mu_2 >= 0``, ``mu_1 + mu_2 <= trace(P_V diag(g^2)) <= M^2/d``
+    (``|g| <= 1``; for LayerNorm ``(1 - 1/d) |g|^2``).  The Gram matrix of ``x, y'`` is that of ``N_a,
+    N_s`` under ``Q``, so ``|x|^2 <= mu_1 d`` and ``|x|^2 |y'_perp x|^2 = det = det[N_a N_s]^2 mu_1
+    mu_2 <= d^2 mu_1 (M^2/d - mu_1)``, decreasing in ``mu_1`` from ``mu_1 >= |x|^2/d >= M^2/(2d)``:
+    at most ``d |x|^2 (M^2/d - |x|^2/d)``.
+
+    (L3) *The bias is nearly along ``v``.*  ``|x|^2 = (r - beta_v)^2 + |beta_perp|^2 <= M^2`` with
+    ``beta_v <= sqrt(b^2 - |beta_perp|^2)``, so ``r <= phi(|beta_perp|)``, ``phi(q) = sqrt(b^2 - q^2) +
+    sqrt(M^2 - q^2)`` decreasing: ``|beta_perp| < eps`` for any ``eps`` with ``phi(eps) < r``
+    (:func:`_tilt`; ``eps = b`` if none).  And ``beta_v = r - <x, v> >= r - M``.
+
+    (L4) Hence ``s = <y', v> + beta_v >= r - 2M``, and with ``y' = a x/|x| + y'_perp x`` (``|a| <= M``,
+    ``|(x/|x|)_perp v| = |beta_perp|/|x| <= eps/(r - b)``): ``t <= T(r) = eps (1 + M/(r - b)) + sqrt(M^2 -
+    (r - b)^2)`` when ``(r - b)^2 >= M^2/2`` (else ``t <= M + b``); ``T`` decreases in ``r``.
+
+    (L5) ``D = z_1 - z_0 = e + (kappa + tau (r s - s^2 - t^2) s) v - tau (s^2 + t^2 - r s) y_perp``:
+    ``G = <v, D> = e_v + kappa + tau (r s - s^2 - t^2) s`` and the distance of ``z_0`` from the line
+    is ``P <= |e_perp| + tau |s^2 + t^2 - r s| t``.
+
+    (L7) *RMSNorm* (any ``eps``): ``e_a = alpha_a n_a`` with ``n_a = N_a/|N_a|`` a unit vector,
+    ``alpha_a = |e_a| <= 1`` (``e_s`` alike), and ``|x|^2 <= d sum_i p_i q_i`` with ``p_i = n_{a,i}^2``
+    (``sum p = 1``), ``q_i = g_i^2`` (``sum q <= 1``).  With ``delta = 1 - |x|^2/M^2 <= 1 - (r - b)^2/M^2``
+    (``M^2 = d``) and ``j`` the index of the largest ``q``: ``sum p q <= q_j`` gives ``q_j >= 1 - delta``,
+    so ``sum_{i != j} q_i <= delta`` and ``p_j >= 1 - 2 delta``; the line of ``n_a`` is within
+    ``asin(sqrt(2 delta))`` of ``e_j``, that of ``x`` within ``asin(sqrt(2 delta^2/(1 - delta)))``
+    (``sum_{i != j} x_i^2 <= d delta (1 - p_j)``), and that of ``v`` within ``asin(eps/(r - b))`` of
+    ``x``.  For ``n_s``: ``|y'|^2 <= d (p'_j + delta)`` and ``|y'| >= beta_v - s >= r - M - s``.  Angles
+    between lines add and ``sin`` is subadditive, so ``|e_perp| <= |n_{a,perp}| + |n_{s,perp}|``, each at
+    most the sum of the sines (capped at 1; :func:`_rms_turn`).
+
+    (L6) ``m <= f_w = (1 + w |D| + |v - w D|)/(2 (A + w))`` for every ``w >= 0``, ``A = (L - 1)/kappa``
+    (:func:`constructions.last_read.offline_head`); with ``|D|^2 = G^2 + P^2`` and ``|v - w D|^2 =
+    (1 - w G)^2 + w^2 P^2`` it decreases in ``A``, increases in ``P`` and is convex in ``G``.
+
+    *Branch and bound* over boxes of ``(r, s, e_v)`` in ``[0, M + b] x [-2M, M + b] x [-2, 2]``: on a
+    box ``kappa <= tau r_hi^3``; ``t <= min(T(r_lo), M + b)``; ``G`` in the ball enclosure of (L5)
+    over the box; ``|e_perp| <= sqrt(4 - e_v^2)`` at the ``e_v`` nearest 0 (and (L7) at ``r_lo``,
+    ``s_hi``); ``P`` at its upper end;
+    then for one ``w`` per box (a float search) ``f_w`` at both ends of ``G`` (convexity), at the
+    largest ``P`` and the smallest ``A``.  Boxes with ``s_hi < r_lo - 2M`` are empty (L4).  The
+    result is the largest box bound of the final partition, so it is a proof whatever the
+    stopping rule; the search stops at :data:`OFFLINE_TOLERANCE` of the best box centre (a point
+    of the relaxation) or :data:`OFFLINE_BOXES`."""
+    import heapq
+
+    from constructions.last_read import offline_value, offline_weight
+
+    d = cell.d
+    M = flint.arb(cell.kind.max_coordinate(d, laws.ARB.sqrt))
+    b = flint.arb(1 if cell.affine.bias else 0)
+    tau = 1 / flint.arb(d).sqrt()
+    zero = flint.arb(0)
+    sqrt = _sqrt_plus
+    A_of = lambda r: flint.arb(L - 1) / (tau * r**3) if float(r.upper().mid()) > 0 else None
+
+    memo = {}
+
+    def reach(r_lo):
+        """``t_max`` on boxes with ``r >= r_lo`` (L4), remembered per ``r_lo``."""
+        key = ("T", float(r_lo.mid()))
+        if key not in memo:
+            memo[key] = _reach(r_lo)
+        return memo[key]
+
+    def _reach(r_lo):
+        q = r_lo - b
+        if float(q.lower().mid()) <= 0 or float((2 * q * q - M * M).lower().mid()) < 0:
+            return M + b
+        eps = _tilt(M, b, r_lo)
+        return (eps * (1 + M / q) + sqrt(M * M - q * q)).min(M + b)
+
+    def value(A, G_lo, G_hi, P):
+        fl = lambda x: float(x.mid())
+        w = offline_weight(fl(A), fl(G_hi), math.hypot(fl(G_hi), fl(P))) if fl(G_hi) > 0 else 0.0
+        w = flint.arb(w)
+        out = None
+        for G in (G_lo, G_hi):
+            f = offline_value(A, G, sqrt(G * G + P * P), w, sqrt).upper()
+            out = f if out is None else out.max(f)
+        return out
+
+    def bound(box):
+        (r1, r2), (s1, s2), (a1, a2) = box
+        if float(s2.mid()) < float((r1 - 2 * M).mid()):
+            return zero
+        A = A_of(r2)
+        if A is None:
+            return zero
+        T = reach(r1)
+        # G: kappa + tau (r s^2 - s^3) - tau t^2 s rises with r (d/dr = tau (3 r^2 + s^2)); in s,
+        # r s^2 - s^3 has its critical points at 0 (a minimum) and 2r/3 (a maximum)
+        cubic = lambda r, s_: r * s_ * s_ - s_ * s_ * s_
+        hi_s = [s1, s2] + [q for q in (2 * r2 / 3,) if float(s1.mid()) < float(q.mid()) < float(s2.mid())]
+        lo_s = [s1, s2] + ([zero] if float(s1.mid()) < 0 < float(s2.mid()) else [])
+        G_hi = tau * (r2**3 + max((cubic(r2, q) for q in hi_s), key=lambda v: float(v.mid()))
+                      + T * T * (-s1).max(zero))
+        G_lo = tau * (r1**3 + min((cubic(r1, q) for q in lo_s), key=lambda v: float(v.mid()))
+                      - T * T * s2.max(zero))
+        # P: |s^2 + t^2 - r s| t; s^2 - r s is convex in s and linear in r
+        quad = lambda r, s_: s_ * s_ - r * s_
+        up = max((quad(r, q) for r in (r1, r2) for q in (s1, s2)), key=lambda v: float(v.mid())) + T * T
+        low = min((quad(r, (r / 2).max(s1).min(s2)) for r in (r1, r2)), key=lambda v: float(v.mid()))
+        Pq = tau * up.abs_upper().max(low.abs_upper()) * T
+        near = zero if float(a1.mid()) <= 0 <= float(a2.mid()) else a1.abs_upper().min(a2.abs_upper())
+        e_perp = sqrt(4 - near * near).upper()
+        if not cell.kind.centred:
+            key = ("turn", float(r1.mid()), float(s2.mid()))
+            if key not in memo:
+                memo[key] = _rms_turn(M, b, r1, s2)
+            e_perp = e_perp.min(memo[key])
+        return value(A, G_lo + a1, G_hi + a2, e_perp + Pq)
+
+    def centre(box):
+        (r1, r2), (s1, s2), (a1, a2) = box
+        r, s, a = (r1 + r2) / 2, (s1 + s2) / 2, (a1 + a2) / 2
+        A = A_of(r)
+        if A is None or float(s.mid()) < float((r - 2 * M).mid()):
+            return zero
+        G = tau * r**3 + tau * (r * s - s * s) * s + a
+        P = sqrt(4 - a * a)  # a point of the relaxation: t = 0, e_perp as large as allowed
+        if not cell.kind.centred:
+            P = P.min(_rms_turn(M, b, r, s))
+        Dn = sqrt(G * G + P * P)
+        f = lambda w: float(offline_value(A, G, Dn, flint.arb(w), sqrt).mid())
+        w = offline_weight(float(A.mid()), float(G.mid()), float(Dn.mid())) if float(G.mid()) > 0 else 0.0
+        return flint.arb(min(f(w), f(0.0)))
+
+    top_r = M + b
+
+    def split(box):
+        """Halve the widest side (``r`` in ``sqrt(M + b - r)``, where ``T`` varies like it)."""
+        u = lambda r: math.sqrt(max(0.0, float((top_r - r).mid())))
+        (r1, r2) = box[0]
+        widths = [(u(r1) - u(r2)) / math.sqrt(float(top_r.mid()))]
+        widths += [float((hi - lo).mid()) / scale for (lo, hi), scale in zip(box[1:], (3 * float(M.mid()), 4))]
+        k = widths.index(max(widths))
+        lo, hi = box[k]
+        if k == 0:
+            um = (u(r1) + u(r2)) / 2
+            mid = flint.arb(min(max(float(top_r.mid()) - um * um, float(r1.mid())), float(r2.mid())))
+        else:
+            mid = (lo + hi) / 2
+        return [tuple(part if j == k else iv for j, iv in enumerate(box)) for part in ((lo, mid), (mid, hi))]
+
+    start = ((zero, M + b), (-2 * M, M + b), (flint.arb(-2), flint.arb(2)))
+    heap, best = [], zero
+
+    def push(box):
+        ub = bound(box)
+        heapq.heappush(heap, (-float(ub.mid()), id(box), box, ub))
+
+    push(start)
+    for _ in range(OFFLINE_BOXES):
+        top = heapq.heappop(heap)
+        for part in split(top[2]):
+            best = best.max(centre(part))
+            push(part)
+        if -heap[0][0] <= float(best.mid()) * (1 + OFFLINE_TOLERANCE):
+            break
+    out = heap[0][3]
+    for entry in heap:
+        out = out.max(entry[3])
+    return out
+
+
+def _rms_turn(M: flint.arb, b: flint.arb, r: flint.arb, s: flint.arb) -> flint.arb:
+    """RMSNorm: a bound on ``|e_perp|`` for ``|h_a| >= r`` and ``<h_s, v> <= s``
+    ((L7) of :func:`_offline`), or 2 where it does not apply."""
+    zero, one = flint.arb(0), flint.arb(1)
+    q = r - b
+    if not float(q.lower().mid()) > 0:
+        return flint.arb(2)
+    delta = (1 - q * q / (M * M)).max(zero)
+    if not float(delta.upper().mid()) < 0.5:
+        return flint.arb(2)
+    eps = _tilt(M, b, r)
+    common = _sqrt_plus(2 * delta * delta / (1 - delta)) + eps / q
+    ys = (r - M - s).max(zero)
+    turn_a = (_sqrt_plus(2 * delta) + common).min(one)
+    turn_s = (_sqrt_plus(1 - ys * ys / (M * M) + delta) + common).min(one)
+    return (turn_a + turn_s).upper()
+
+
+def _sqrt_plus(x: flint.arb) -> flint.arb:
+    """A ball containing ``sqrt(max(q, 0))`` for every ``q`` in the ball ``x``."""
+    zero = flint.arb(0)
+    if float(x.upper().mid()) <= 0:
+        return zero
+    if float(x.lower().mid()) < 0:
+        return flint.arb.union(zero, x.upper().sqrt())
+    return x.sqrt()
+
+
+def _tilt(M: flint.arb, b: flint.arb, r: flint.arb) -> flint.arb:
+    """An ``eps`` with ``sqrt(b^2 - eps^2) + sqrt(M^2 - eps^2) < r`` checked in balls (then
+    ``|beta_perp| < eps``, (L3) of :func:`_offline`), or ``b`` where none is found: a float
+    bisection on ``phi`` (decreasing on ``[0, b]``), rounded up and checked."""
+    if float(b.mid()) == 0:
+        return flint.arb(0)
+    phi = lambda q: _sqrt_plus(b * b - q * q) + _sqrt_plus(M * M - q * q)
+    target = float(r.lower().mid())
+    if not float(phi(b).upper().mid()) < target:
+        return b
+    bf, Mf = float(b.mid()), float(M.mid())
+    phi_f = lambda q: math.sqrt(max(0.0, bf * bf - q * q)) + math.sqrt(max(0.0, Mf * Mf - q * q))
+    lo, hi = 0.0, bf
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if phi_f(mid) < target else (mid, hi)
+    for q in (hi * (1 + 1e-12), hi * (1 + 1e-6), bf):
+        q = flint.arb(q).min(b)
+        if float(phi(q).upper().mid()) < target:
+            return q
+    return b
+
+
 def _arb(x) -> flint.arb:
     return x if isinstance(x, flint.arb) else flint.arb(x)
 
@@ -177,6 +415,8 @@ def last_margin_upper(cell: Cell, L: int) -> float | None:
         if laws.family(cell) == "line":
             cap = _arb(laws.capacity(cell, 1, 1, laws.ARB))
             value = 2 + 3 * cap if L == 1 else cap / (L - 1)
+            if L >= 2 and cell.affine.gain:  # z_0 seen too: never above cap/(L - 1) (w = 0)
+                value = value.min(_offline(cell, L))
         elif not cell.normed:
             value = _pair(cell, L)
         elif L == 1 and laws.rigid(cell):
