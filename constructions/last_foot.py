@@ -74,7 +74,7 @@ from constructions.cell import Cell, Params
 from constructions.last_post import u_0
 from constructions.regression import FootDesign, Step, _check_budget, _check_count, _vec, axes
 from constructions.steps import arc_readout_steps
-from constructions.symbols import ARGS, E_A, E_S, W0, A, C, F, psi, t
+from constructions.symbols import ARGS, E_A, E_S, W0, C, F, psi, t
 
 #: the relative steps of the shape beyond the least one that :meth:`LastFootDesign.choice` tries
 SHAPE_STEPS = np.array([0.0, 1e-5, 1e-4, 1e-3, 1e-2, 3e-2, 1e-1])

@@ -94,6 +94,7 @@ from constructions.cell import Cell
 from constructions.last_foot import LastFootDesign
 from constructions.last_post import LinearLastArcDesign
 from constructions.regression import FootDesign, RegressionDesign, Step, _vec
+from constructions.select_last_post import window_interval
 from constructions.symbols import E_A, W0, C, L
 from constructions.tasks import E_B
 
@@ -132,26 +133,8 @@ def points(L_value: int, u_value, shift_value):
 
 def amplitude_interval(lam_value, L_value: int, u_value, shift_value):
     """``(A_lo, A_hi)``: the amplitudes with ``y(p_lo(n)) > n - 1/2`` and ``y(p_hi(n)) < n + 1/2``
-    for ``n = 0..L`` (:func:`points`), ``y(p) = c + A f(p - c)``, ``c = L/2`` (mpmath).  Each
-    condition is ``A f > g`` or ``A f < g``: a bound on ``A`` by the sign of ``f`` (where ``f = 0``
-    it holds or fails whatever ``A``: then the empty interval ``(1, 0)``)."""
-    lam, c = mpmath.mpf(lam_value), mpmath.mpf(L_value) / 2
-    half = mpmath.mpf(1) / 2
-    lo, hi = mpmath.mpf(0), mpmath.inf
-    f = lambda p: (p - c) / mpmath.sqrt(lam**2 + (p - c) ** 2)
-    for n, (p_lo, p_hi) in enumerate(points(L_value, u_value, shift_value)):
-        for p, g, above in ((p_lo, n - half - c, True), (p_hi, n + half - c, False)):
-            fv = f(p)
-            if fv == 0:
-                if (0 > g) != above:
-                    return mpmath.mpf(1), mpmath.mpf(0)
-                continue
-            # A f > g: A > g/f for f > 0, A < g/f for f < 0; A f < g the other way round
-            if (fv > 0) == above:
-                lo = max(lo, g / fv)
-            else:
-                hi = min(hi, g / fv)
-    return lo, hi
+    for ``n = 0..L`` (:func:`points`; :func:`constructions.select_last_post.window_interval`)."""
+    return window_interval(lam_value, L_value, points(L_value, u_value, shift_value))
 
 
 class LinearSelectLastArcDesign(LinearLastArcDesign):

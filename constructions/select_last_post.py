@@ -70,14 +70,13 @@ LayerNorm at ``d = 2`` (no arc), ``eps > 0``, classification.
 from __future__ import annotations
 
 import mpmath
-import numpy as np
 import sympy
 
 from constructions import arc, last_post, registry
 from constructions.cell import Cell
 from constructions.last_post import LastArcDesign, u_0
 from constructions.regression import RegressionDesign, Step, _vec, axes
-from constructions.symbols import E_A, E_S, ONE, V, B, C, kappa, t, tau
+from constructions.symbols import E_A, E_S, ONE, V, B, C, kappa, t
 from constructions.tasks import E_B
 
 #: the part of e_s and e_a along one
@@ -99,18 +98,18 @@ def eps_bound(cell: Cell, B_value):
     return mpmath.exp(-share**2 * mpmath.mpf(B_value) ** 2 / (8 * mpmath.sqrt(cell.d)))
 
 
-def select_interval(lam_value, L_value: int, eps_value):
-    """``(A_lo, A_hi)``: the amplitudes with ``y(n) > n - 1/2`` and ``y(n + eps (L - n)) < n +
-    1/2`` for ``n = 0..L``, ``c = L/2`` (mpmath).  Each condition is ``A f(p) > g`` or ``A f(p) <
-    g`` with ``f(p) = (p - c)/sqrt(lam^2 + (p - c)^2)``: a bound on ``A`` by the sign of ``f``
-    (where ``f = 0`` it holds or fails whatever ``A``: then the empty interval)."""
-    lam, eps = mpmath.mpf(lam_value), mpmath.mpf(eps_value)
-    c = mpmath.mpf(L_value) / 2
+def window_interval(lam_value, L_value: int, windows):
+    """``(A_lo, A_hi)``: the amplitudes of the arc read-out ``y(p) = c + A f(p)``, ``f(p) = (p -
+    c)/sqrt(lam^2 + (p - c)^2)``, ``c = L/2``, with ``y(p_lo) > n - 1/2`` and ``y(p_hi) < n + 1/2``
+    for the window ``(p_lo, p_hi)`` of every count ``n = 0..L`` (``windows[n]``; mpmath).  Each
+    condition is ``A f(p) > g`` or ``A f(p) < g``: a bound on ``A`` by the sign of ``f`` (where
+    ``f = 0`` it holds or fails whatever ``A``: then the empty interval ``(1, 0)``)."""
+    lam, c = mpmath.mpf(lam_value), mpmath.mpf(L_value) / 2
     half = mpmath.mpf(1) / 2
     lo, hi = mpmath.mpf(0), mpmath.inf
     f = lambda p: (p - c) / mpmath.sqrt(lam**2 + (p - c) ** 2)
-    for n in range(L_value + 1):
-        for p, g, above in ((mpmath.mpf(n), n - c - half, True), (n + eps * (L_value - n), n - c + half, False)):
+    for n, (p_lo, p_hi) in enumerate(windows):
+        for p, g, above in ((p_lo, n - half - c, True), (p_hi, n + half - c, False)):
             fv = f(p)
             if fv == 0:
                 if (0 > g) != above:
@@ -122,6 +121,14 @@ def select_interval(lam_value, L_value: int, eps_value):
             else:
                 hi = min(hi, g / fv)
     return lo, hi
+
+
+def select_interval(lam_value, L_value: int, eps_value):
+    """``(A_lo, A_hi)``: the amplitudes with ``y(n) > n - 1/2`` and ``y(n + eps (L - n)) < n +
+    1/2`` for ``n = 0..L`` (:func:`window_interval`)."""
+    eps = mpmath.mpf(eps_value)
+    return window_interval(lam_value, L_value, [(mpmath.mpf(n), n + eps * (L_value - n))
+                                                for n in range(L_value + 1)])
 
 
 class SelectLastArcDesign(LastArcDesign):
