@@ -33,6 +33,7 @@ that the two agree on every cell of a grid of all parts).
   :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
   :func:`pair_select_last` (:mod:`constructions.select_last_pair`),
   :func:`select_last_arc` (:mod:`constructions.select_last_post`),
+  :func:`select_last_rms` (:mod:`constructions.select_last_rms`),
   :func:`eps_select_last` (:mod:`constructions.last_eps`).
 
 *Classification* (a head on the geometry of a regression entry at budget 1):
@@ -223,6 +224,13 @@ def select_last_arc(cell: Cell) -> bool:
             and cell.kind.centred and cell.eps == 0 and cell.d >= laws.smallest_d(cell))
 
 
+def select_last_rms(cell: Cell) -> bool:
+    """The select task read last, softmax attention with post-RMSNorm at ``eps = 0``, every ``d``
+    and affine (:mod:`constructions.select_last_rms`: ``e_b`` parallel to ``e_a``, one line)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.post
+            and not cell.kind.centred and cell.eps == 0)
+
+
 def eps_select_last(cell: Cell) -> bool:
     """Pre-LayerNorm at ``eps > 0``, ``d >= 3``, bare or with a gain: the ``eps = 0`` construction
     (:func:`bare_select_last`, :func:`gain_select_last`) carried exactly (:mod:`constructions.last_eps`)."""
@@ -254,6 +262,7 @@ REGRESSION = (
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
     Entry("select_last_pair", "SelectPairDesign", pair_select_last),
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
+    Entry("select_last_rms", "SelectLastRmsDesign", select_last_rms),
     Entry("last_eps", "EpsSelectDesign", eps_select_last),
 )
 
