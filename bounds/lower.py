@@ -281,8 +281,9 @@ def last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) 
 
 
 def select_last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
-    """The select task read last after post-norm (``eps = 0``): :func:`last_post_lower` of the
-    count task.
+    """The select task read last after post-norm (``eps = 0``; LayerNorm,
+    :mod:`constructions.select_last_post`, and RMSNorm, :mod:`constructions.select_last_rms`):
+    :func:`last_post_lower` of the count task.
 
     *Proof.*  The inputs of the count task read last, ``(s)`` and ``(s, a^n)`` read at the last
     ``a``, are inputs of the select task (``n_b = 0``) with the same targets, read at the same
@@ -668,7 +669,7 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     """
     if cell.readout == "classification":
         return 0.0
-    if registry.builds("select_last_post", cell):
+    if registry.builds("select_last_post", cell) or registry.builds("select_last_rms", cell):
         return None if B_upper is None else select_last_post_lower(cell, L, B_upper, arc_boxes)
     if cell.read.last and cell.distractor and cell.attention == "linear":
         return last_select_line_lower(cell, L)

@@ -18,10 +18,11 @@ every ``beta < 1``.  Here instead ``rho < 1``, which makes ``r = 1`` exactly.
 
 **The geometry.**  ``e_b = beta e_a`` with ``0 < beta < 1``, and
 
-    rho = ((1 + beta)/2)^(1/(1 - beta))   (in (e^-1/2, 1/2]...(1/2, e^-1/2) as beta runs over (0, 1)),
-    u = 1/(2 rho),   D = log(1/rho)/(tau u),
+    rho = ((1 + beta)/2)^(1/(1 - beta)),   u = 1/(2 rho),   D = log(1/rho)/(tau u),
 
-so that ``rho^(1 - beta) = (1 + beta)/2``.  Take an orthonormal pair ``T, X`` (any plane: RMSNorm
+so that ``rho^(1 - beta) = (1 + beta)/2``; ``rho`` increases from ``1/2`` to ``e^(-1/2)`` as
+``beta`` runs over ``(0, 1)`` (``log rho = log((1 + beta)/2)/(1 - beta)``), so ``rho < 1``,
+``D > 0`` and ``u`` is in ``(e^(1/2)/2, 1)``.  Take an orthonormal pair ``T, X`` (any plane: RMSNorm
 has no centring) and ``kappa > 0``, and set ``delta = D/kappa^2``, ``c = -2u - delta``:
 
     e_a = kappa u T,   e_s = kappa (lam X + (u + delta) T),   e_b = beta e_a.
@@ -36,7 +37,8 @@ With the line ``l(p) = kappa (lam X + (p - c) T)``: ``e_s + e_a = l(0)``, and ``
     (s):      p = -u,
 
 with ``eps = w_ab/w_aa = exp(-tau (1 - beta) kappa^2 u^2)``.  *Proof.*  Query a: ``w_ab/w_as =
-rho eps`` and ``rho eps (e_a + e_b) = rho eps (1 + beta) u Q/u... = eps (1 + beta)/2 Q``.
+rho eps`` and ``rho eps (e_a + e_b) = rho eps (1 + beta) e_a = eps (1 + beta)/2 Q``; its
+``n_a`` term is ``2 rho e_a = Q``.
 Query b: ``w_ba/w_bs = exp(tau beta <e_a, e_a - e_s>) = rho^beta``, so its ``n_a`` term is
 ``rho^beta (1 + beta) e_a = rho^(beta - 1) (1 + beta)/2 Q = Q`` (the rate is exactly 1);
 ``w_bb/w_ba = exp(tau <e_b, e_b - e_a>) = eps^beta``, so its ``n_b`` term is ``rho^beta eps^beta
@@ -92,7 +94,7 @@ from constructions.regression import _check_budget, _check_count
 #: the share of the budget the embedding of s takes (below B: rounding stays inside it)
 SHARE = 1 - 2.0**-20
 #: the values of beta the shape search tries
-BETAS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+BETAS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)
 
 
 def built(cell: Cell) -> bool:
@@ -180,6 +182,9 @@ class SelectLastRmsDesign:
         self.tau = 1 / math.sqrt(cell.d)
         self._shapes = {}
 
+    def compiled_parts(self) -> None:
+        """Nothing to compile: the construction is evaluated directly in mpmath (:meth:`build`)."""
+
     def capacity(self, B: float) -> float:
         """``|alpha T + gamma X| <= sqrt(d) B`` bare, ``sqrt(d) B^2`` with a gain."""
         return math.sqrt(self.cell.d) * (B * B if self.cell.affine.gain else B)
@@ -194,36 +199,61 @@ class SelectLastRmsDesign:
         lo, hi = windows(L, eps_a, eps_b, sigma, u)
         return (*read_out(L, lam, c, lo, hi, self.capacity(B)), K)
 
-    def _least_budget(self, L: int, beta: float, lam: float, hi_B: float = 1e12):
-        """The least ``B`` with a positive margin at ``(beta, lam)`` (geometric bisection; inf if
-        none below ``hi_B``): the margin grows with ``B`` (more suppression)."""
-        ok = lambda B: self.margin(L, beta, lam, B)[0] > 0
-        lo_B = lam * 1e-3
-        if not ok(hi_B):
-            return math.inf
-        up = max(lo_B * 2, lam)
-        while not ok(up):
-            lo_B, up = up, up * 2
-        while up / lo_B > 1 + 1e-4:
-            mid = math.sqrt(lo_B * up)
-            lo_B, up = (lo_B, mid) if ok(mid) else (mid, up)
-        return up
+    def _least_budget(self, L: int, beta: float, lam: float, tol: float = 1e-3, hi_B: float = 1e12):
+        """The least ``B`` with a positive margin at ``(beta, lam)`` to relative ``tol`` (inf if
+        none below ``hi_B``): the margin grows with ``B`` (more suppression); a bracket doubling
+        from the embeddings' floor ``lam``, then regula falsi (Illinois) in ``log B``."""
+        m = lambda B: self.margin(L, beta, lam, B)[0]
+        lo, up = lam / 2, lam
+        m_up = m(up)
+        while not m_up > 0:
+            lo, up = up, up * 2
+            if up > hi_B:
+                return math.inf
+            m_up = m(up)
+        m_lo = m(lo)
+        if m_lo > 0:  # the floor itself counts (small L): halve down to a failure
+            while m_lo > 0 and lo > 1e-9:
+                up, m_up, lo = lo, m_lo, lo / 2
+                m_lo = m(lo)
+            if m_lo > 0:
+                return up
+        a, b, fa, fb, side = math.log(lo), math.log(up), m_lo, m_up, 0
+        if not math.isfinite(fa):
+            fa = -1.0
+        for _ in range(60):
+            if b - a <= tol:
+                break
+            x = b - fb * (b - a) / (fb - fa)
+            x = min(max(x, a + (b - a) / 64), b - (b - a) / 64)
+            fx = m(math.exp(x))
+            if not math.isfinite(fx):
+                fx = -1.0
+            if fx > 0:
+                b, fb = x, fx
+                fa, side = (fa / 2, 1) if side == 1 else (fa, 1)
+            else:
+                a, fa = x, fx
+                fb, side = (fb / 2, -1) if side == -1 else (fb, -1)
+        return math.exp(b)
 
     def shape(self, L: int):
         """``(beta, lam, B)``: the shape of least budget (cached per ``L``): ``beta`` over
-        :data:`BETAS`, ``lam = q (L + 1)^{3/2}`` zoomed in ``q``."""
+        :data:`BETAS`, then ``lam = q (L + 1)^{3/2}`` zoomed in ``q`` (to ``1e-3`` in ``B``),
+        and the budget of the best to ``1e-7``."""
         if L not in self._shapes:
             best = (BETAS[0], 1.0, math.inf)
             scale = (L + 1) ** 1.5
             for beta in BETAS:
-                qs = np.geomspace(0.05, 3.0, 13)
+                qs = np.geomspace(0.04, 2.56, 7)
                 for _ in range(3):
                     vals = [self._least_budget(L, beta, q * scale) for q in qs]
                     j = int(np.argmin(vals))
                     if vals[j] < best[2]:
                         best = (beta, float(qs[j] * scale), vals[j])
-                    a, b = qs[max(j - 1, 0)], qs[min(j + 1, len(qs) - 1)]
-                    qs = np.geomspace(a, b, 7)
+                    qs = np.geomspace(qs[max(j - 1, 0)], qs[min(j + 1, len(qs) - 1)], 5)
+            if math.isfinite(best[2]):
+                best = (best[0], best[1], self._least_budget(L, best[0], best[1], 1e-7))
             self._shapes[L] = best
         return self._shapes[L]
 
