@@ -7,17 +7,22 @@ row is computed never changes it (rows are deterministic; only their ``seconds``
 Workers are forked after every cell's compiled construction is built once
 (:func:`bounds.search.warm_up`), so they inherit it; they take the largest ``L`` first (the
 most expensive rows, for an even load) and report each row as it completes.  The parent owns
-Ctrl-C and SIGTERM: the workers ignore SIGINT, and whenever the parent stops (done,
-interrupted, terminated, an error) it ends them with SIGTERM -- never SIGKILL.  A worker waits
-for its next task holding the task queue's lock, and a worker that died holding it would
-deadlock the pool's own shutdown (which takes that lock first); so SIGTERM, whoever sends it
-(the parent, or ``kill`` of the whole process group), is an exception in the worker,
-``SystemExit``, which unwinds and releases the lock before the worker exits.
+Ctrl-C and SIGTERM: each worker leaves the parent's process group (so a Ctrl-C at a terminal,
+or a ``kill`` of the process group, reaches the parent alone) and ignores SIGINT, and whenever
+the parent stops (done, interrupted, terminated, an error) it ends them with SIGTERM, whose
+default action ends a worker wherever it is.  Why the parent alone: a worker waits for its next
+task holding the task queue's lock, and a worker killed while holding it deadlocks the pool's
+own shutdown (which takes that lock first); the parent sends SIGTERM only once it holds the
+lock itself.  (Neither SIGKILL nor a SIGTERM handler that exits by exception is safe: a handler
+runs only between bytecodes, and a SIGTERM arriving just before a worker blocks on the lock
+leaves it blocked.)  A worker whose parent died unannounced (SIGKILL) reads the end of the
+task queue and exits, or exits on the closed result pipe after the row it is computing.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import signal
 from typing import Callable, Sequence
 
@@ -27,16 +32,13 @@ from constructions import cli
 from constructions.cell import Cell
 
 
-def _worker_exit(signum, frame):
-    """A worker's SIGTERM: exit by exception, releasing every lock it holds (module docstring)."""
-    raise SystemExit(128 + signum)
-
-
 def _worker_init() -> None:
-    """Workers ignore Ctrl-C (the parent ends them) and exit on SIGTERM; they start with both
-    held back by the parent (:func:`constructions.cli.held_signals`) and release them here."""
+    """A worker leaves the parent's process group, ignores Ctrl-C (the parent ends it) and dies
+    of SIGTERM (module docstring); it starts with both held back by the parent
+    (:func:`constructions.cli.held_signals`) and releases them here."""
+    os.setpgid(0, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _worker_exit)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 

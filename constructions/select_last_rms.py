@@ -89,12 +89,12 @@ import numpy as np
 
 from constructions import registry
 from constructions.cell import Cell, Params
-from constructions.regression import _check_budget, _check_count
+from constructions.regression import RegressionDesign, _check_budget, _check_count
 
 #: the share of the budget the embedding of s takes (below B: rounding stays inside it)
 SHARE = 1 - 2.0**-20
 #: the values of beta the shape search tries
-BETAS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)
+BETAS = (0.1, 0.3, 0.55, 0.8)
 
 
 def built(cell: Cell) -> bool:
@@ -168,24 +168,34 @@ def read_out(L: int, lam: float, c: float, lo, hi, cap: float):
     return float(t), float(alpha), float(gamma), float(w0)
 
 
-class SelectLastRmsDesign:
-    """Softmax attention with post-RMSNorm, the select task read last (module docstring)."""
+class SelectLastRmsDesign(RegressionDesign):
+    """Softmax attention with post-RMSNorm, the select task read last (module docstring).
 
-    screen_backend = "float64"
-    family = "arc"
+    Its conditions are the linear programme of :func:`read_out` at a shape ``(beta, lam)`` and a
+    budget, not an interval of amplitudes in one shape: the symbolic side of
+    :class:`~constructions.regression.RegressionDesign` (steps, intervals, the compiled
+    construction) does not describe it and is refused; :meth:`build` evaluates the vectors of
+    the module docstring in mpmath."""
 
     def __init__(self, cell: Cell):
         if not (built(cell) and cell.readout == "regression"):
             raise ValueError("SelectLastRmsDesign is for softmax attention with post-RMSNorm "
                              "(eps = 0), the select task read last")
-        self.cell = cell
+        super().__init__(cell)
         self.tau = 1 / math.sqrt(cell.d)
         self._shapes = {}
+
+    def _no_symbolic(self, *args, **kwargs):
+        raise ValueError(f"{self.cell.describe()}: the select task read last after post-RMSNorm is "
+                         "derived in constructions.select_last_rms (a linear programme per shape); "
+                         "it has no symbolic steps or amplitude interval")
+
+    steps = interval = interval_float = compiled = evaluate = _no_symbolic
 
     def compiled_parts(self) -> None:
         """Nothing to compile: the construction is evaluated directly in mpmath (:meth:`build`)."""
 
-    def capacity(self, B: float) -> float:
+    def amplitude_cap(self, B: float) -> float:
         """``|alpha T + gamma X| <= sqrt(d) B`` bare, ``sqrt(d) B^2`` with a gain."""
         return math.sqrt(self.cell.d) * (B * B if self.cell.affine.gain else B)
 
@@ -197,14 +207,17 @@ class SelectLastRmsDesign:
             return -math.inf, 0.0, 0.0, 0.0, None
         c, eps_a, eps_b, sigma, u = parameters(L, beta, lam, K, self.tau)
         lo, hi = windows(L, eps_a, eps_b, sigma, u)
-        return (*read_out(L, lam, c, lo, hi, self.capacity(B)), K)
+        return (*read_out(L, lam, c, lo, hi, self.amplitude_cap(B)), K)
 
-    def _least_budget(self, L: int, beta: float, lam: float, tol: float = 1e-3, hi_B: float = 1e12):
+    def _least_budget(self, L: int, beta: float, lam: float, tol: float = 1e-3, hi_B: float = 1e12,
+                      guess: float | None = None):
         """The least ``B`` with a positive margin at ``(beta, lam)`` to relative ``tol`` (inf if
-        none below ``hi_B``): the margin grows with ``B`` (more suppression); a bracket doubling
-        from the embeddings' floor ``lam``, then regula falsi (Illinois) in ``log B``."""
+        none below ``hi_B``): the margin grows with ``B`` (more suppression); a bracket growing
+        from ``guess`` (default the embeddings' floor ``lam``), then regula falsi (Illinois) in
+        ``log B``."""
         m = lambda B: self.margin(L, beta, lam, B)[0]
-        lo, up = lam / 2, lam
+        up = lam if guess is None or not math.isfinite(guess) else guess * 1.05
+        lo = up / 1.1
         m_up = m(up)
         while not m_up > 0:
             lo, up = up, up * 2
@@ -245,15 +258,18 @@ class SelectLastRmsDesign:
             best = (BETAS[0], 1.0, math.inf)
             scale = (L + 1) ** 1.5
             for beta in BETAS:
-                qs = np.geomspace(0.04, 2.56, 7)
-                for _ in range(3):
-                    vals = [self._least_budget(L, beta, q * scale) for q in qs]
+                qs = np.geomspace(0.05, 1.6, 6)
+                for _ in range(2):
+                    vals, guess = [], None
+                    for q in qs:
+                        vals.append(self._least_budget(L, beta, q * scale, guess=guess))
+                        guess = vals[-1]
                     j = int(np.argmin(vals))
                     if vals[j] < best[2]:
                         best = (beta, float(qs[j] * scale), vals[j])
                     qs = np.geomspace(qs[max(j - 1, 0)], qs[min(j + 1, len(qs) - 1)], 5)
             if math.isfinite(best[2]):
-                best = (best[0], best[1], self._least_budget(L, best[0], best[1], 1e-7))
+                best = (best[0], best[1], self._least_budget(L, best[0], best[1], 1e-7, guess=best[2]))
             self._shapes[L] = best
         return self._shapes[L]
 
