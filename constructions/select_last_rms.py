@@ -71,12 +71,22 @@ common margin (a float64 screen; the judge certifies every row).
 2^-20) B`` (:func:`kappa_squared`) gives the most suppression.  The shape ``(beta, lam)`` is
 the one with the least budget at which the margin is positive (:meth:`SelectLastRmsDesign.estimate`).
 
-**What b costs.**  Scores and size: the suppression must bring ``eps_b L`` and ``eps_a L``
-below the window, so ``tau beta (1 - beta) |e_a|^2 ~ log L``, and ``|e_s| >= 2 lam |e_a|``
-with ``lam ~ L^{3/2}``: the embeddings grow like ``L^{3/2} sqrt(log L)`` with the bare norm and
-with a gain alike (the gain splits the read-out, not the embeddings).  That is above the count
-task's ``L^{3/2}`` (bare) and ``L^{3/4}`` (gain), the only lower bound proven here
-(:func:`bounds.lower.select_last_post_lower`); whether the select task needs more is not derived.
+**What b costs.**  Scores and size.  The suppression must bring ``eps_a L`` and ``eps_b L``
+below a window, so ``tau beta (1 - beta) |e_a|^2`` grows like ``log L``; and ``|e_s| >= lam
+kappa = lam |e_a|/u`` with ``lam`` of order ``L^{3/2}`` (the count line is an arc like the
+count task's).  So the embeddings grow like ``L^{3/2} sqrt(log L)`` (a heuristic count, not a
+bound), bare and with a gain alike: the gain splits the read-out, not the embeddings, which
+here set ``B``.  The proven lower bound is the count task's read last
+(:func:`bounds.lower.select_last_post_lower`: ``L^{3/2}`` bare, ``L^{3/4}`` with a gain);
+whether the select task needs more after post-RMSNorm is not derived.
+
+**Why every direction must carry the suppression.**  The count sub-task alone forces the
+line's step ``Q = 2 rho e_a`` and the count 0 at ``-1/(2 rho)`` (``e_s = l(0) - e_a``), so
+``tau |e_a|^2 = u log(1/(2u))/(2u + c)`` with ``u = 1/(2 rho)`` and ``c`` the parameter of the
+line's foot: in the count task's symmetric arc (``c`` the middle of the counts) ``tau |e_a|^2 <
+1/c`` is small, and since ``tau (<e_a, e_a - e_b> + <e_b, e_a - e_b>) = tau (|e_a|^2 - |e_b|^2)
+< tau |e_a|^2``, no ``b`` is suppressed from both queries there.  A foot before the count 0
+(``c`` near ``-2u``) is what lets ``|e_a|`` grow.
 """
 
 from __future__ import annotations
@@ -94,7 +104,7 @@ from constructions.regression import RegressionDesign, _check_budget, _check_cou
 #: the share of the budget the embedding of s takes (below B: rounding stays inside it)
 SHARE = 1 - 2.0**-20
 #: the values of beta the shape search tries
-BETAS = (0.1, 0.3, 0.55, 0.8)
+BETAS = (0.05, 0.25, 0.45, 0.65, 0.85)
 
 
 def built(cell: Cell) -> bool:
@@ -250,27 +260,60 @@ class SelectLastRmsDesign(RegressionDesign):
                 fb, side = (fb / 2, -1) if side == -1 else (fb, -1)
         return math.exp(b)
 
+    def ceiling(self, L: int, beta: float, lam: float) -> float:
+        """The margin in the limit of full suppression (``K -> oo``: ``eps_a = eps_b = 0``, the foot
+        at ``-2u``), which bounds the margin at every budget from above as the suppression's
+        shifts only widen the windows (float64 screen)."""
+        _, u, _ = constants(beta, self.tau)
+        lo, hi = windows(L, 0.0, 0.0, (1 - beta) * u, u)
+        return read_out(L, lam, -2 * u, lo, hi, math.inf)[0]
+
+    def _best_lam(self, L: int, beta: float):
+        """``(lam, B)``: the least budget over ``lam`` at ``beta``.  Below ``lam_c``, where
+        :meth:`ceiling` vanishes (bisection), nothing counts; above it the budget falls from
+        infinity and then grows like ``lam``: ``lam = lam_c (1 + t)`` with ``t`` zoomed on
+        log-spaced grids (to ``1e-3`` in ``B``)."""
+        scale = (L + 1) ** 1.5
+        a, b = 1e-3 * scale, 3.0 * scale
+        if not self.ceiling(L, beta, b) > 0:
+            return scale, math.inf
+        for _ in range(30):
+            m = math.sqrt(a * b)
+            a, b = (m, b) if not self.ceiling(L, beta, m) > 0 else (a, m)
+            if b / a < 1 + 1e-4:
+                break
+        lam_c = b
+        best = (lam_c, math.inf)
+        ts = np.geomspace(1e-3, 3.0, 7)
+        for _ in range(3):
+            vals, guess = [], None
+            for t in ts:
+                vals.append(self._least_budget(L, beta, lam_c * (1 + t), guess=guess))
+                guess = vals[-1] if math.isfinite(vals[-1]) else guess
+            j = int(np.argmin(vals))
+            if vals[j] < best[1]:
+                best = (float(lam_c * (1 + ts[j])), vals[j])
+            ts = np.geomspace(ts[max(j - 1, 0)], ts[min(j + 1, len(ts) - 1)], 5)
+        return best
+
     def shape(self, L: int):
         """``(beta, lam, B)``: the shape of least budget (cached per ``L``): ``beta`` over
-        :data:`BETAS`, then ``lam = q (L + 1)^{3/2}`` zoomed in ``q`` (to ``1e-3`` in ``B``),
-        and the budget of the best to ``1e-7``."""
+        :data:`BETAS`, then at the midpoints next to the best twice, each with :meth:`_best_lam`;
+        the budget of the best to ``1e-7``."""
         if L not in self._shapes:
-            best = (BETAS[0], 1.0, math.inf)
-            scale = (L + 1) ** 1.5
-            for beta in BETAS:
-                qs = np.geomspace(0.05, 1.6, 6)
-                for _ in range(2):
-                    vals, guess = [], None
-                    for q in qs:
-                        vals.append(self._least_budget(L, beta, q * scale, guess=guess))
-                        guess = vals[-1]
-                    j = int(np.argmin(vals))
-                    if vals[j] < best[2]:
-                        best = (beta, float(qs[j] * scale), vals[j])
-                    qs = np.geomspace(qs[max(j - 1, 0)], qs[min(j + 1, len(qs) - 1)], 5)
-            if math.isfinite(best[2]):
-                best = (best[0], best[1], self._least_budget(L, best[0], best[1], 1e-7, guess=best[2]))
-            self._shapes[L] = best
+            tried = {beta: self._best_lam(L, beta) for beta in BETAS}
+            for _ in range(2):
+                order = sorted(tried)
+                j = min(range(len(order)), key=lambda i: tried[order[i]][1])
+                for k in (j - 1, j + 1):
+                    if 0 <= k < len(order):
+                        mid = (order[j] + order[k]) / 2
+                        tried.setdefault(mid, self._best_lam(L, mid))
+            beta = min(tried, key=lambda b: tried[b][1])
+            lam, B = tried[beta]
+            if math.isfinite(B):
+                B = self._least_budget(L, beta, lam, 1e-7, guess=B)
+            self._shapes[L] = (beta, lam, B)
         return self._shapes[L]
 
     def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
