@@ -15,15 +15,19 @@ task holding the task queue's lock, and a worker killed while holding it deadloc
 own shutdown (which takes that lock first); the parent sends SIGTERM only once it holds the
 lock itself.  (Neither SIGKILL nor a SIGTERM handler that exits by exception is safe: a handler
 runs only between bytecodes, and a SIGTERM arriving just before a worker blocks on the lock
-leaves it blocked.)  A worker whose parent died unannounced (SIGKILL) reads the end of the
-task queue and exits, or exits on the closed result pipe after the row it is computing.
+leaves it blocked.)  A worker whose parent died unannounced (SIGKILL, of the parent or of its
+group) gets SIGTERM from the kernel (Linux: ``prctl(PR_SET_PDEATHSIG)``; no task lock matters
+once the parent is gone); elsewhere it reads the end of the task queue and exits, or exits on
+the closed result pipe after the row it is computing.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 import signal
+import sys
 from typing import Callable, Sequence
 
 from bounds.lower import ARC_BOXES
@@ -32,11 +36,20 @@ from constructions import cli
 from constructions.cell import Cell
 
 
-def _worker_init() -> None:
-    """A worker leaves the parent's process group, ignores Ctrl-C (the parent ends it) and dies
-    of SIGTERM (module docstring); it starts with both held back by the parent
-    (:func:`constructions.cli.held_signals`) and releases them here."""
+#: ``prctl``'s option: the signal a process receives when the thread that forked it ends
+PR_SET_PDEATHSIG = 1
+
+
+def _worker_init(parent: int) -> None:
+    """A worker leaves the parent's process group, ignores Ctrl-C (the parent ends it), dies of
+    SIGTERM, and gets SIGTERM if the parent dies (module docstring; the pool's workers are
+    forked by the parent's calling thread, which outlives them); it starts with both held back
+    by the parent (:func:`constructions.cli.held_signals`) and releases them here."""
     os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before the request: it will not be signalled
+        os._exit(128 + signal.SIGTERM)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
@@ -77,7 +90,8 @@ def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int =
     pool = None
     try:
         with cli.held_signals():  # delivered once the pool exists, so it is always ended
-            pool = mp.get_context("fork").Pool(min(jobs, len(tasks)), initializer=_worker_init)
+            pool = mp.get_context("fork").Pool(min(jobs, len(tasks)), initializer=_worker_init,
+                                               initargs=(os.getpid(),))
         for i, r in pool.imap_unordered(_indexed_row, jobs_in_order, chunksize=1):
             finished(i, r)
         pool.close()

@@ -104,7 +104,7 @@ from constructions.regression import RegressionDesign, _check_budget, _check_cou
 #: the share of the budget the embedding of s takes (below B: rounding stays inside it)
 SHARE = 1 - 2.0**-20
 #: the values of beta the shape search tries
-BETAS = (0.05, 0.25, 0.45, 0.65, 0.85)
+BETAS = (0.05, 0.3, 0.55, 0.8)
 
 
 def built(cell: Cell) -> bool:
@@ -271,7 +271,8 @@ class SelectLastRmsDesign(RegressionDesign):
     def _best_lam(self, L: int, beta: float):
         """``(lam, B)``: the least budget over ``lam`` at ``beta``.  Below ``lam_c``, where
         :meth:`ceiling` vanishes (bisection), nothing counts; above it the budget falls from
-        infinity and then grows like ``lam``: ``lam = lam_c (1 + t)`` with ``t`` zoomed on
+        infinity and then grows like ``lam``: ``lam = lam_c (1 + t)``, ``t`` up to ``max(3, 3 (L +
+        1)^{3/2}/lam_c)``, zoomed on
         log-spaced grids (to ``1e-3`` in ``B``)."""
         scale = (L + 1) ** 1.5
         a, b = 1e-3 * scale, 3.0 * scale
@@ -284,7 +285,7 @@ class SelectLastRmsDesign(RegressionDesign):
                 break
         lam_c = b
         best = (lam_c, math.inf)
-        ts = np.geomspace(1e-3, 3.0, 7)
+        ts = np.geomspace(1e-3, max(3.0, 3 * scale / lam_c), 7)
         for _ in range(3):
             vals, guess = [], None
             for t in ts:
@@ -298,17 +299,16 @@ class SelectLastRmsDesign(RegressionDesign):
 
     def shape(self, L: int):
         """``(beta, lam, B)``: the shape of least budget (cached per ``L``): ``beta`` over
-        :data:`BETAS`, then at the midpoints next to the best twice, each with :meth:`_best_lam`;
+        :data:`BETAS`, then at the midpoints next to the best, each with :meth:`_best_lam`;
         the budget of the best to ``1e-7``."""
         if L not in self._shapes:
             tried = {beta: self._best_lam(L, beta) for beta in BETAS}
-            for _ in range(2):
-                order = sorted(tried)
-                j = min(range(len(order)), key=lambda i: tried[order[i]][1])
-                for k in (j - 1, j + 1):
-                    if 0 <= k < len(order):
-                        mid = (order[j] + order[k]) / 2
-                        tried.setdefault(mid, self._best_lam(L, mid))
+            order = sorted(tried)
+            j = min(range(len(order)), key=lambda i: tried[order[i]][1])
+            for k in (j - 1, j + 1):
+                if 0 <= k < len(order):
+                    mid = (order[j] + order[k]) / 2
+                    tried[mid] = self._best_lam(L, mid)
             beta = min(tried, key=lambda b: tried[b][1])
             lam, B = tried[beta]
             if math.isfinite(B):
