@@ -47,7 +47,7 @@ Query b: ``w_ba/w_bs = exp(tau beta <e_a, e_a - e_s>) = rho^beta``, so its ``n_a
 beta) |e_a|^2`` (from a) and ``beta`` times it (from b), paid for by the size of the
 embeddings: ``tau |e_a|^2 = u D/delta`` grows as the foot ``c`` of the line approaches ``-2u``.
 
-**The read-out.**  ``w`` (bare; with a gain ``w = g``, ``w * g`` is the read vector) is along
+**The read-out.**  ``w`` (bare; with a gain ``w = g``, ``w * g`` is the read vector, and the bias vector 0 for gain_bias) is along
 ``e_1 = (alpha T + gamma X)/|.|``, so with ``R(p) = sqrt(lam^2 + (p - c)^2)``
 
     y(p) = w0 + alpha (p - c)/R(p) + gamma lam/R(p),
@@ -60,7 +60,7 @@ c)`` at both ends (linear in ``p``), so ``y`` increases there.
 p_hi(n)]``: ``p_lo(0) = -u``, ``p_hi(0) = -sigma + eps_b L``; for ``1 <= n <= L - 1``,
 ``p_lo(n) = min(n, n - sigma + eps_b)`` and ``p_hi(n) = max(n + eps_a (L - n), n - sigma + eps_b
 (L - n))``; ``p_lo(L) = p_hi(L) = L`` (``n_b <= L - n_a``, ``n_b >= 1`` for query b, ``n_a >= 1``
-for query a).  Since ``y`` increases, the parameter set counts to ``L`` iff ``y(p_lo(n)) > n -
+for query a).  Since ``y`` increases, the parameter set counts to ``L`` if ``y(p_lo(n)) > n -
 1/2`` and ``y(p_hi(n)) < n + 1/2`` for every ``n`` (sufficient: every output of count ``n`` lies
 between these two): ``2 (L + 1)`` conditions linear in ``(alpha, gamma, w0)``, with the two
 monotonicity conditions.  :func:`read_out` solves the linear programme that maximises their
@@ -80,7 +80,7 @@ here set ``B``.  The proven lower bound is the count task's read last
 (:func:`bounds.lower.select_last_post_lower`: ``L^{3/2}`` bare, ``L^{3/4}`` with a gain);
 whether the select task needs more after post-RMSNorm is not derived.
 
-**Why every direction must carry the suppression.**  The count sub-task alone forces the
+**Why the count task's arc cannot suppress b.**  The count sub-task alone forces the
 line's step ``Q = 2 rho e_a`` and the count 0 at ``-1/(2 rho)`` (``e_s = l(0) - e_a``), so
 ``tau |e_a|^2 = u log(1/(2u))/(2u + c)`` with ``u = 1/(2 rho)`` and ``c`` the parameter of the
 line's foot: in the count task's symmetric arc (``c`` the middle of the counts) ``tau |e_a|^2 <
@@ -91,7 +91,6 @@ line's foot: in the count task's symmetric arc (``c`` the middle of the counts) 
 
 from __future__ import annotations
 
-import functools
 import math
 
 import mpmath
@@ -222,7 +221,8 @@ class SelectLastRmsDesign(RegressionDesign):
     def _least_budget(self, L: int, beta: float, lam: float, tol: float = 1e-3, hi_B: float = 1e12,
                       guess: float | None = None):
         """The least ``B`` with a positive margin at ``(beta, lam)`` to relative ``tol`` (inf if
-        none below ``hi_B``): the margin grows with ``B`` (more suppression); a bracket growing
+        none below ``hi_B``; a screen: the margin grows with ``B`` where the suppression binds); a
+        bracket growing
         from ``guess`` (default the embeddings' floor ``lam``), then regula falsi (Illinois) in
         ``log B``."""
         m = lambda B: self.margin(L, beta, lam, B)[0]
@@ -262,16 +262,16 @@ class SelectLastRmsDesign(RegressionDesign):
 
     def ceiling(self, L: int, beta: float, lam: float) -> float:
         """The margin in the limit of full suppression (``K -> oo``: ``eps_a = eps_b = 0``, the foot
-        at ``-2u``), which bounds the margin at every budget from above as the suppression's
-        shifts only widen the windows (float64 screen)."""
+        at ``-2u``), the margin the budget tends to: the shape search starts where it turns
+        positive (float64 screen)."""
         _, u, _ = constants(beta, self.tau)
         lo, hi = windows(L, 0.0, 0.0, (1 - beta) * u, u)
         return read_out(L, lam, -2 * u, lo, hi, math.inf)[0]
 
     def _best_lam(self, L: int, beta: float):
-        """``(lam, B)``: the least budget over ``lam`` at ``beta``.  Below ``lam_c``, where
-        :meth:`ceiling` vanishes (bisection), nothing counts; above it the budget falls from
-        infinity and then grows like ``lam``: ``lam = lam_c (1 + t)``, ``t`` up to ``max(3, 3 (L +
+        """``(lam, B)``: the least budget over ``lam`` at ``beta`` (a screen).  ``lam_c`` is where
+        :meth:`ceiling` turns positive (bisection); above it the budget falls from infinity and
+        then grows like ``lam``: ``lam = lam_c (1 + t)``, ``t`` up to ``max(3, 3 (L +
         1)^{3/2}/lam_c)``, zoomed on
         log-spaced grids (to ``1e-3`` in ``B``)."""
         scale = (L + 1) ** 1.5
