@@ -137,8 +137,9 @@ def _infimum_row(row: dict, design, L: int, start: float, witness: bool = False)
     """L = 1: B_min is 0, not attained.
 
     In every family but :mod:`constructions.select_last_post` and
-    :mod:`constructions.select_last_rms` (whose witnesses fail at small budgets: :func:`regression_row` bisects there, as at ``L >= 2``) the counting amplitudes at
-    L = 1 start at 0 (``D_lo = 0``, ``b_lo = 0``,
+    :mod:`constructions.select_last_rms` (whose witnesses fail at small budgets:
+    :func:`regression_row` bisects there, as at ``L >= 2``) the counting amplitudes at L = 1
+    start at 0 (``D_lo = 0``, ``b_lo = 0``,
     ``k > 1 - 1/L = 0``) and the capacity is positive at every budget ``B > 0``, so every
     budget counts; the row certifies one witness, at the budget of
     :func:`verify.certify.witness_budget` (``1e-3``, doubled where a float-built construction is
