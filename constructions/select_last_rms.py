@@ -133,7 +133,7 @@ def kappa_squared(lam, u, D, E, sqrt=math.sqrt):
     return (h + sqrt(disc)) / (2 * m)
 
 
-def parameters(L: int, beta: float, lam: float, K: float, tau: float):
+def parameters(beta: float, K: float, tau: float):
     """``(c, eps_a, eps_b, sigma, u)`` of the line at ``K = kappa^2`` (float64)."""
     _, u, D = constants(beta, tau)
     delta = D / K
@@ -142,7 +142,9 @@ def parameters(L: int, beta: float, lam: float, K: float, tau: float):
 
 
 def windows(L: int, eps_a, eps_b, sigma, u):
-    """``(p_lo, p_hi)`` for ``n = 0..L`` (module docstring), numpy arrays."""
+    """``(p_lo, p_hi)`` for ``n = 0..L`` (module docstring), numpy arrays.  ``p_lo(0) = -u`` is the
+    least parameter of all and ``p_hi(L) = L`` the largest (``eps_a, eps_b < 1``, so ``n +
+    eps (L - n) <= L``): the two ends where :func:`read_out` asks ``y`` to increase."""
     n = np.arange(L + 1, dtype=np.float64)
     rest = L - n
     lo = np.minimum(n, n - sigma + eps_b)
@@ -214,7 +216,7 @@ class SelectLastRmsDesign(RegressionDesign):
         K = kappa_squared(lam, u, D, SHARE * B)
         if K is None:
             return -math.inf, 0.0, 0.0, 0.0, None
-        c, eps_a, eps_b, sigma, u = parameters(L, beta, lam, K, self.tau)
+        c, eps_a, eps_b, sigma, u = parameters(beta, K, self.tau)
         lo, hi = windows(L, eps_a, eps_b, sigma, u)
         return (*read_out(L, lam, c, lo, hi, self.amplitude_cap(B)), K)
 
