@@ -154,3 +154,14 @@ def test_registry_and_refusals():
             design(cell)
     # the LayerNorm cell keeps its own construction
     assert not select_last_rms.built(Cell("softmax", "post_bare", "regression", d=8, task="select", read="last"))
+
+
+def test_the_fit_says_the_theory_exponent_is_the_lower_bounds():
+    from bounds.fit import theory_exponent, theory_note
+
+    for variant, affine in BUILT:
+        cell = _cell(variant, affine)
+        note = theory_note(cell)
+        assert note is not None and "lower bound" in note and "not derived" in note
+        assert theory_exponent(cell) == theory_exponent(cell.replace(task="count"))
+    assert theory_note(Cell("softmax", "post_bare", "regression", d=8, task="select", read="last")) is None
