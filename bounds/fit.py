@@ -26,7 +26,7 @@ import numpy as np
 import mpmath
 
 from constructions.cell import Cell
-from constructions import laws
+from constructions import laws, registry
 
 
 def theory_exponent(cell: Cell):
@@ -50,10 +50,17 @@ def t_quantile(df: int, p: float) -> float:
 def theory_note(cell: Cell):
     """When the asymptotic exponent is reached, where that is not immediate (else None).
 
-    Classification on the segment: at unit norm the attention ratio is at most
+    The select task read last after post-RMSNorm (:mod:`constructions.select_last_rms`): the
+    theory exponent is the lower bound's, not the construction's.  Classification on the
+    segment: at unit norm the attention ratio is at most
     ``rho_max = exp(sigma_max / sqrt(d))``; the margin decays like ``L^-2`` while ``L`` is below
     about ``rho_max`` and like ``L^-3`` beyond (:func:`constructions.laws.margin_exponent`).
     """
+    if cell.readout == "regression" and registry.builds("select_last_rms", cell):
+        return ("theory is the exponent of the proven lower bound (the count task read last, its "
+                "sub-task n_b = 0); the construction (constructions.select_last_rms) suppresses b "
+                "with the embeddings' size and grows like L^{3/2} sqrt(log L), bare and with a gain; "
+                "the select task's own rate is not derived")
     if cell.readout != "classification" or laws.family(cell) != "segment":
         return None
     gap = laws.last_score_gap_max if cell.read.last else laws.score_gap_max

@@ -281,8 +281,10 @@ def last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) 
 
 
 def select_last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
-    """The select task read last after post-norm (``eps = 0``; softmax attention, and linear
-    attention with LayerNorm): :func:`last_post_lower` of the count task.
+    """The select task read last after post-norm (``eps = 0``): :func:`last_post_lower` of the
+    count task (softmax with LayerNorm, :mod:`constructions.select_last_post`, or RMSNorm,
+    :mod:`constructions.select_last_rms`; linear attention with LayerNorm,
+    :mod:`constructions.select_last_linear_post`).
 
     *Proof.*  The inputs of the count task read last, ``(s)`` and ``(s, a^n)`` read at the last
     ``a``, are inputs of the select task (``n_b = 0``) with the same targets, read at the same
@@ -668,7 +670,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     """
     if cell.readout == "classification":
         return 0.0
-    if registry.builds("select_last_post", cell) or registry.builds("select_last_linear_post", cell):
+    if (registry.builds("select_last_post", cell) or registry.builds("select_last_rms", cell)
+            or registry.builds("select_last_linear_post", cell)):
         if B_upper is None:
             return None
         if not cell.kind.centred and cell.attention == "linear":  # the one-sided arc, a sub-task

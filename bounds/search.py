@@ -73,7 +73,8 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
         inf = _infimum_row(dict(row), design, L, start, witness)
         if inf["certified"]:
             return inf
-        # a family whose L = 1 witness fails at small budgets (constructions.select_last_post):
+        # a family whose L = 1 witness fails at small budgets (constructions.select_last_post,
+        # constructions.select_last_rms):
         # the infimum 0 is not shown, so the row is the bisection's certified bound, as at L >= 2
     # where the screen judges the construction itself (a design that does not override
     # RegressionDesign.screen, which returns build(L, b)), the confirmation below reuses the
@@ -145,9 +146,10 @@ def _closed_form(cell: Cell, L: int) -> dict | None:
 def _infimum_row(row: dict, design, L: int, start: float, witness: bool = False) -> dict:
     """L = 1: B_min is 0, not attained.
 
-    In every family but :mod:`constructions.select_last_post` (whose witness fails at small
-    budgets: :func:`regression_row` bisects there, as at ``L >= 2``) the counting amplitudes at
-    L = 1 start at 0 (``D_lo = 0``, ``b_lo = 0``,
+    In every family but :mod:`constructions.select_last_post` and
+    :mod:`constructions.select_last_rms` (whose witnesses fail at small budgets:
+    :func:`regression_row` bisects there, as at ``L >= 2``) the counting amplitudes at L = 1
+    start at 0 (``D_lo = 0``, ``b_lo = 0``,
     ``k > 1 - 1/L = 0``) and the capacity is positive at every budget ``B > 0``, so every
     budget counts; the row certifies one witness, at the budget of
     :func:`verify.certify.witness_budget` (``1e-3``, doubled where a float-built construction is

@@ -141,9 +141,9 @@ def _select_last(cell: Cell) -> str | None:
                 "are linear attention without a norm or with pre-norm, constructions.select_last, "
                 "with pre-LayerNorm and eps > 0, constructions.last_eps, softmax attention without a "
                 "norm, constructions.select_last_pair, with a learned pre-norm, "
-                "constructions.select_last_softmax, and with post-LayerNorm, "
-                "constructions.select_last_post, and linear attention with post-norm, "
-                "constructions.select_last_linear_post)")
+                "constructions.select_last_softmax, with post-LayerNorm, "
+                "constructions.select_last_post, with post-RMSNorm, constructions.select_last_rms, "
+                "and linear attention with post-norm, constructions.select_last_linear_post)")
     if cell.attention == "softmax":
         return _select_last_softmax(cell, what)
     if cell.post:
@@ -180,7 +180,8 @@ def _select_last(cell: Cell) -> str | None:
 def _select_last_softmax(cell: Cell, what: str) -> str | None:
     """Softmax attention (regression): None where :mod:`constructions.select_last_softmax`
     builds (pre-norm with a gain, ``eps = 0``, RMSNorm ``d >= 3``, LayerNorm ``d >= 4``), where
-    :mod:`constructions.select_last_post` builds (post-LayerNorm, ``eps = 0``, ``d >= 3``) and
+    :mod:`constructions.select_last_post` builds (post-LayerNorm, ``eps = 0``, ``d >= 3``), where
+    :mod:`constructions.select_last_rms` builds (post-RMSNorm, ``eps = 0``, every ``d``) and
     where :mod:`constructions.select_last_pair` builds (no norm, every ``d``)."""
     if cell.post:
         # constructions.select_last_post: b with the centred part of a, suppressed along one
@@ -189,10 +190,7 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
                     "(the arc, and the b terms as shifts along it, use the norm's scale invariance, "
                     "eps = 0)")
         if not cell.kind.centred:
-            return (f"{what} has no construction yet for softmax attention with post-RMSNorm (no "
-                    "direction the norm removes: a b term is an exact shift along the arc only for "
-                    "e_b = beta e_a, and then the query b runs along the arc at the rate (1 + beta) "
-                    "rho^(beta - 1)/2, 1 only at beta = 1, b = a; not derived)")
+            return None  # constructions.select_last_rms: e_b parallel to e_a, rho < 1, one line
         if cell.d < laws.smallest_d(cell):
             return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred subspace "
                     "must hold the 2-D arc: d >= 3)")

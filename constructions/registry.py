@@ -35,6 +35,7 @@ that the two agree on every cell of a grid of all parts).
   :func:`select_last_arc` (:mod:`constructions.select_last_post`),
   :func:`linear_select_last_arc`, :func:`linear_select_last_foot`
   (:mod:`constructions.select_last_linear_post`),
+  :func:`select_last_rms` (:mod:`constructions.select_last_rms`),
   :func:`eps_select_last` (:mod:`constructions.last_eps`).
 
 *Classification* (a head on the geometry of a regression entry at budget 1):
@@ -239,6 +240,13 @@ def linear_select_last_foot(cell: Cell) -> bool:
             and not cell.kind.centred and cell.eps == 0)
 
 
+def select_last_rms(cell: Cell) -> bool:
+    """The select task read last, softmax attention with post-RMSNorm at ``eps = 0``, every ``d``
+    and affine (:mod:`constructions.select_last_rms`: ``e_b`` parallel to ``e_a``, one line)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.post
+            and not cell.kind.centred and cell.eps == 0)
+
+
 def eps_select_last(cell: Cell) -> bool:
     """Pre-LayerNorm at ``eps > 0``, ``d >= 3``, bare or with a gain: the ``eps = 0`` construction
     (:func:`bare_select_last`, :func:`gain_select_last`) carried exactly (:mod:`constructions.last_eps`)."""
@@ -272,6 +280,7 @@ REGRESSION = (
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
     Entry("select_last_linear_post", "LinearSelectLastArcDesign", linear_select_last_arc),
     Entry("select_last_linear_post", "SelectFootDesign", linear_select_last_foot),
+    Entry("select_last_rms", "SelectLastRmsDesign", select_last_rms),
     Entry("last_eps", "EpsSelectDesign", eps_select_last),
 )
 

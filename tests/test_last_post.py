@@ -207,7 +207,7 @@ def test_the_lower_bound_needs_what_it_uses():
     _cell(KW[0], d=2), _cell(KW[1], d=2), _cell(KW[0], eps=0.01), _cell(KW[3], eps=0.01),
     _cell(KW[6], d=2), _cell(KW[7], eps=0.01),
     Cell(attention="linear", variant="post_bare", norm="rmsnorm", read="last", eps=0.01),
-    Cell(attention="softmax", variant="post_bare", norm="rmsnorm", read="last", task="select"),
+    Cell(attention="softmax", variant="post_bare", norm="rmsnorm", read="last", task="select", eps=0.01),
     Cell(attention="linear", variant="post_bare", norm="rmsnorm", read="last", readout="classification"),
     Cell(attention="softmax", variant="post_learned", read="last", readout="classification", eps=0.01)])
 def test_what_is_not_built_is_refused(cell):

@@ -109,7 +109,6 @@ def test_the_select_interval_is_the_bos_arc_at_eps_0():
 
 
 @pytest.mark.parametrize("kw, words", [
-    (dict(norm="rmsnorm"), "post-RMSNorm"),
     (dict(d=2), "d = 2"),
     (dict(eps=1e-3), "eps > 0"),
     (dict(attention="linear", eps=1e-3), "linear attention with post-norm and eps > 0"),
@@ -124,3 +123,11 @@ def test_refusals(kw, words):
     assert not select_last_post.built(cell)
     with pytest.raises(ValueError):
         design(cell)
+
+
+def test_rmsnorm_has_its_own_construction():
+    """Post-RMSNorm removes no direction: constructions.select_last_rms serves it, not this module."""
+    from constructions import select_last_rms
+
+    cell = Cell("softmax", "post_bare", "regression", d=8, norm="rmsnorm", task="select", read="last")
+    assert refusal(cell) is None and not select_last_post.built(cell) and select_last_rms.built(cell)
