@@ -49,7 +49,13 @@ class Terminated(BaseException):
 
 class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are :class:`UsageError` (one line, exit 2) and whose
-    help text is written like any output (a full or closed stdout is reported, not ignored)."""
+    help text is written like any output (a full or closed stdout is reported, not ignored).
+    Options are spelled out: an abbreviation (``--read`` for ``--readout``) is an unknown option,
+    never a silent match of another one."""
+
+    def __init__(self, *args, **kw):
+        kw.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kw)
 
     def error(self, message):
         raise UsageError(message)

@@ -385,6 +385,18 @@ def test_workers_do_not_outlive_a_killed_sweep():
         time.sleep(0.01)
 
 
+@pytest.mark.parametrize("main,argv", [
+    (sweep.main, ["--variant", "none", "--Lmax", "4", "--qui"]),
+    (derive.main, ["--variant", "none", "--read", "last"]),  # not --readout
+    (benchmark.main, ["--repeat", "1", "--naive", "16"]),
+])
+def test_an_abbreviated_option_is_unknown(main, argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    _one_line_error(err)
+    assert "unrecognized arguments" in err
+
+
 @pytest.mark.parametrize("cell", architectures(d=4), ids=lambda c: c.describe())
 def test_every_architecture_sweeps_or_is_refused_in_one_line(cell, capsys):
     argv = ["--variant", cell.variant, "--attention", cell.attention, "--readout", cell.readout,
