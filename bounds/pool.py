@@ -5,30 +5,35 @@ the same function whether it runs here, in a forked worker or on a remote worker
 row is computed never changes it (rows are deterministic; only their ``seconds`` differ).
 
 Workers are forked after every cell's compiled construction is built once
-(:func:`bounds.search.warm_up`), so they inherit it; they take the largest ``L`` first (the
-most expensive rows, for an even load) and report each row as it completes.  The parent owns
-Ctrl-C and SIGTERM: each worker leaves the parent's process group (so a Ctrl-C at a terminal,
-or a ``kill`` of the process group, reaches the parent alone) and ignores SIGINT.  When every
-row is done the workers are told there is no more work and exit; when the parent stops early
-(interrupted, terminated, an error) it ends them with SIGTERM, whose default action ends a
-worker wherever it is.  Why the parent alone: a worker waits for its next
-task holding the task queue's lock, and a worker killed while holding it deadlocks the pool's
-own shutdown (which takes that lock first); the parent sends SIGTERM only once it holds the
-lock itself.  (Neither SIGKILL nor a SIGTERM handler that exits by exception is safe: a handler
-runs only between bytecodes, and a SIGTERM arriving just before a worker blocks on the lock
-leaves it blocked.)  A worker whose parent died unannounced (SIGKILL, of the parent or of its
-group) gets SIGTERM from the kernel (Linux: ``prctl(PR_SET_PDEATHSIG)``; no task lock matters
-once the parent is gone); elsewhere it reads the end of the task queue and exits, or exits on
-the closed result pipe after the row it is computing.
+(:func:`bounds.search.warm_up`), so they inherit it and the list of tasks; the parent hands
+each idle worker the index of the next task, the largest ``L`` first (the most expensive rows,
+for an even load), and reports each row as it completes.
+
+**Nothing is shared between the processes but their own pipes.**  Each worker has a pipe in
+(task indices, 4 bytes each) and a pipe out (length-prefixed pickles of its results), written
+and read by no one else, so a worker may die at any instant without leaving a lock held or a
+message half-read by another (``multiprocessing.Pool`` shares one task queue behind a lock that
+an idle worker holds while it waits: a worker killed then -- e.g. by a SIGTERM to the whole
+process group -- made the pool's shutdown, which takes that lock, wait forever).  The parent
+owns Ctrl-C and SIGTERM: each worker leaves the parent's process group (a Ctrl-C at a terminal,
+or a ``kill`` of the group, reaches the parent alone) and ignores SIGINT.  When every row is
+done the parent closes the task pipes and the workers exit at their end; when it stops early
+(interrupted, terminated, an error) it ends them with SIGTERM.  A worker whose parent died
+unannounced (SIGKILL) gets SIGTERM from the kernel (Linux: ``prctl(PR_SET_PDEATHSIG)``), and
+elsewhere ends at the closed pipes.  A worker that dies on its own is a failure of the run
+(:class:`constructions.cli.Failure`, one line), never a wait.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-import multiprocessing as mp
 import os
+import pickle
+import select
 import signal
 import sys
+from collections import deque
 from typing import Callable, Sequence
 
 from bounds.lower import ARC_BOXES
@@ -36,16 +41,15 @@ from bounds.search import row, warm_up
 from constructions import cli
 from constructions.cell import Cell
 
-
 #: ``prctl``'s option: the signal a process receives when the thread that forked it ends
 PR_SET_PDEATHSIG = 1
 
 
 def _worker_init(parent: int) -> None:
     """A worker leaves the parent's process group, ignores Ctrl-C (the parent ends it), dies of
-    SIGTERM, and gets SIGTERM if the parent dies (module docstring; the pool's workers are
-    forked by the parent's calling thread, which outlives them); it starts with both held back
-    by the parent (:func:`constructions.cli.held_signals`) and releases them here."""
+    SIGTERM, and gets SIGTERM if the parent dies (module docstring; the parent forks its workers
+    from the thread that waits for them); it starts with both held back by the parent
+    (:func:`constructions.cli.held_signals`) and releases them here."""
     os.setpgid(0, 0)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -56,9 +60,63 @@ def _worker_init(parent: int) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
-def _indexed_row(job) -> tuple[int, dict]:
-    index, compute, cell, L, rtol, arc_boxes = job
-    return index, compute(cell, L, rtol, arc_boxes)
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    """``size`` bytes from ``fd``; None at the end of the pipe before the first byte."""
+    parts, got = [], 0
+    while got < size:
+        chunk = os.read(fd, size - got)
+        if not chunk:
+            if got:
+                raise EOFError("a message ended midway")
+            return None
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _serve(tasks_in: int, results_out: int, jobs: list, compute: Callable[..., dict],
+           rtol: float, arc_boxes: int) -> None:
+    """A worker's loop: read a task index, compute its row, send back the pickle of ``(index,
+    True, row)`` (or ``(index, False, exception)``), until the task pipe ends."""
+    while (head := _read_exactly(tasks_in, 4)) is not None:
+        index = int.from_bytes(head, "little")
+        cell, L = jobs[index]
+        try:
+            message = (index, True, compute(cell, L, rtol, arc_boxes))
+        except Exception as exc:  # reported by the parent, as if raised there
+            message = (index, False, exc)
+        try:
+            data = pickle.dumps(message)
+        except Exception as exc:
+            data = pickle.dumps((index, False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+        _write_all(results_out, len(data).to_bytes(8, "little") + data)
+
+
+def _fork_worker(parent: int, inherited: list[int], jobs: list, compute, rtol, arc_boxes):
+    """``(pid, task pipe's write end, result pipe's read end)`` of a new worker; the child
+    closes the parent's ends of the earlier workers' pipes (``inherited``) and never returns."""
+    tasks_in, tasks_out = os.pipe()
+    results_in, results_out = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker
+        status = 1
+        try:
+            for fd in (*inherited, tasks_out, results_in):
+                os.close(fd)
+            _worker_init(parent)
+            _serve(tasks_in, results_out, jobs, compute, rtol, arc_boxes)
+            status = 0
+        finally:
+            os._exit(status)  # no parent's cleanup, buffers or handlers run here
+    os.close(tasks_in)
+    os.close(results_out)
+    return pid, tasks_out, results_in
 
 
 def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,
@@ -69,9 +127,9 @@ def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int =
 
     ``done(i, row)`` is called in this process as the row of ``tasks[i]`` completes (in order
     of completion), e.g. to store it or advance a progress bar.  ``compute(cell, L, rtol,
-    arc_boxes)`` makes a row (default :func:`bounds.search.row`; a module-level function or a
-    ``functools.partial`` of one, so that it reaches the workers); ``warm(cell)`` builds, before
-    the workers are forked, what they inherit (default :func:`bounds.search.warm_up`).
+    arc_boxes)`` makes a row (default :func:`bounds.search.row`); ``warm(cell)`` builds, before
+    the workers are forked, what they inherit (default :func:`bounds.search.warm_up`).  An
+    exception raised by ``compute`` in a worker is raised here.
     """
     out: list[dict | None] = [None] * len(tasks)
 
@@ -80,26 +138,64 @@ def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int =
         if done is not None:
             done(i, r)
 
-    if jobs <= 1 or len(tasks) <= 1 or "fork" not in mp.get_all_start_methods():
+    if jobs <= 1 or len(tasks) <= 1 or not hasattr(os, "fork"):
         for i, (cell, L) in enumerate(tasks):
             finished(i, compute(cell, L, rtol, arc_boxes))
         return out
     for cell in dict.fromkeys(cell for cell, _ in tasks):
         warm(cell)
-    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][1])
-    jobs_in_order = [(i, compute, *tasks[i], rtol, arc_boxes) for i in order]
-    pool = None
+    work = list(tasks)
+    waiting = deque(sorted(range(len(work)), key=lambda i: -work[i][1]))
+    workers: dict[int, tuple[int, int]] = {}  # result pipe -> (pid, task pipe)
+    busy: set[int] = set()
+    finished_normally = False
+
+    def hand_out(results: int) -> None:
+        """The next task to the worker of ``results``, or the end of its task pipe."""
+        pid, task_pipe = workers[results]
+        if waiting:
+            try:
+                _write_all(task_pipe, waiting.popleft().to_bytes(4, "little"))
+            except BrokenPipeError:  # not the command's stdout: the worker is gone
+                raise cli.Failure(f"a worker process (pid {pid}) ended before its row") from None
+            busy.add(results)
+        else:
+            busy.discard(results)
+            with contextlib.suppress(OSError):
+                os.close(task_pipe)
+            workers[results] = (pid, -1)
+
     try:
-        with cli.held_signals():  # delivered once the pool exists, so it is always ended
-            pool = mp.get_context("fork").Pool(min(jobs, len(tasks)), initializer=_worker_init,
-                                               initargs=(os.getpid(),))
-        for i, r in pool.imap_unordered(_indexed_row, jobs_in_order, chunksize=1):
-            finished(i, r)
-        pool.close()  # done: every worker reads its end-of-work sentinel and exits
-        pool.join()
-        pool = None
+        with cli.held_signals():  # delivered once every worker is known, so each is ended
+            parent = os.getpid()
+            for _ in range(min(jobs, len(work))):
+                inherited = [fd for pair in workers.items() for fd in (pair[0], pair[1][1])]
+                pid, task_pipe, results = _fork_worker(parent, inherited, work, compute, rtol, arc_boxes)
+                workers[results] = (pid, task_pipe)
+        for results in list(workers):
+            hand_out(results)
+        while busy:
+            ready, _, _ = select.select(sorted(busy), [], [])
+            for results in ready:
+                head = _read_exactly(results, 8)
+                if head is None:
+                    raise cli.Failure(f"a worker process (pid {workers[results][0]}) ended before its row")
+                index, ok, value = pickle.loads(_read_exactly(results, int.from_bytes(head, "little")))
+                if not ok:
+                    raise value
+                finished(index, value)
+                hand_out(results)
+        finished_normally = True
     finally:
-        if pool is not None:  # stopped early: end the workers
-            pool.terminate()
-            pool.join()
+        for results, (pid, task_pipe) in workers.items():
+            if not finished_normally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+            for fd in (task_pipe, results):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+        for pid, _ in workers.values():
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
     return out

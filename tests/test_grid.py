@@ -314,7 +314,8 @@ def test_bad_input(tmp_path, capsys, change):
 
 def test_a_refused_cell_is_named(tmp_path, capsys):
     assert grid.main(_argv(tmp_path / "s", {"--variant": "none,post_bare", "--attention": "linear",
-                                            "--task": "select", "--read": "last"})) == 2
+                                            "--task": "select", "--read": "last",
+                                            "--eps": "0.01"})) == 2
     assert "linear/post_bare/regression" in capsys.readouterr().err
     assert grid.main(_argv(tmp_path / "s", {"--readout": "classification", "--Lmax": "65536",
                                             "--d": "8,64"})) == 2
