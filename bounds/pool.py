@@ -93,9 +93,27 @@ def _serve(tasks_in: int, results_out: int, jobs: list, compute: Callable[..., d
             message = (index, False, exc)
         try:
             data = pickle.dumps(message)
-        except Exception as exc:
-            data = pickle.dumps((index, False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+            if not message[1]:  # an exception whose pickle does not load (e.g. its __init__
+                pickle.loads(data)  # takes other arguments than its args) is sent as text
+        except Exception:
+            problem = message[2] if not message[1] else sys.exc_info()[1]
+            text = RuntimeError(f"{type(problem).__name__}: {problem}")
+            data = pickle.dumps((index, False, text))
         _write_all(results_out, len(data).to_bytes(8, "little") + data)
+
+
+def _receive(results: int, pid: int) -> tuple:
+    """The next message ``(index, ok, value)`` of the worker ``pid`` from its result pipe; a
+    message that ends early (the worker died while writing it) or does not load is a
+    :class:`constructions.cli.Failure`, like a worker that ended before its row."""
+    try:
+        head = _read_exactly(results, 8)
+        if head is not None:
+            return pickle.loads(_read_exactly(results, int.from_bytes(head, "little")))
+    except (EOFError, pickle.UnpicklingError, AttributeError, ImportError, TypeError) as exc:
+        raise cli.Failure(f"the result of a worker process (pid {pid}) is unreadable: "
+                          f"{type(exc).__name__}: {exc}") from None
+    raise cli.Failure(f"a worker process (pid {pid}) ended before its row")
 
 
 def _fork_worker(parent: int, inherited: list[int], jobs: list, compute, rtol, arc_boxes):
@@ -148,6 +166,7 @@ def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int =
     waiting = deque(sorted(range(len(work)), key=lambda i: -work[i][1]))
     workers: dict[int, tuple[int, int]] = {}  # result pipe -> (pid, task pipe)
     busy: set[int] = set()
+    poller = select.poll()
     finished_normally = False
 
     def hand_out(results: int) -> None:
@@ -161,6 +180,8 @@ def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int =
             busy.add(results)
         else:
             busy.discard(results)
+            with contextlib.suppress(KeyError):
+                poller.unregister(results)
             with contextlib.suppress(OSError):
                 os.close(task_pipe)
             workers[results] = (pid, -1)
@@ -174,27 +195,27 @@ def rows(tasks: Sequence[tuple[Cell, int]], rtol: float = 1e-6, arc_boxes: int =
                 workers[results] = (pid, task_pipe)
         for results in list(workers):
             hand_out(results)
+        for results in busy:  # poll, not select: no limit on the descriptors' numbers
+            poller.register(results, select.POLLIN)
         while busy:
-            ready, _, _ = select.select(sorted(busy), [], [])
-            for results in ready:
-                head = _read_exactly(results, 8)
-                if head is None:
-                    raise cli.Failure(f"a worker process (pid {workers[results][0]}) ended before its row")
-                index, ok, value = pickle.loads(_read_exactly(results, int.from_bytes(head, "little")))
+            for results, _ in poller.poll():
+                index, ok, value = _receive(results, workers[results][0])
                 if not ok:
                     raise value
                 finished(index, value)
                 hand_out(results)
         finished_normally = True
     finally:
-        for results, (pid, task_pipe) in workers.items():
-            if not finished_normally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
-            for fd in (task_pipe, results):
-                if fd >= 0:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+        with cli.held_signals():  # a second Ctrl-C or SIGTERM cannot leave a worker running
+            for results, (pid, task_pipe) in workers.items():
+                if not finished_normally:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGTERM)
+                        os.kill(pid, signal.SIGCONT)  # a stopped worker's SIGTERM waits for it
+                for fd in (task_pipe, results):
+                    if fd >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
         for pid, _ in workers.values():
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
