@@ -18,10 +18,16 @@ process group -- made the pool's shutdown, which takes that lock, wait forever).
 owns Ctrl-C and SIGTERM: each worker leaves the parent's process group (a Ctrl-C at a terminal,
 or a ``kill`` of the group, reaches the parent alone) and ignores SIGINT.  When every row is
 done the parent closes the task pipes and the workers exit at their end; when it stops early
-(interrupted, terminated, an error) it ends them with SIGTERM.  A worker whose parent died
+(interrupted, terminated, an error) it ends them with SIGTERM, then SIGCONT (a stopped
+worker acts on its SIGTERM only once continued), with SIGINT and SIGTERM held back meanwhile
+so that a second signal cannot leave a worker running.  A worker whose parent died
 unannounced (SIGKILL) gets SIGTERM from the kernel (Linux: ``prctl(PR_SET_PDEATHSIG)``), and
 elsewhere ends at the closed pipes.  A worker that dies on its own is a failure of the run
-(:class:`constructions.cli.Failure`, one line), never a wait.
+(:class:`constructions.cli.Failure`, one line), never a wait; so is a message cut short
+by a worker dying as it writes, or one that does not load.  An exception whose pickle does not
+load (e.g. its ``__init__`` takes other arguments than its ``args``) is sent as a
+``RuntimeError`` with its type and text.  The parent waits on the result pipes with ``poll``,
+which, unlike ``select``, takes descriptors of any number.
 """
 
 from __future__ import annotations
