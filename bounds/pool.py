@@ -124,10 +124,20 @@ def _receive(results: int, pid: int) -> tuple:
 
 def _fork_worker(parent: int, inherited: list[int], jobs: list, compute, rtol, arc_boxes):
     """``(pid, task pipe's write end, result pipe's read end)`` of a new worker; the child
-    closes the parent's ends of the earlier workers' pipes (``inherited``) and never returns."""
-    tasks_in, tasks_out = os.pipe()
-    results_in, results_out = os.pipe()
-    pid = os.fork()
+    closes the parent's ends of the earlier workers' pipes (``inherited``) and never returns.
+    Where no pipe or process can be made (descriptors or processes exhausted): a
+    :class:`constructions.cli.Failure` naming it, and nothing of the attempt left open."""
+    made: list[int] = []
+    try:
+        tasks_in, tasks_out = os.pipe()
+        made += [tasks_in, tasks_out]
+        results_in, results_out = os.pipe()
+        made += [results_in, results_out]
+        pid = os.fork()
+    except OSError as exc:
+        for fd in made:
+            os.close(fd)
+        raise cli.Failure(f"cannot start a worker process: {exc.strerror or exc}") from None
     if pid == 0:  # the worker
         status = 1
         try:

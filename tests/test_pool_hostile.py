@@ -227,3 +227,21 @@ def test_a_signal_to_the_process_group_is_one_line_and_ends_every_worker(sig, st
 def test_the_workers_die_with_a_killed_parent():
     code, err, left = _run_and_signal(lambda pid: os.kill(pid, signal.SIGKILL))
     assert code == -signal.SIGKILL and left == []
+
+
+def test_a_worker_that_cannot_be_started_is_a_failure_and_leaks_nothing(monkeypatch):
+    """``fork`` refused (processes exhausted): one-line failure, no descriptor of the attempt left."""
+    import errno as _errno
+
+    def refuse():
+        raise OSError(_errno.EAGAIN, os.strerror(_errno.EAGAIN))
+
+    before = sorted(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(pool.os, "fork", refuse)
+    with pytest.raises(cli.Failure, match="cannot start a worker process"):
+        pool.rows([(CELL, L) for L in (1, 2, 3)], jobs=2, compute=_echo_for_fork, warm=lambda c: None)
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+def _echo_for_fork(cell, L, rtol, arc_boxes):
+    return {"L": L}
