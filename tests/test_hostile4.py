@@ -137,11 +137,46 @@ def test_saved_witnesses_count_by_an_independent_pass(capsys, tmp_path, attentio
         assert worst < mpf(1) / 2, (L, worst)
         # the row's worst error is the pass's (float64 of a 60-digit value)
         assert abs(float(worst) - row["worst_error"]) < 1e-9, (L, worst, row["worst_error"])
+        _check_geometry(path, L)
         if row.get("B_min_is_infimum"):
             # B_min = 0 not attained: the witness is within its stated bound
             assert row["B_min"] == 0 and float(bound) <= row["witness_bound"] * (1 + 1e-12), row
         else:
             assert float(bound) <= row["B_min"] * (1 + 1e-12), (L, bound, row["B_min"])
+
+
+def _check_geometry(path, L):
+    """The README's geometry on the witness: ``e_b = beta e_a``, with ``beta^2 = 2^-40/(L + 1)``
+    (:func:`constructions.select_last_linear_post.shift`) for linear attention and ``rho = exp(tau
+    (|e_a|^2 - <e_a, e_s>)) = ((1 + beta)/2)^(1/(1 - beta))`` (:func:`constructions.select_last_rms.
+    rho_of`) for softmax attention."""
+    from constructions import select_last_linear_post, select_last_rms
+    with mp.workdps(DPS):
+        cell, vec, _ = _load(path)
+        ea, eb, es = vec["e_a"], vec["e_b"], vec["e_s"]
+        dot = lambda x, y: sum(p * q for p, q in zip(x, y))  # noqa: E731
+        beta = dot(ea, eb) / dot(ea, ea)
+        assert beta > 0
+        assert max(abs(b - beta * a) for a, b in zip(ea, eb)) <= mpf(10) ** -40 * mpmath.sqrt(dot(ea, ea))
+        if cell["attention"] == "linear":
+            assert abs(beta ** 2 / select_last_linear_post.shift(L) - 1) < mpf(10) ** -30
+        else:
+            tau = 1 / mpmath.sqrt(len(ea))
+            rho = mpmath.exp(tau * (dot(ea, ea) - dot(ea, es)))
+            want = select_last_rms.rho_of(beta, log=mpmath.log, exp=mpmath.exp)
+            assert rho < 1 and abs(rho / want - 1) < mpf(10) ** -12, (rho, want)
+
+
+def test_softmax_rms_gain_costs_what_bare_costs(capsys, tmp_path):
+    """README: softmax attention after post-RMSNorm with a gain has the bare ``B_min`` at every
+    ``L`` of the grid from 4 (the embeddings set the bound), at ``d = 8``."""
+    common = ["--attention", "softmax", "--norm", "rmsnorm", "--Lmin", "4", "--Lmax", "4"]
+    bare = _sweep(capsys, tmp_path / "bare", common + ["--variant", "post_bare"])["rows"][0]
+    gain = _sweep(capsys, tmp_path / "gain", common + ["--variant", "post_learned", "--affine",
+                                                       "gain"])["rows"][0]
+    assert bare["certified"] and gain["certified"]
+    assert bare["B_min"] == gain["B_min"]
+    assert gain["B_lower"] <= gain["B_min"] and bare["B_lower"] <= bare["B_min"]
 
 
 def test_a_witness_does_not_count_one_further(capsys, tmp_path):
