@@ -23,8 +23,8 @@ from bounds.lower import b_lower, last_free_line_lower, last_line_lower, last_se
 from constructions import laws, select_last, tasks
 from constructions.cell import Cell
 from constructions.regression import design
+from tests.helpers import counts_random_sequences
 from verify import counts_to, explicit
-from verify.strategies import sequences, target
 
 BUILT = [("none", "layernorm"), ("pre_bare", "layernorm"), ("pre_bare", "rmsnorm"),
          ("pre_learned", "layernorm", "gain"), ("pre_learned", "layernorm", "gain_bias"),
@@ -65,13 +65,7 @@ def test_random_sequences_through_the_explicit_pass(case):
     cell = _cell(*case)
     L = 40
     params, _ = _params(cell, L)
-
-    @settings(max_examples=60, deadline=None)
-    @given(sequences(cell, max_length=L))
-    def check(seq):
-        assert abs(float(explicit(params, seq, "mp50")) - target(seq)) < 0.5
-
-    check()
+    counts_random_sequences(params, L, 60)
 
 
 @pytest.mark.parametrize("case", BUILT, ids=lambda c: "-".join(c))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import mpmath
 import pytest
-from hypothesis import given, settings
 
 from bounds import sweep as sweep_mod
 from bounds.lower import b_lower, last_foot_lower, last_post_lower
@@ -20,8 +19,8 @@ from constructions import select_last_linear_post as mod
 from constructions.cell import Cell
 from constructions.refusals import refusal
 from constructions.regression import design
+from tests.helpers import counts_random_sequences
 from verify import counts_to, explicit
-from verify.strategies import sequences, target
 
 BUILT = [("post_bare", None), ("post_learned", "gain"), ("post_learned", "gain_bias")]
 NORMS = ["layernorm", "rmsnorm"]
@@ -76,13 +75,7 @@ def test_random_sequences_through_the_explicit_pass(case, norm):
     cell = _cell(*case, d=5, norm=norm)
     L = 16
     params, _ = _params(cell, L)
-
-    @settings(max_examples=20, deadline=None)
-    @given(sequences(cell, max_length=L))
-    def check(seq):
-        assert abs(float(explicit(params, seq, "mp50")) - target(seq)) < 0.5
-
-    check()
+    counts_random_sequences(params, L, 20)
 
 
 @pytest.mark.parametrize("norm", NORMS)

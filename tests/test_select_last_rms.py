@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import mpmath
 import pytest
-from hypothesis import given, settings
 
 from bounds.lower import b_lower, last_post_lower
 from constructions import select_last_rms
 from constructions.cell import Cell
 from constructions.refusals import refusal
 from constructions.regression import design
-from verify import counts_to, explicit
-from verify.strategies import sequences, target
+from tests.helpers import counts_random_sequences
+from verify import counts_to
 
 BUILT = [("post_bare", None), ("post_learned", "gain"), ("post_learned", "gain_bias")]
 
@@ -61,13 +60,7 @@ def test_random_sequences_through_the_explicit_pass(case):
     cell = _cell(*case)
     L = 10
     params, _ = _params(cell, L)
-
-    @settings(max_examples=30, deadline=None)
-    @given(sequences(cell, max_length=L))
-    def check(seq):
-        assert abs(float(explicit(params, seq, "mp50")) - target(seq)) < 0.5
-
-    check()
+    counts_random_sequences(params, L, 30)
 
 
 def _line_parameter(params, counts):

@@ -14,7 +14,6 @@ import itertools
 
 import mpmath
 import pytest
-from hypothesis import given, settings
 
 from bounds import search
 from bounds.lower import b_lower, last_select_softmax_lower
@@ -22,8 +21,8 @@ from constructions import registry, select_last_softmax as sls
 from constructions.cell import Cell
 from constructions.refusals import refusal
 from constructions.regression import design
+from tests.helpers import counts_random_sequences
 from verify import counts_to, explicit
-from verify.strategies import sequences, target
 
 BUILT = [("rmsnorm", "gain", 3), ("rmsnorm", "gain_bias", 8), ("layernorm", "gain", 4),
          ("layernorm", "gain_bias", 8)]
@@ -74,13 +73,7 @@ def test_random_sequences_through_the_explicit_pass(case):
     cell = _cell(*case)
     L = 30
     params, _ = _params(cell, L)
-
-    @settings(max_examples=40, deadline=None)
-    @given(sequences(cell, max_length=L))
-    def check(seq):
-        assert abs(float(explicit(params, seq, "mp50")) - target(seq)) < 0.5
-
-    check()
+    counts_random_sequences(params, L, 40)
 
 
 @pytest.mark.parametrize("case", BUILT, ids=lambda c: "-".join(map(str, c)))
