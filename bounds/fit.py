@@ -51,7 +51,9 @@ def theory_note(cell: Cell):
     """When the asymptotic exponent is reached, where that is not immediate (else None).
 
     The select task read last after post-RMSNorm (:mod:`constructions.select_last_rms`): the
-    theory exponent is the lower bound's, not the construction's.  Classification on the
+    theory exponent is the lower bound's, not the construction's; so it is for linear attention
+    read last after post-RMSNorm with a gain (:mod:`constructions.last_foot`, both tasks), where
+    the foot's tie to the budget makes the construction grow faster.  Classification on the
     segment: at unit norm the attention ratio is at most
     ``rho_max = exp(sigma_max / sqrt(d))``; the margin decays like ``L^-2`` while ``L`` is below
     about ``rho_max`` and like ``L^-3`` beyond (:func:`constructions.laws.margin_exponent`).
@@ -61,6 +63,12 @@ def theory_note(cell: Cell):
                 "sub-task n_b = 0); the construction (constructions.select_last_rms) suppresses b "
                 "with the embeddings' size and grows like L^{3/2} sqrt(log L), bare and with a gain; "
                 "the select task's own rate is not derived")
+    if (cell.readout == "regression" and cell.read.last and cell.attention == "linear" and cell.post
+            and not cell.kind.centred and cell.affine.gain):
+        return ("theory is the exponent of the proven lower bound; the construction (the one-sided "
+                "arc of constructions.last_foot, its foot tied to the budget) grows faster on the "
+                "sweep's grid, its float shape search is not shown optimal, and the rate of B_min "
+                "is not derived")
     if cell.readout != "classification" or laws.family(cell) != "segment":
         return None
     gap = laws.last_score_gap_max if cell.read.last else laws.score_gap_max

@@ -172,3 +172,18 @@ def test_local_and_corrected_exponents_converge_where_the_plain_interval_does_no
     assert abs(out["local_exponent"] - theory) < 3e-4
     assert abs(out["corrected"]["exponent"] - theory) < 3e-4
     assert abs(out["corrected"]["exponent"] - theory) < abs(out["exponent"] - theory) / 5
+
+
+def test_the_one_sided_arc_with_a_gain_read_last_says_its_theory_is_the_bound_s():
+    """Linear attention read last after post-RMSNorm with a gain (both tasks): the construction
+    grows faster than the lower bound's exponent on the sweep's grid, and the fit says so; bare,
+    or at the BOS read, no note."""
+    from bounds.fit import theory_note
+
+    for task in ("count", "select"):
+        for affine in ("gain", "gain_bias"):
+            cell = Cell("linear", "post_learned", "regression", norm="rmsnorm", affine=affine,
+                        read="last", task=task)
+            assert "lower bound" in theory_note(cell)
+    assert theory_note(Cell("linear", "post_bare", "regression", norm="rmsnorm", read="last")) is None
+    assert theory_note(Cell("linear", "post_learned", "regression", norm="rmsnorm", affine="gain")) is None
