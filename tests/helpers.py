@@ -402,3 +402,18 @@ def counts_random_sequences(params: Params, L: int, examples: int) -> None:
         assert abs(float(explicit(params, seq, "mp50")) - target(seq)) < 0.5
 
     check()
+
+
+def mp_norm(v) -> mpmath.mpf:
+    """The Euclidean norm of ``v`` in mpmath."""
+    return mpmath.sqrt(sum(x * x for x in v))
+
+
+def params_at_estimate(cell: Cell, L: int, factor=1 + 1e-4):
+    """``(parameters built at factor * the float estimate of B_min(L), the estimate)`` for a
+    regression cell."""
+    from constructions.regression import design
+
+    dz = design(cell)
+    est = dz.estimate(L)
+    return dz.build(L, est * factor), est

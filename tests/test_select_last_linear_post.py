@@ -19,7 +19,7 @@ from constructions import select_last_linear_post as mod
 from constructions.cell import Cell
 from constructions.refusals import refusal
 from constructions.regression import design
-from tests.helpers import counts_random_sequences
+from tests.helpers import counts_random_sequences, mp_norm as _norm, params_at_estimate as _params
 from verify import counts_to, explicit
 
 BUILT = [("post_bare", None), ("post_learned", "gain"), ("post_learned", "gain_bias")]
@@ -30,16 +30,6 @@ IDS = lambda c: c[0] + "-" + str(c[1])  # noqa: E731
 def _cell(variant, affine=None, d=8, norm="layernorm", **kw) -> Cell:
     return Cell("linear", variant, "regression", d=d, affine=affine, task="select", read="last", norm=norm,
                 **kw)
-
-
-def _params(cell: Cell, L: int, factor=1 + 1e-4):
-    dz = design(cell)
-    est = dz.estimate(L)
-    return dz.build(L, est * factor), est
-
-
-def _norm(v):
-    return mpmath.sqrt(sum(x * x for x in v))
 
 
 @pytest.mark.parametrize("case", BUILT, ids=IDS)

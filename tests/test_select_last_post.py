@@ -17,7 +17,7 @@ from constructions import select_last_post
 from constructions.cell import Cell
 from constructions.refusals import refusal
 from constructions.regression import design
-from tests.helpers import counts_random_sequences
+from tests.helpers import counts_random_sequences, mp_norm as _norm, params_at_estimate as _params
 from verify import counts_to, explicit
 
 BUILT = [("post_bare", None), ("post_learned", "gain"), ("post_learned", "gain_bias")]
@@ -25,16 +25,6 @@ BUILT = [("post_bare", None), ("post_learned", "gain"), ("post_learned", "gain_b
 
 def _cell(variant, affine=None, d=8, **kw) -> Cell:
     return Cell("softmax", variant, "regression", d=d, affine=affine, task="select", read="last", **kw)
-
-
-def _params(cell: Cell, L: int, factor=1 + 1e-4):
-    dz = design(cell)
-    est = dz.estimate(L)
-    return dz.build(L, est * factor), est
-
-
-def _norm(v):
-    return mpmath.sqrt(sum(x * x for x in v))
 
 
 @pytest.mark.parametrize("case", BUILT, ids=lambda c: c[0] + "-" + str(c[1]))

@@ -18,7 +18,7 @@ from constructions import select_last_rms
 from constructions.cell import Cell
 from constructions.refusals import refusal
 from constructions.regression import design
-from tests.helpers import counts_random_sequences
+from tests.helpers import counts_random_sequences, mp_norm as _norm
 from verify import counts_to
 
 BUILT = [("post_bare", None), ("post_learned", "gain"), ("post_learned", "gain_bias")]
@@ -33,10 +33,6 @@ def _params(cell: Cell, L: int, factor=1 + 1e-6):
     dz = design(cell)
     est = dz.estimate(L)
     return dz.build(L, est * factor), est
-
-
-def _norm(v):
-    return mpmath.sqrt(sum(x * x for x in v))
 
 
 @pytest.mark.parametrize("case, d, Ls", [

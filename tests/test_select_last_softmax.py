@@ -21,7 +21,7 @@ from constructions import registry, select_last_softmax as sls
 from constructions.cell import Cell
 from constructions.refusals import refusal
 from constructions.regression import design
-from tests.helpers import counts_random_sequences
+from tests.helpers import counts_random_sequences, mp_norm as _norm
 from verify import counts_to, explicit
 
 BUILT = [("rmsnorm", "gain", 3), ("rmsnorm", "gain_bias", 8), ("layernorm", "gain", 4),
@@ -37,10 +37,6 @@ def _params(cell: Cell, L: int, factor=1 + 1e-3):
     dz = design(cell)
     est = dz.estimate(L)
     return dz.build(L, est * factor if L > 1 else 1e-3), est
-
-
-def _norm(v):
-    return mpmath.sqrt(sum(x * x for x in v))
 
 
 def _value(params, x):
