@@ -94,13 +94,7 @@ def refusal(cell: Cell) -> str | None:
         if cell.post:
             # constructions.last_post.LinearLastArcDesign (post-LayerNorm), constructions.last_foot
             # (post-RMSNorm: its foot is tied to the budget)
-            if cell.eps > 0:
-                return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
-                        "(the arc, and the count 0 on it, use the norm's scale invariance, eps = 0)")
-            if cell.d < laws.smallest_d(cell):
-                return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
-                        "subspace must hold the 2-D arc: d >= 3)")
-            return None
+            return _linear_post(cell, what, "the arc, and the count 0 on it, use")
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
     if cell.attention == "softmax" and cell.pre and cell.kind.image_dim(cell.d) < 2:
@@ -120,6 +114,18 @@ def refusal(cell: Cell) -> str | None:
                 "parameters solve it for L >= 1: every value is +- one vector v, so a b token adds "
                 "tau |v|^2 h_s to the attention as an a token does, and (s, a) and (s, b) have one "
                 "output (d >= 3 is built)")
+    return None
+
+
+def _linear_post(cell: Cell, what: str, uses: str) -> str | None:
+    """Linear attention with post-norm read last (None: built at eps = 0, LayerNorm d >= 3):
+    ``uses`` names what of the construction needs the norm's exact scale invariance."""
+    if cell.eps > 0:
+        return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
+                f"({uses} the norm's scale invariance, eps = 0)")
+    if cell.d < laws.smallest_d(cell):
+        return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred subspace "
+                "must hold the 2-D arc: d >= 3)")
     return None
 
 
@@ -148,13 +154,7 @@ def _select_last(cell: Cell) -> str | None:
         return _select_last_softmax(cell, what)
     if cell.post:
         # constructions.select_last_linear_post: eps = 0, b a scaled a (LayerNorm d >= 3)
-        if cell.eps > 0:
-            return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
-                    "(b as a scaled a and the arc use the norm's scale invariance, eps = 0)")
-        if cell.d < laws.smallest_d(cell):
-            return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred subspace "
-                    "must hold the 2-D arc: d >= 3)")
-        return None
+        return _linear_post(cell, what, "b as a scaled a and the arc use")
     if not cell.normed:
         if cell.d >= 3:
             return None
