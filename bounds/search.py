@@ -20,6 +20,7 @@ smallest logit margin and report beside it the proven upper bound of :mod:`bound
 from __future__ import annotations
 
 import time
+from decimal import ROUND_CEILING
 
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star, l_star_reason
@@ -28,6 +29,7 @@ from constructions.cell import Cell, Params
 from verify import interval_pass
 from verify.certify import certify, rigorous_bound, witness_budget
 from verify.judge import counts_to
+from verify.report import directed
 
 
 def _screen(params: Params, L: int, backend: str = "float64") -> bool:
@@ -152,15 +154,19 @@ def _infimum_row(row: dict, design, L: int, start: float, witness: bool = False)
     start at 0 (``D_lo = 0``, ``b_lo = 0``,
     ``k > 1 - 1/L = 0``) and the capacity is positive at every budget ``B > 0``, so every
     budget counts; the row certifies one witness, at the budget of
-    :func:`verify.certify.witness_budget` (``1e-3``, doubled where a float-built construction is
-    too fine to count there: the one-sided arc's foot ``sqrt(d)/B^2`` is millions of counts away).
+    :func:`verify.certify.witness_budget` (``1e-3``, doubled until the witness's read-out has the
+    margin ``verify.certify.WITNESS_MARGIN``); the note names the bound the row reports,
+    ``witness_bound`` (:func:`verify.certify.rigorous_bound` of the witness, rounded up), not the
+    budget asked for (a construction need not use all of it).
     """
     B = witness_budget(design.build)
     params = design.build(L, B)
     res = certify(params, L)
-    what = f"witness certified at B = {B:g}" if res.certified else f"no witness certified: {res.verdict}"
+    bound = rigorous_bound(params)
+    what = (f"a witness certified with B(theta) <= {directed(bound, ROUND_CEILING, 4)}, its "
+            "witness_bound" if res.certified else f"no witness certified: {res.verdict}")
     row.update(B_min=0.0, B_min_is_infimum=True, B_lower=0.0, certified=res.certified,
-               witness_bound=rigorous_bound(params), worst_error=res.worst_error,
+               witness_bound=bound, worst_error=res.worst_error,
                note=f"every budget > 0 counts ({what})", seconds=time.perf_counter() - start)
     if witness and res.certified:
         row["witness"] = params

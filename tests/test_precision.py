@@ -255,11 +255,15 @@ def test_overflowing_parameter_is_named():
 def test_constants_are_the_sweep_s():
     from bounds import search
     assert W.RTOL == inspect.signature(search.regression_row).parameters["rtol"].default
-    # the L = 1 witness: the sweep's row certifies the budget the walls build (one-sided arc too)
+    # the L = 1 witness: the sweep's row certifies the parameter set the walls build (one-sided
+    # arc too): the same budget gives the same witness, whose bound the row reports
+    from verify.certify import rigorous_bound
     for cell in (Cell("softmax", "post_bare", "regression", d=8),
                  Cell("linear", "post_bare", "regression", d=8, norm="rmsnorm")):
         row = search.regression_row(cell, 1)
-        assert row["certified"] and f"at B = {W.Budgets(cell).witness_budget:g})" in row["note"]
+        budgets = W.Budgets(cell)
+        built = budgets.build(1, budgets.witness_budget)
+        assert row["certified"] and row["witness_bound"] == rigorous_bound(built)
 
 
 # the README table's rows: label -> (cell, accumulate); every number is checked against a run
