@@ -55,9 +55,37 @@ def test_select_override_on_a_count_file(tmp_path, capsys):
     assert rc == 1 and report["verdict"] == "does not count"
 
 
-def test_count_override_refuses_the_distractor(tmp_path, capsys):
-    path = _file(tmp_path, {"task": "select"}, {"e_s": E_S, "e_a": E_A, "e_b": E_A, "w": W})
-    rc, _, err = _verify(capsys, "--params", path, "--L", 3, "--task", "count")
+@pytest.mark.parametrize("suffix", [".json", ".safetensors"])
+def test_count_override_on_a_select_file_ignores_the_distractor(tmp_path, capsys, suffix):
+    """``--task count`` on a select file: the count inputs have no ``b``, so ``e_b`` is left out
+    (named in ``ignored``) and the verdict is that of the same file without it, as a count file.
+    Here ``e_b = e_a`` fails the select task but not the count task; its norm, the largest of
+    the file, is not in ``B``."""
+    from verify import params_file
+
+    big_b = [2, 2, 0, 0]  # like a, and the largest vector of the file
+    select = _file(tmp_path, {"task": "select"}, {"e_s": E_S, "e_a": E_A, "e_b": big_b, "w": W})
+    if suffix == ".safetensors":
+        params, _ = params_file.read(select)
+        select = str(tmp_path / "p.safetensors")
+        with open(select, "wb") as fh:
+            fh.write(params_file.to_safetensors(params))
+    rc, as_select, _ = _verify(capsys, "--params", select, "--L", 3)
+    assert rc == 1 and as_select["verdict"] == "does not count" and as_select["ignored"] == []
+    rc, report, err = _verify(capsys, "--params", select, "--L", 3, "--task", "count")
+    (tmp_path / "c").mkdir()
+    plain = _file(tmp_path / "c", {"task": "count"}, {"e_s": E_S, "e_a": E_A, "w": W})
+    rc_plain, alone, _ = _verify(capsys, "--params", plain, "--L", 3)
+    assert (rc, report["verdict"]) == (rc_plain, alone["verdict"]) == (0, "counts"), err
+    assert report["ignored"] == ["e_b"] and alone["ignored"] == []
+    assert report["cell"] == alone["cell"] and report["B"] == alone["B"] < as_select["B"]
+    assert verify_cli.main(["--params", select, "--L", "3", "--task", "count"]) == 0
+    assert "ignored: e_b" in capsys.readouterr().out
+
+
+def test_select_override_on_a_count_file_needs_the_distractor(tmp_path, capsys):
+    path = _file(tmp_path, {"task": "count"}, {"e_s": E_S, "e_a": E_A, "w": W})
+    rc, _, err = _verify(capsys, "--params", path, "--L", 3, "--task", "select")
     assert rc == 2 and "e_b" in err and err.count("\n") == 1
 
 

@@ -5,7 +5,9 @@
 Prints the verdict (``counts``, ``does not count``, ``cannot certify``), decided in ball
 arithmetic, with the worst ``|y - n|`` or the smallest logit margin, ``B(theta)`` and
 ``B_min(L)`` where it is known (:mod:`verify.report`); the file formats are those of
-:mod:`verify.params_file`.  Exit status 0 when the weights count, 1 when they do not or cannot
+:mod:`verify.params_file`.  ``--task count`` on a file of the select task judges the count task's
+inputs, none of which has a ``b`` token: the file's ``e_b`` is left out, and named in
+``ignored`` (JSON; a line of the text).  Exit status 0 when the weights count, 1 when they do not or cannot
 be certified, 2 for bad input (one line on stderr).
 """
 
@@ -39,11 +41,13 @@ def _parser() -> cli.Parser:
 
 
 def parse(argv):
-    """``(args, params, L, rounded)``, every check done before any work."""
+    """``(args, params, L, rounded, ignored)``, every check done before any work (``ignored``:
+    the file's vectors left out, :func:`verify.params_file.read`)."""
     args = _parser().parse_args(argv)
     if args.L is not None and not 1 <= args.L <= MAX_COUNTS:
         raise cli.UsageError(f"--L must be between 1 and {MAX_COUNTS} (verify.judge.MAX_COUNTS), got {args.L}")
-    params, rounded = params_file.read(args.params, task=args.task, read=args.read)
+    ignored = []
+    params, rounded = params_file.read(args.params, task=args.task, read=args.read, ignored=ignored)
     rows = params.classes
     if rows is None and args.L is None:
         raise cli.UsageError("--L is required for a regression read-out")
@@ -52,12 +56,12 @@ def parse(argv):
         raise cli.UsageError(f"{args.params}: the classification head has {rows} rows (classes "
                              f"0..{rows - 1}), so it judges L = {rows - 1}, not --L {L}")
     check_cost(params.cell, L, "arb256")
-    return args, params, L, rounded
+    return args, params, L, rounded, ignored
 
 
 def execute(parsed) -> int:
-    args, params, L, rounded = parsed
-    result = report.check(params, L, rounded, exact=args.exact)
+    args, params, L, rounded, ignored = parsed
+    result = report.check(params, L, rounded, exact=args.exact, ignored=ignored)
     cli.emit(json.dumps({"file": args.params, **result}) if args.json
              else report.text(result, args.params))
     return report.exit_status(result)

@@ -43,6 +43,14 @@ Dtypes F64, F32, F16 and BF16 are read exactly (every such float is a binary num
 the upper half of an F32); other dtypes are refused.  :func:`to_safetensors` writes F64: the
 parameter set rounded to the nearest double in every entry.
 
+**A select-task file judged on the count task** (``task="count"`` over a file whose cell has
+``task: select``): the file is read as its own cell, and its ``e_b`` is left out (named in
+``ignored``).  That is the same judgement: the count task's inputs ``(s, a^n)`` are select
+inputs without a ``b`` token, and in the model an output depends on the embeddings of the tokens
+its input holds only (the attention sums over its positions), so no count input reads ``e_b``;
+``B(theta)`` is then that of the vectors the count task has.  (The other way, ``task="select"`` over a count file, needs an
+``e_b`` the file does not have: an error.)
+
 Every defect of a file is a :class:`ParamsFileError` (a ``ValueError``) whose one-line message
 names the field.
 """
@@ -59,7 +67,7 @@ import numpy as np
 import safetensors
 import safetensors.numpy
 
-from constructions.cell import Cell, Params
+from constructions.cell import COUNT, Cell, Params
 from verify.certify import certify
 
 SAFETENSORS_SUFFIX = ".safetensors"
@@ -203,6 +211,30 @@ def _cell(keys: dict, where: str, task=None, read=None) -> Cell:
         raise ParamsFileError(f"{where}: {exc}") from None
 
 
+def _cells(keys: dict, where: str, task=None, read=None) -> tuple[Cell, Cell]:
+    """``(the cell the file is read as, the cell it is judged as)``: the same, but where the
+    count task is asked of a file of another task (a select file, module docstring), which is
+    read as its own task."""
+    judged = _cell(keys, where, task, read)
+    if task is not None and judged.task == COUNT:
+        own = _cell(keys, where, None, read)
+        if own.task != COUNT:
+            return own, judged
+    return judged, judged
+
+
+def _judged_as(params: Params, cell: Cell, ignored: list | None) -> Params:
+    """``params`` as a parameter set of ``cell`` (of :func:`_cells`): the vectors ``cell`` does not
+    have (``e_b``) left out and their names appended to ``ignored`` (a list, or None)."""
+    if params.cell == cell:
+        return params
+    keep = cell.vector_names()
+    if ignored is not None:
+        ignored.extend(n for n in params.vectors if n not in keep)
+    return _params(cell, {n: v for n, v in params.vectors.items() if n in keep}, params.scalars,
+                   "vectors")
+
+
 def _params(cell: Cell, vectors: dict, scalars: dict, where: str) -> Params:
     try:
         return Params(cell, vectors, scalars)
@@ -248,9 +280,10 @@ def _section(top: dict, name: str) -> dict:
     return top[name]
 
 
-def from_json(text: str, task=None, read=None) -> tuple[Params, int]:
+def from_json(text: str, task=None, read=None, ignored: list | None = None) -> tuple[Params, int]:
     """``(params, rounded)``: the parameter set of a JSON text and the number of its entries
-    that are not binary numbers (rounded, module docstring)."""
+    that are not binary numbers (rounded, module docstring); the names of vectors left out
+    (a select file judged on the count task) are appended to ``ignored``."""
     try:
         top = json.loads(text, parse_float=_Text, parse_int=_Text, parse_constant=_NonFinite,
                          object_pairs_hook=_no_duplicates)
@@ -263,7 +296,7 @@ def from_json(text: str, task=None, read=None) -> tuple[Params, int]:
     extra = sorted(set(top) - {"cell", "vectors", "scalars"})
     if extra:
         raise ParamsFileError(f"unknown key {extra[0]!r} (the keys are cell, vectors, scalars)")
-    cell = _cell(_section(top, "cell"), "cell", task, read)
+    cell, judged = _cells(_section(top, "cell"), "cell", task, read)
     vectors, scalars = _section(top, "vectors"), _section(top, "scalars")
     for kind, got, want in (("vectors", vectors, cell.vector_names()),
                             ("scalars", scalars, cell.scalar_names())):
@@ -276,7 +309,7 @@ def from_json(text: str, task=None, read=None) -> tuple[Params, int]:
     tally = [0]
     vec = {n: _numbers(v, f"vectors.{n}", 2 if n == "u" else 1, tally) for n, v in vectors.items()}
     sca = {n: _numbers(v, f"scalars.{n}", 1 if n == "b" else 0, tally) for n, v in scalars.items()}
-    return _params(cell, vec, sca, "vectors"), tally[0]
+    return _judged_as(_params(cell, vec, sca, "vectors"), judged, ignored), tally[0]
 
 
 def to_json(params: Params) -> str:
@@ -324,8 +357,9 @@ def _shape_error(name: str, shape, want: str) -> ParamsFileError:
     return ParamsFileError(f"tensor {name}: expected shape {want}, got {tuple(shape)}")
 
 
-def from_safetensors(data: bytes, task=None, read=None) -> tuple[Params, int]:
-    """``(params, 0)``: the parameter set of a safetensors file's bytes (every entry exact)."""
+def from_safetensors(data: bytes, task=None, read=None, ignored: list | None = None) -> tuple[Params, int]:
+    """``(params, 0)``: the parameter set of a safetensors file's bytes (every entry exact);
+    ``ignored`` as in :func:`from_json`."""
     try:
         tensors = dict(safetensors.deserialize(data))
         size = int.from_bytes(data[:8], "little")
@@ -333,7 +367,7 @@ def from_safetensors(data: bytes, task=None, read=None) -> tuple[Params, int]:
     except Exception as exc:  # the library's SafetensorError, or bytes that are no header
         raise ParamsFileError(f"not a safetensors file ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
     metadata = {k: v for k, v in metadata.items() if k != "format"}
-    cell = _cell(metadata, "metadata", task, read)
+    cell, judged = _cells(metadata, "metadata", task, read)
     layout = _layout(cell)
     extra = sorted(set(tensors) - set(layout))
     if extra:
@@ -369,7 +403,7 @@ def from_safetensors(data: bytes, task=None, read=None) -> tuple[Params, int]:
         if bias.shape != (weight.shape[0],):
             raise _shape_error("readout.bias", bias.shape, f"({weight.shape[0]},) (one per row of readout.weight)")
         vectors["u"], scalars["b"] = weight, bias
-    return _params(cell, vectors, scalars, "tensors"), 0
+    return _judged_as(_params(cell, vectors, scalars, "tensors"), judged, ignored), 0
 
 
 def to_safetensors(params: Params) -> bytes:
@@ -407,10 +441,11 @@ def rounded_to_double(params: Params) -> Params:
 # --------------------------------------------------------------------------- files
 
 
-def read(path: str, task=None, read=None) -> tuple[Params, int]:
+def read(path: str, task=None, read=None, ignored: list | None = None) -> tuple[Params, int]:
     """``(params, rounded)`` from a file: safetensors if its name ends in ``.safetensors``,
-    else JSON; ``task``/``read`` (names) override the file's.  Every defect is a
-    :class:`ParamsFileError` whose message starts with the path."""
+    else JSON; ``task``/``read`` (names) override the file's (``ignored`` as in
+    :func:`from_json`).  Every defect is a :class:`ParamsFileError` whose message starts with
+    the path."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -418,12 +453,12 @@ def read(path: str, task=None, read=None) -> tuple[Params, int]:
         raise ParamsFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
         if path.endswith(SAFETENSORS_SUFFIX):
-            return from_safetensors(data, task, read)
+            return from_safetensors(data, task, read, ignored)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise ParamsFileError("not JSON (not UTF-8 text)") from None
-        return from_json(text, task, read)
+        return from_json(text, task, read, ignored)
     except ParamsFileError as exc:
         raise ParamsFileError(f"{path}: {exc}") from None
 

@@ -63,10 +63,12 @@ def _finite(x):
     return x if x is None or math.isfinite(x) else None
 
 
-def check(params: Params, L: int, rounded: int = 0, exact: bool = True) -> dict:
+def check(params: Params, L: int, rounded: int = 0, exact: bool = True, ignored=()) -> dict:
     """The report of the module docstring, as one JSON-ready dict; ``rounded`` is the number of
     file entries that were not binary numbers (:func:`verify.params_file.read`); ``exact``:
-    whether to build the exact closed form (``B_min_exact``)."""
+    whether to build the exact closed form (``B_min_exact``); ``ignored``: the file's vectors
+    left out of ``params`` (a select file judged on the count task, :mod:`verify.params_file`),
+    reported under ``ignored``."""
     res = certify(params, L)
     out = {"cell": params.cell.keys(), "L": L, "verdict": VERDICTS[res.verdict],
            "certified": res.certified, "backend": res.backend,
@@ -80,6 +82,7 @@ def check(params: Params, L: int, rounded: int = 0, exact: bool = True) -> dict:
     out.update(_b_min(params, L, res.counts, exact))
     out["ratio"] = out["B"] / out["B_min"] if out["B_min"] and out["B"] is not None else None
     out["rounded"] = rounded
+    out["ignored"] = list(ignored)
     return out
 
 
@@ -134,4 +137,7 @@ def text(report: dict, source: str = "") -> str:
     if report.get("rounded"):
         lines.append(f"note: {report['rounded']} entries of the file are not binary numbers and were "
                      "rounded (the verdict is that of the rounded numbers)")
+    for name in report.get("ignored", ()):
+        lines.append(f"ignored: {name} (no input of the {cell['task']} task has its token; "
+                     "B(theta) leaves it out)")
     return "\n".join(lines)
