@@ -18,9 +18,10 @@ arithmetic, so its numbers are the result, not a screen of an exact one).
   ``bounds`` and may not import it, so the wall uses the same construction at the same
   budget up to the sweep's bisection tolerance (``RTOL`` is the sweep's default ``rtol``;
   ``L = 1``, where ``B_min = 0`` is an infimum, uses the sweep's witness budget
-  (:func:`verify.certify.witness_budget`, doubled from ``1e-3`` where that construction does not
-  count to 1 in ball arithmetic: the one-sided arc); tests/test_precision.py checks both
-  against ``bounds.search``).  At that budget the construction's margin is only about ``RTOL``
+  (:func:`verify.certify.witness_budget`: ``1e-3``, doubled until the witness's read-out has
+  the margin ``WITNESS_MARGIN = 1e-6``, about the margin of the constructions at
+  ``(1 + RTOL) B_min``, so that ``L = 1`` is scanned on the footing of every other ``L``);
+  tests/test_precision.py checks both against ``bounds.search``).  At that budget the construction's margin is only about ``RTOL``
   relative, so a format whose rounding exceeds it fails at once: the certified optimum has no
   room for rounding.
 
