@@ -199,8 +199,8 @@ def execute(parsed) -> int:
     out_rows, out_cells = [], []
     for c, cell in enumerate(cells):
         mine = rows[c * len(Ls):(c + 1) * len(Ls)]
-        out_rows += [{**cell.keys(), **r} for r in mine]
         summary = sweep.summary(cell, mine, args.fit_from, args.rtol, args.lower_boxes)
+        out_rows += [{**cell.keys(), **r} for r in summary["rows"]]  # with their envelope
         out_cells.append({**cell.keys(), "fit": summary["fit"], "L_star": summary["L_star"],
                           **({"note": summary["note"]} if "note" in summary else {})})
     result = {"version": __version__, "store": args.out, "rtol": args.rtol,

@@ -167,18 +167,37 @@ def check_cell(cell: Cell, Lmax: int) -> None:
 
 def _row(cell: Cell, L: int, rtol: float, arc_boxes: int, save: bool, closed: bool = True) -> dict:
     """One row (``closed``: with its closed form); with ``save`` the files of its certified
-    witness (:func:`verify.params_file.witness_files`) ride along under ``_files`` for
-    :func:`sweep` to write, and are named in the row's ``saved``."""
+    witness (:func:`verify.params_file.witness_files`) and their note ride along under
+    ``_files`` for :func:`sweep` to write (and name in the row's ``saved``) once the envelope
+    (:func:`envelope`) has said which witness each row reports."""
     r = sweep_row(cell, L, rtol=rtol, arc_boxes=arc_boxes, witness=save, closed=closed)
     witness = r.pop("witness", None)
     if witness is not None:
         from verify import params_file  # safetensors: only --save-params loads it
 
-        r["_files"], note = params_file.witness_files(witness, L, f"L{L}")
-        r["saved"] = " ".join(r["_files"])
-        if note:
-            r["note"] = f"{r['note']}; {note}" if r.get("note") else note
+        r["_files"] = params_file.witness_files(witness, L, f"L{L}")
     return r
+
+
+def _witness_for(cell: Cell, files: dict, source: int, L: int) -> tuple[dict, str | None]:
+    """The files of the witness of ``L' = source`` (its exact JSON among ``files``) written for
+    ``L <= L'`` (:func:`envelope`): for classification the head's rows ``0..L`` only (a head for
+    ``L`` has ``L + 1`` rows).  It is certified again at ``L`` before anything is written
+    (:func:`verify.params_file.witness_files` certifies it and its float64 rounding); a witness
+    of ``L'`` that does not certify at ``L`` contradicts :func:`envelope`'s argument and raises."""
+    from constructions.cell import Params
+    from verify import params_file
+    from verify.certify import certify
+
+    params, _ = params_file.from_json(files[f"L{source}.json"])
+    if cell.readout == "classification":
+        params = Params(params.cell, {**params.vectors, "u": params.vectors["u"][:L + 1]},
+                        {**params.scalars, "b": params.scalars["b"][:L + 1]})
+    res = certify(params, L)
+    if not res.certified:
+        raise RuntimeError(f"the certified witness of L = {source} does not certify at L = {L} "
+                           f"({res.verdict}): the envelope's argument fails, a judge is wrong")
+    return params_file.witness_files(params, L, f"L{L}")
 
 
 def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
@@ -193,15 +212,105 @@ def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
     compute = functools.partial(_row, save=save_params is not None, closed=closed_forms)
     rows = pool.rows([(cell, L) for L in Ls], rtol, lower_boxes, jobs, done, compute,
                      functools.partial(warm_up, closed=closed_forms))
-    for r in rows:
-        if "_files" in r:
-            cli.write_files(save_params, r.pop("_files"))
-    return summary(cell, rows, fit_from, rtol, lower_boxes)
+    files = {r["L"]: r.pop("_files") for r in rows if "_files" in r}
+    result = summary(cell, rows, fit_from, rtol, lower_boxes)
+    if save_params is not None:
+        for r in result["rows"]:  # every row's files are those of the witness it reports
+            source = r.get(ENVELOPE_KEYS[cell.readout])
+            if source is not None:
+                files[r["L"]] = _witness_for(cell, files[source][0], source, r["L"])
+            if r["L"] in files:
+                named, note = files[r["L"]]
+                r["saved"] = " ".join(named)
+                if note:
+                    r["note"] = f"{r['note']}; {note}" if r.get("note") else note
+        for named, _ in files.values():
+            cli.write_files(save_params, named)
+    return result
+
+
+#: the key naming the larger ``L'`` whose witness a row reports (:func:`envelope`)
+ENVELOPE_KEYS = {"regression": "B_min_witness_L", "classification": "margin_witness_L"}
+
+
+def envelope(cell: Cell, rows: list[dict]) -> list[dict]:
+    """The rows with the monotone envelope (new dicts; ``rows`` are not changed).
+
+    *The argument.*  A parameter set that counts to ``L'`` counts to every ``L <= L'``: the
+    inputs of ``L`` are among those of ``L'`` (the count task's ``n <= L``; the select task's
+    pairs ``n_a + n_b <= L``, at either read position), and whether one input is counted
+    correctly does not depend on ``L`` (regression: ``|y - n| < 1/2`` at that input).  So a
+    certified witness of ``L'`` is one of ``L``, and the true ``B_min`` is non-decreasing.  For a
+    classification head of ``L'`` the head of ``L`` is its rows ``0..L`` (no vector grows): an
+    input of count ``n <= L`` is judged against the classes ``c != n, c <= L``, among those of
+    ``L'``, so its margin is at least the one it had, and the margin of the smaller head over the
+    inputs of ``L`` is ``>= margin(L')``.
+
+    *The rule.*  Regression: where a larger ``L'`` of the rows has a certified ``B_min`` below
+    that of ``L`` (or ``L`` has none certified), the row of ``L`` reports the smallest such
+    ``B_min(L')``, certified, with ``B_min_witness_L = L'``, its own construction's value as
+    ``B_min_own`` (None where it has none) and a note; its other keys (``worst_error``,
+    ``shape``, ``closed_form``, ...) stay those of its own construction.  Classification: the
+    same with the largest certified ``margin`` (``margin_witness_L``, ``margin_own``; the
+    ratio to ``margin_upper`` is recomputed, and ``B_min = 0`` is then shown as an infimum).  The
+    fit (:func:`summary`) uses the reported values; ``--save-params`` writes, for such a row,
+    the witness of ``L'`` certified again at ``L`` (:func:`_witness_for`).
+
+    *The check.*  A proven lower bound at ``L'' <= L`` is one at ``L`` (the true ``B_min`` is
+    non-decreasing), so every reported ``B_min(L)`` must be ``>=`` every ``B_lower(L'')``,
+    ``L'' <= L``; and every certified ``margin(L)`` ``<=`` every ``margin_upper(L'')``,
+    ``L'' <= L`` (a head of ``L`` restricted to ``L''`` has at least its margin).  A row that
+    breaks this contradicts a certificate or a proof: ``RuntimeError``.
+    """
+    regression = cell.readout == "regression"
+    key, witness_key = ("B_min" if regression else "margin"), ENVELOPE_KEYS[cell.readout]
+    better = (lambda a, b: a < b) if regression else (lambda a, b: a > b)
+    out = [dict(r) for r in rows]
+    best = None  # (value, L) of the best certified row of a larger L, scanning down
+    for r in sorted(out, key=lambda r: r["L"], reverse=True):
+        own = r[key] if r.get("certified") and r.get(key) is not None else None
+        if best is not None and (own is None or better(best[0], own)):
+            value, source = best
+            r.update({f"{key}_own": own, key: value, witness_key: source, "certified": True})
+            what = (f"B_min is the certified witness of L = {source} (it counts to every L <= {source})"
+                    if regression else
+                    f"margin is that of the certified head of L = {source}, its rows 0..{r['L']} "
+                    f"(margins over fewer inputs and classes are no smaller)")
+            mine = "none certified" if own is None else directed(own, ROUND_CEILING if regression
+                                                                 else ROUND_FLOOR, 7)
+            note = f"{what}; this L's own construction: {mine} ({key}_own)"
+            r["note"] = f"{note}; {r['note']}" if r.get("note") else note
+            if not regression:
+                r.update(B_min=0.0, B_min_is_infimum=True, B_lower=0.0)
+                upper = r.get("margin_upper")
+                r["margin_ratio"] = upper / value if upper is not None else None
+        elif own is not None:  # as good as every larger L's: the best so far
+            best = (own, r["L"])
+    _check_bounds(cell, out)
+    return out
+
+
+def _check_bounds(cell: Cell, rows: list[dict]) -> None:
+    """The check of :func:`envelope`: ``RuntimeError`` naming the first pair of rows that breaks it."""
+    regression = cell.readout == "regression"
+    proven, certified = ("B_lower", "B_min") if regression else ("margin_upper", "margin")
+    bound = None  # (value, L): the strongest proven bound of the rows so far, in L order
+    for r in sorted(rows, key=lambda r: r["L"]):
+        v = r.get(proven)
+        if v is not None and (bound is None or (v > bound[0] if regression else v < bound[0])):
+            bound = (v, r["L"])
+        c = r.get(certified) if r.get("certified") else None
+        if bound is not None and c is not None and (c < bound[0] if regression else c > bound[0]):
+            raise RuntimeError(f"row L = {r['L']}: the certified {certified} {c!r} is "
+                               f"{'below' if regression else 'above'} the proven {proven} "
+                               f"{bound[0]!r} of L = {bound[1]}: a certificate or a proof is wrong")
 
 
 def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6,
             lower_boxes: int = ARC_BOXES) -> dict:
-    """The sweep's object for the cell's ``rows`` (in L order): the rows, the fit and ``L*``."""
+    """The sweep's object for the cell's ``rows`` (in L order): the rows with their monotone
+    envelope (:func:`envelope`), the fit of the values they report, and ``L*``."""
+    rows = envelope(cell, rows)
     quantity = "B_min" if cell.readout == "regression" else "margin"
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
