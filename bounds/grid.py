@@ -8,7 +8,8 @@
 The grid is every combination of the listed parts (``--affine`` applies to the learned
 variants only) at every ``d``, each swept over the sweep's grid of ``L``
 (:func:`bounds.sweep.grid`).  Every cell is checked as ``bounds.sweep`` checks it, before any
-work; its rows are ``bounds.search.row``, as in the sweep.  Each row is kept in the store
+work; its rows are ``bounds.search.row``, as in the sweep, and are printed with the sweep's
+monotone envelope over the cell's grid (:func:`bounds.sweep.envelope`).  Each row is kept in the store
 (:mod:`bounds.store`) as it completes and read from it on the next run; rows are computed in
 local worker processes, or on a Dask cluster with ``--scheduler``.  Bad input: one line on
 stderr, exit status 2.
