@@ -195,7 +195,7 @@ def _witness_for(cell: Cell, files: dict, source: int, L: int) -> tuple[dict, st
                         {**params.scalars, "b": params.scalars["b"][:L + 1]})
     res = certify(params, L)
     if not res.certified:
-        raise RuntimeError(f"the certified witness of L = {source} does not certify at L = {L} "
+        raise cli.Failure(f"the certified witness of L = {source} does not certify at L = {L} "
                            f"({res.verdict}): the envelope's argument fails, a judge is wrong")
     return params_file.witness_files(params, L, f"L{L}")
 
@@ -260,7 +260,8 @@ def envelope(cell: Cell, rows: list[dict]) -> list[dict]:
     non-decreasing), so every reported ``B_min(L)`` must be ``>=`` every ``B_lower(L'')``,
     ``L'' <= L``; and every certified ``margin(L)`` ``<=`` every ``margin_upper(L'')``,
     ``L'' <= L`` (a head of ``L`` restricted to ``L''`` has at least its margin).  A row that
-    breaks this contradicts a certificate or a proof: ``RuntimeError``.
+    breaks this contradicts a certificate or a proof: :class:`constructions.cli.Failure` (one line,
+    exit status 1).
     """
     regression = cell.readout == "regression"
     key, witness_key = ("B_min" if regression else "margin"), ENVELOPE_KEYS[cell.readout]
@@ -291,7 +292,7 @@ def envelope(cell: Cell, rows: list[dict]) -> list[dict]:
 
 
 def _check_bounds(cell: Cell, rows: list[dict]) -> None:
-    """The check of :func:`envelope`: ``RuntimeError`` naming the first pair of rows that breaks it."""
+    """The check of :func:`envelope`: :class:`constructions.cli.Failure` naming the first pair of rows that breaks it."""
     regression = cell.readout == "regression"
     proven, certified = ("B_lower", "B_min") if regression else ("margin_upper", "margin")
     bound = None  # (value, L): the strongest proven bound of the rows so far, in L order
@@ -301,7 +302,7 @@ def _check_bounds(cell: Cell, rows: list[dict]) -> None:
             bound = (v, r["L"])
         c = r.get(certified) if r.get("certified") else None
         if bound is not None and c is not None and (c < bound[0] if regression else c > bound[0]):
-            raise RuntimeError(f"row L = {r['L']}: the certified {certified} {c!r} is "
+            raise cli.Failure(f"row L = {r['L']}: the certified {certified} {c!r} is "
                                f"{'below' if regression else 'above'} the proven {proven} "
                                f"{bound[0]!r} of L = {bound[1]}: a certificate or a proof is wrong")
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from bounds import fit as fitting
 from bounds import sweep
-from constructions import classification
+from constructions import classification, cli
 from constructions.cell import Cell
 from verify import __main__ as verify_cli
 from verify import params_file
@@ -83,11 +83,11 @@ def test_the_envelope_is_the_best_certified_value_of_every_larger_l(rows):
 def test_a_certified_value_beyond_a_proven_bound_of_a_smaller_l_is_an_error():
     rows = [{"L": 2, "B_min": 3.0, "B_lower": 2.5, "certified": True},
             {"L": 4, "B_min": 2.0, "B_lower": 1.0, "certified": True}]  # 2.0 < B_lower(2)
-    with pytest.raises(RuntimeError, match="L = 2"):
+    with pytest.raises(cli.Failure, match="L = 2"):
         sweep.envelope(REGRESSION, rows)
     rows = [{"L": 2, "margin": 0.1, "margin_upper": 0.2, "certified": True},
             {"L": 4, "margin": 0.3, "margin_upper": 0.4, "certified": True}]  # 0.3 > upper(2)
-    with pytest.raises(RuntimeError, match="margin_upper"):
+    with pytest.raises(cli.Failure, match="margin_upper"):
         sweep.envelope(CLASSIFICATION, rows)
 
 
