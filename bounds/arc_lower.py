@@ -19,7 +19,7 @@ import itertools
 import flint
 import numpy as np
 
-from verify.intervals import Iv, check_float_mode, norm_upper
+from verify.intervals import Iv, _down, _up, check_float_mode, norm_upper
 from verify.backends import arb_ceil, arb_floor
 
 PREC = 128
@@ -174,16 +174,41 @@ def _sum4(x: Iv) -> Iv:
     return x[:, 0] + x[:, 1] + x[:, 2] + x[:, 3]
 
 
-def _one_plus_t(T: np.ndarray) -> Iv:
-    """``1 + t`` with ``t = tan(atan(T)/2) = T/(1 + s)``, ``s = sqrt(1 + T^2)``, at float points.
+def _one_plus_t_end(T: np.ndarray, rnd, opp) -> np.ndarray:
+    """One end of ``1 + t`` with ``t = tan(atan(T)/2) = T/(1 + s)``, ``s = sqrt(1 + T^2)``, at
+    float points ``T``: the lower end with ``rnd, opp = _down, _up``, the upper end with
+    ``rnd, opp = _up, _down``.
 
     For ``T >= 0`` as written; for ``T < 0`` as ``(1 + 1/(s - T))/(1 + s)`` (``s + T =
-    1/(s - T)``), so no difference of nearby values is formed on either side.
+    1/(s - T)``), so no difference of nearby values is formed on either side.  Every quantity
+    is positive, and ``1 + t`` increases in ``T/(1 + s)`` and in ``1/(s - T)`` and decreases in
+    ``1 + s``: so its lower end is the formula with each increasing part rounded down (``rnd``)
+    and ``s`` rounded up (``opp``), the upper end the other way round.  These are the floats
+    of :class:`verify.intervals.Iv` on the point ``Iv(T)``, end by end: ``T^2`` is ``|T|^2``;
+    ``1 + s >= 2`` and, for ``T < 0``, ``s - T > 0`` (``s >= 1`` rounded down by less than one
+    float twice, ``-T > 0``), so the positivity guards of :class:`Iv` division hold where the
+    branch is used; of the four quotients of a positive numerator by ``[lo, hi] > 0`` the
+    smallest is the one by ``hi`` (rounding is monotone).  Finite ``T`` only (the tangents of
+    a box are).
     """
-    x = Iv(T)
-    s = (1 + x.square()).sqrt()
-    pos, neg = 1 + x / (1 + s), (1 + 1 / (s - x)) / (1 + s)
-    return Iv(np.where(T >= 0, pos.lo, neg.lo), np.where(T >= 0, pos.hi, neg.hi))
+    s = opp(np.sqrt(opp(1 + np.maximum(opp(T * T), 0.0))))
+    d = opp(s + 1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        pos = rnd(1 + rnd(T / d))
+        neg = rnd(rnd(1 + rnd(1 / opp(s - T))) / d)
+    return np.where(T >= 0, pos, neg)
+
+
+def _prod_end(x: np.ndarray, k: int, rnd) -> np.ndarray:
+    """One end of the product of ``k`` intervals with nonnegative ends, given as ``x[..., 0]``,
+    ``x[..., 1]``, ... (lower ends with ``rnd = _down``, upper ends with ``_up``): the products
+    left to right, each rounded outward.  For ``0 <= a <= b``, ``0 <= c <= d`` the smallest of
+    the four end products of :class:`verify.intervals.Iv` is ``a c`` and the largest ``b d``
+    (rounding is monotone), so these are its floats."""
+    out = x[..., 0]
+    for j in range(1, k):
+        out = rnd(out * x[..., j])
+    return out
 
 
 def _ratio_lower(N: Iv, w_hi: np.ndarray) -> np.ndarray:
@@ -316,27 +341,56 @@ class _Boxes:
 
         Every factor is a function of one ``T_i`` with its monotonicity used (``1 + t`` increases
         with ``T``, ``1 - t`` decreases, ``s = sqrt(1 + T^2)`` is a function of ``T^2``), and
-        ``1 + t`` is computed without cancellation on both signs of ``T`` (:func:`_one_plus_t`).
+        ``1 + t`` is computed without cancellation on both signs of ``T``
+        (:func:`_one_plus_t_end`).  Both sides increase in every factor, all nonnegative, so
+        each end is the formula at the factors' matching ends (:meth:`_sides`).
         """
         T2 = Iv(lo, hi).square()
-        s = (1 + T2).sqrt()
-        ends = _one_plus_t(np.stack([lo, hi, -hi, -lo]))
-        p = Iv(ends.lo[0], ends.hi[1])     # 1 + t_i
-        m = Iv(ends.lo[2], ends.hi[3])     # 1 - t_i = (1 + t)(-T_i)
-        E = (p[:, 0] * p[:, 1] * p[:, 2] * p[:, 3] + m[:, 0] * m[:, 1] * m[:, 2] * m[:, 3]) * 0.5
-        # q_ij for the three j != i of every i, on a last axis
-        q = p[:, _OTHERS[0]] * p[:, _OTHERS[1]] + m[:, _OTHERS[0]] * m[:, _OTHERS[1]]
-        rhs = _sum4((1 + T2 + s) * (q[..., 0] * q[..., 1] * q[..., 2]) * self.inv_gaps)
-        return 16 * Iv(Sa, Sb).square() * E, rhs
+        pm_lo, pm_hi = self._one_minus_plus(lo, hi, _down, _up), self._one_minus_plus(lo, hi, _up, _down)
+        return (Iv(self._lhs(pm_lo, Sa, _down), self._lhs(pm_hi, Sb, _up)),
+                Iv(self._rhs(pm_lo, T2.lo, _down), self._rhs(pm_hi, T2.hi, _up)))
+
+    @staticmethod
+    def _one_minus_plus(lo, hi, rnd, opp) -> np.ndarray:
+        """The lower (``rnd = _down``) or upper ends of ``1 + t_i`` and ``1 - t_i``, stacked on a
+        first axis: ``1 + t`` increases with ``T`` (its lower end at ``lo``) and ``1 - t =
+        (1 + t)(-T)`` decreases (its lower end at ``-hi``).  Both are positive (``|t| < 1``),
+        so a lower end is raised to ``0`` if it fell below (never, for finite tangents): the
+        enclosure holds, and the products of :func:`_prod_end` need nonnegative ends."""
+        ends = _one_plus_t_end(np.stack([lo, -hi]) if rnd is _down else np.stack([hi, -lo]), rnd, opp)
+        return np.maximum(ends, 0.0) if rnd is _down else ends
+
+    def _lhs(self, pm, S, rnd) -> np.ndarray:
+        """One end of ``16 S^2 E``, ``E = (prod (1+t_i) + prod (1-t_i))/2``, from the matching
+        ends ``pm`` of :meth:`_one_minus_plus` and of ``S > 0`` (the floats of :class:`Iv`:
+        ``S^2`` is ``|S|^2``, every factor is nonnegative)."""
+        P = _prod_end(pm, 4, rnd)                      # (2, nb): the two products
+        E = rnd(rnd(P[0] + P[1]) * 0.5)
+        return rnd(rnd(np.maximum(rnd(S * S), 0.0) * 16) * E)
+
+    def _rhs(self, pm, T2, rnd) -> np.ndarray:
+        """One end of ``sum_i (1 + T_i^2 + s_i) prod_{j != i} q_ij / G_i`` from the matching ends
+        of :meth:`_one_minus_plus` and of ``T^2`` (every term nonnegative and increasing in
+        each of them; the floats of :class:`Iv`, summed left to right)."""
+        u = rnd(1 + T2)                                # 1 + T^2
+        s = rnd(np.sqrt(u))                            # s = sqrt(1 + T^2) (u >= 1 - 2^-51)
+        pq = rnd(pm[:, :, _OTHERS[0]] * pm[:, :, _OTHERS[1]])   # (2, nb, 4, 3)
+        q = rnd(pq[0] + pq[1])                         # q_ij for the three j != i of every i
+        terms = rnd(rnd(rnd(u + s) * _prod_end(q, 3, rnd)) * (self.inv_gaps.lo if rnd is _down
+                                                              else self.inv_gaps.hi))
+        return rnd(rnd(rnd(terms[:, 0] + terms[:, 1]) + terms[:, 2]) + terms[:, 3])
 
     def infeasible(self, Sa, Sb, ca, cb, tangents=None) -> np.ndarray:
         """Step 3b: the boxes on which the four constraints are surely inconsistent
-        (``tangents``: :meth:`_tangent_range` of the boxes, if already computed)."""
+        (``tangents``: :meth:`_tangent_range` of the boxes, if already computed): the lower end
+        of the left side of :meth:`farkas` above the upper end of its right side."""
         if tangents is None:
             tangents = self._tangent_range(Sa, Sb, ca, cb)
+        lo, hi = tangents
         with np.errstate(invalid="ignore", over="ignore"):
-            lhs, rhs = self.farkas(*tangents, Sa, Sb)
-            return lhs.lo > rhs.hi
+            T2_hi = _up(np.square(np.maximum(-lo, hi)))  # the upper end of Iv(lo, hi).square()
+            return (self._lhs(self._one_minus_plus(lo, hi, _down, _up), Sa, _down)
+                    > self._rhs(self._one_minus_plus(lo, hi, _up, _down), T2_hi, _up))
 
     def bound(self, Sa, Sb, ca, cb, half: float, Mp: float, foot: float | None = None):
         """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it,
@@ -502,7 +556,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        (s^2 + s)/2`` with ``s = sqrt(1 + T^2)``.  Altogether the products of all ``p_j m_j``
        cancel and ``|z.n| / (|z|_1/2) = 16 S^2 E / sum_i (s_i^2 + s_i) prod_{j != i} q_ij / G_i``,
        ``G_i = prod_{j != i} |n_i - n_j|``.  Every term is positive, ``p = 1 + T/(1 + s)`` is
-       computed as ``(1 + 1/(s - T))/(1 + s)`` for ``T < 0`` (:func:`_one_plus_t`) and
+       computed as ``(1 + 1/(s - T))/(1 + s)`` for ``T < 0`` (:func:`_one_plus_t_end`) and
        ``m(T) = p(-T)``: no difference of nearby values is formed.  On a box, ``t`` increases
        with ``T`` (so ``p_i`` lies between its values at the ends of the range of ``T_i`` of
        step 3, and ``m_i`` too), ``s_i`` is a function of ``T_i^2`` and ``S`` lies in
