@@ -100,7 +100,7 @@ def _candidates(ns: np.ndarray, T: np.ndarray, V: np.ndarray | None = None,
         z = np.where((scale > 0) & np.isfinite(scale), z / scale, 0.0)
         A[:, -2] = z
         np.negative(z, out=A[:, -1])
-        N = A @ ns - abs(A) @ _HALVES
+        N = _N_float(A, ns)
         w = _norm(A @ V)
         ratio = np.where(N > 0, np.where(w > 0, N / w, np.inf), -np.inf)
     rows = np.arange(nb)
@@ -117,6 +117,15 @@ def _candidates(ns: np.ndarray, T: np.ndarray, V: np.ndarray | None = None,
     np.add(best[:, None, None], _MIX[:, None] * A[:, -2:, None],
            out=out[:, _N_PAIRS + _KEEP + 2:].reshape(nb, 2, len(_MIX), 4))
     return out
+
+
+def _N_float(A: np.ndarray, ns: np.ndarray, absA: np.ndarray | None = None) -> np.ndarray:
+    """``N(alpha)`` in floats for the rows of ``A`` (``(nb, K, 4)``): ``A @ ns - |A| @ 1/2``
+    as one matrix-vector product over all rows (the same floats per row as the batched form:
+    each row is its own dot product)."""
+    A2 = A.reshape(-1, 4)
+    absA = abs(A2) if absA is None else absA.reshape(-1, 4)
+    return (A2 @ ns - absA @ _HALVES).reshape(A.shape[:-1])
 
 
 def _triple_targets(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -156,8 +165,8 @@ def _nan_to_num(x: np.ndarray) -> np.ndarray:
     """``numpy.nan_to_num(x, nan=-inf)`` of a float array, the same floats without its argument
     handling: ``nan`` to ``-inf``, ``+-inf`` to the largest floats ``+-1.8e308`` (the order of
     the scores, a float choice among candidates, kept as it was)."""
-    y = np.minimum(np.maximum(x, -_FLOAT_MAX), _FLOAT_MAX)  # nan stays nan
-    return np.where(np.isnan(y), -np.inf, y)
+    y = np.clip(x, -_FLOAT_MAX, _FLOAT_MAX)  # nan stays nan
+    return np.fmax(y, -np.inf, out=y)        # and becomes -inf (fmax ignores a nan)
 
 
 def _det3(m: np.ndarray) -> np.ndarray:
@@ -306,7 +315,7 @@ class _Boxes:
         s2 = 1 + T * T
         Gp = np.stack([-T, np.ones_like(T)], -1) / (s2 ** 1.5)[..., None]
         absA = abs(A)
-        N = A @ self.ns - absA @ _HALVES
+        N = _N_float(A, self.ns, absA)
         at_lo, at_hi = (np.arctan(x) for x in tangents)
         tm = (at_lo + at_hi) / 2
         rad = (at_hi - at_lo) / 2
