@@ -329,12 +329,13 @@ class _Boxes:
         wmax = np.zeros(N.shape)
         mT = np.zeros(T.shape)
         wa2, wb2 = 2 * wa, 2 * wb
+        dSs = [dS[:, None] for dS in (Sa - Sm, Sb - Sm)]
+        sws = [S_ * (S_ * bb + wb2) for S_ in dSs]   # the terms in dS alone, once per dS
         for dc in (ca - cm, cb - cm):
             c_ = dc[:, None]
             cw, c2 = ww + c_ * (c_ * aa + wa2), 2 * c_
-            for dS in (Sa - Sm, Sb - Sm):
-                S_ = dS[:, None]
-                wmax = np.maximum(wmax, cw + S_ * (S_ * bb + wb2) + c2 * S_ * ab)
+            for S_, sw in zip(dSs, sws):
+                wmax = np.maximum(wmax, cw + sw + c2 * S_ * ab)
                 mT = np.maximum(mT, abs(c_ + S_ * ds))
         wmax = np.sqrt(np.maximum(wmax, 0.0))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -434,6 +435,11 @@ class _Boxes:
         smaller is the one by the upper end of ``s`` for ``T >= 0`` and by the lower end
         below, and ``1/s`` is ``[1/s_hi, 1/s_lo]``."""
         A = _exact_alpha(alpha)
+        return _ratio_lower(self._N_lo(A), self._interval_norm(A, tangents))
+
+    def _interval_norm(self, A, tangents) -> np.ndarray:
+        """An upper bound of ``|w(alpha)|`` over each box by the ranges of :meth:`interval`
+        (``A`` exact floats of :func:`_exact_alpha`)."""
         lo, hi = tangents
         # sin = T/sqrt(1+T^2) increases with T: its lower end at lo, its upper end at hi
         X = np.stack([lo, hi])
@@ -447,8 +453,7 @@ class _Boxes:
         cos_lo, cos_hi = _down(1 / _up(np.sqrt(_up(T2.hi + 1)))), _up(1 / _down(np.sqrt(_down(T2.lo + 1))))
         C_lo, C_hi = _sum4_ends(*_scaled(np.stack([cos_lo, sin_lo], -1), np.stack([cos_hi, sin_hi], -1),
                                          A[:, :, None]))
-        w_hi = norm_upper(Iv(C_lo[:, 0], C_hi[:, 0]), Iv(C_lo[:, 1], C_hi[:, 1]))
-        return _ratio_lower(self._N_lo(A), w_hi)
+        return norm_upper(Iv(C_lo[:, 0], C_hi[:, 0]), Iv(C_lo[:, 1], C_hi[:, 1]))
 
     def farkas(self, lo, hi, Sa, Sb) -> tuple[Iv, Iv]:
         """Enclosures of the two sides of step 3b's test ``16 S^2 E > sum_i (s_i^2 + s_i)
@@ -516,7 +521,8 @@ class _Boxes:
         rule only, never part of the bound).
         """
         Sm, cm = 0.5 * (Sa + Sb), 0.5 * (ca + cb)
-        excluded = (Iv(ca) - Iv(Sb) * half).lo > Mp  # (c): all tangents exceed M'
+        # (c): all tangents exceed M' (the lower end of Iv(ca) - Iv(Sb) * half)
+        excluded = _down(ca - _up(Sb * half)) > Mp
         if foot is not None:  # step 7: every shape of the box has its foot after -foot
             excluded |= (Iv(cb) - Iv(Sa) * (Iv(self.L / 2) + foot)).hi < 0
         rest = np.flatnonzero(~excluded)
@@ -529,8 +535,13 @@ class _Boxes:
             Sa, Sb, ca, cb, Sm, cm = (x[rest] for x in (Sa, Sb, ca, cb, Sm, cm))
             tangents = tuple(t[feasible] for t in tangents)
             alpha_t, alpha_i, p = self.choose(Sa, Sb, ca, cb, Sm, cm, tangents)
-            v[rest] = np.maximum(self.taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm),
-                                 self.interval(alpha_i, tangents))
+            # :meth:`taylor` and :meth:`interval`, their exact multipliers and N side by side
+            nr = len(rest)
+            A = _exact_alpha(np.concatenate([alpha_t, alpha_i]))
+            w = np.concatenate([self._taylor_norm(A[:nr], Sa, Sb, ca, cb, Sm, cm),
+                                self._interval_norm(A[nr:], tangents)])
+            b = _ratio_lower(self._N_lo(A), w)
+            v[rest] = np.maximum(b[:nr], b[nr:])
             if foot is not None:  # the centre's foot (a float test)
                 p = np.where(cm < Sm * (self.L / 2 + foot), np.inf, p)
             point[rest] = p
