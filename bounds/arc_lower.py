@@ -43,6 +43,13 @@ _N_CANDIDATES = _N_PAIRS + _KEEP + 2 + 2 * len(_MIX)
 _DOTS = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2), (3, 3))
 
 
+def _stack(arrays, axis: int) -> np.ndarray:
+    """``numpy.stack(arrays, axis)`` for ``axis`` 0, 1 or -1, by one concatenation of views (the
+    same array; ``numpy.stack`` costs several microseconds per call in argument handling)."""
+    key = (None,) if axis == 0 else (slice(None), None) if axis == 1 else (Ellipsis, None)
+    return np.concatenate([a[key] for a in arrays], axis)
+
+
 def _norm(x: np.ndarray) -> np.ndarray:
     """Euclidean norm over a last axis of size 2 (float: a choice of candidates, no bound)."""
     return np.sqrt(x[..., 0] * x[..., 0] + x[..., 1] * x[..., 1])
@@ -51,7 +58,7 @@ def _norm(x: np.ndarray) -> np.ndarray:
 def _unit(T: np.ndarray) -> np.ndarray:
     """``v = (1, T)/sqrt(1 + T^2)``: the point of angle ``atan T`` (last axis of size 2)."""
     r = 1 / np.sqrt(1 + T * T)
-    return np.stack([r, T * r], axis=-1)
+    return _stack([r, T * r], -1)
 
 
 def _candidates(ns: np.ndarray, T: np.ndarray, V: np.ndarray | None = None,
@@ -313,14 +320,14 @@ class _Boxes:
         A = _candidates(self.ns, T, G, self.a12)            # (nb, K, 4)
         nb = len(Sa)
         s2 = 1 + T * T
-        Gp = np.stack([-T, np.ones_like(T)], -1) / (s2 ** 1.5)[..., None]
+        Gp = _stack([-T, np.ones_like(T)], -1) / (s2 ** 1.5)[..., None]
         absA = abs(A)
         N = _N_float(A, self.ns, absA)
         at_lo, at_hi = (np.arctan(x) for x in tangents)
         tm = (at_lo + at_hi) / 2
         rad = (at_hi - at_lo) / 2
         # w_c, a, b of the Taylor estimate and w at the mid-angles, from one product
-        W = A @ np.concatenate([G, Gp, ds[None, :, None] * Gp, np.stack([np.cos(tm), np.sin(tm)], -1)],
+        W = A @ np.concatenate([G, Gp, ds[None, :, None] * Gp, _stack([np.cos(tm), np.sin(tm)], -1)],
                                axis=2)
         W = [W[..., k] for k in range(8)]   # (wc, a, b, wm), two components each
         dot = lambda i, j: W[2 * i] * W[2 * j] + W[2 * i + 1] * W[2 * j + 1]
@@ -339,8 +346,8 @@ class _Boxes:
                 mT = np.maximum(mT, abs(c_ + S_ * ds))
         wmax = np.sqrt(np.maximum(wmax, 0.0))
         with np.errstate(divide="ignore", invalid="ignore"):
-            den = np.stack([wmax + (absA @ (mT * mT / 2)[..., None])[..., 0],
-                            np.sqrt(mm) + (absA @ rad[..., None])[..., 0], np.sqrt(ww)])
+            den = _stack([wmax + (absA @ (mT * mT / 2)[..., None])[..., 0],
+                            np.sqrt(mm) + (absA @ rad[..., None])[..., 0], np.sqrt(ww)], 0)
             score = _nan_to_num(np.where(N > 0, N / den, -np.inf))
         best = np.argmax(score[:2], -1)
         rows = np.arange(nb)
@@ -374,9 +381,10 @@ class _Boxes:
         (:meth:`taylor`; ``A`` exact floats of :func:`_exact_alpha`)."""
         ds = self.ds
         # the corners' offsets from the centre, enclosed (boxes, corners)
-        dcf, dSf = np.stack([ca - cm, ca - cm, cb - cm, cb - cm], 1), np.stack([Sa - Sm, Sb - Sm] * 2, 1)
-        dc, dS = Iv(_down(dcf), _up(dcf)), Iv(_down(dSf), _up(dSf))
-        mdc, mdS = np.maximum(-dc.lo, dc.hi).max(1), np.maximum(-dS.lo, dS.hi).max(1)
+        dcS = _stack([ca - cm, ca - cm, cb - cm, cb - cm, Sa - Sm, Sb - Sm, Sa - Sm, Sb - Sm], 1)
+        dcS_lo, dcS_hi = _down(dcS), _up(dcS)
+        dc, dS = Iv(dcS_lo[:, :4], dcS_hi[:, :4]), Iv(dcS_lo[:, 4:], dcS_hi[:, 4:])
+        mdc, mdS = np.maximum(-dcS_lo, dcS_hi).reshape(-1, 2, 4).max(2).T
         p = Sm[:, None] * ds
         T_lo, T_hi = _down(cm[:, None] + _down(p)), _up(cm[:, None] + _up(p))
         a_lo = np.where(T_lo >= 0, T_lo, np.where(T_hi <= 0, -T_hi, 0.0))   # |T|
@@ -391,12 +399,12 @@ class _Boxes:
         r5_lo = np.maximum(_down(np.maximum(_down(r3_lo * r_lo), 0.0) * r_lo), 0.0)
         r5_hi = _up(_up(r3_hi * r_hi) * r_hi)
         # g = (r, T r), g' = (-T r^3, r^3), g'' = ((2T^2 - 1) r^5, -3T r^5): six components
-        Tr = _times_nonneg(T_lo, T_hi, r_lo, r_hi)
-        Tr3 = _times_nonneg(T_lo, T_hi, r3_lo, r3_hi)
-        h = _times_nonneg(_down(_down(2 * sq_lo) - 1), _up(_up(2 * sq_hi) - 1), r5_lo, r5_hi)
-        k = _times_nonneg(_down(T_hi * -3.0), _up(T_lo * -3.0), r5_lo, r5_hi)
-        G_lo = np.stack([r_lo, Tr[0], -Tr3[1], r3_lo, h[0], k[0]], -1)        # (nb, 4, 6)
-        G_hi = np.stack([r_hi, Tr[1], -Tr3[0], r3_hi, h[1], k[1]], -1)
+        # the four products T r, T r^3, (2T^2 - 1) r^5, (-3T) r^5 side by side on a first axis
+        F_lo, F_hi = _times_nonneg(_stack([T_lo, T_lo, _down(_down(2 * sq_lo) - 1), _down(T_hi * -3.0)], 0),
+                                   _stack([T_hi, T_hi, _up(_up(2 * sq_hi) - 1), _up(T_lo * -3.0)], 0),
+                                   _stack([r_lo, r3_lo, r5_lo, r5_lo], 0), _stack([r_hi, r3_hi, r5_hi, r5_hi], 0))
+        G_lo = _stack([r_lo, F_lo[0], -F_hi[1], r3_lo, F_lo[2], F_lo[3]], -1)   # (nb, 4, 6)
+        G_hi = _stack([r_hi, F_hi[0], -F_lo[1], r3_hi, F_hi[2], F_hi[3]], -1)
         d3 = ds[None, :, None]
         P = _scaled(G_lo, G_hi, A[:, :, None])          # alpha g, alpha g', alpha g''
         X = _scaled(P[0][..., 2:], P[1][..., 2:], d3)   # alpha d g', alpha d g''
@@ -409,7 +417,7 @@ class _Boxes:
         w = Iv(S_lo[:, None, :2], S_hi[:, None, :2])
         ab = Iv(S_lo[:, 2:6].reshape(nb, 2, 1, 2), S_hi[:, 2:6].reshape(nb, 2, 1, 2))   # a, b
         # w + a dc + b dS at the corners (the two products side by side)
-        prod = ab * Iv(np.stack([dc.lo, dS.lo], 1)[..., None], np.stack([dc.hi, dS.hi], 1)[..., None])
+        prod = ab * Iv(_stack([dc.lo, dS.lo], 1)[..., None], _stack([dc.hi, dS.hi], 1)[..., None])
         u = w + prod[:, 0] + prod[:, 1]
         lin = norm_upper(u[..., 0], u[..., 1]).max(1)
         Q = Iv(S_lo[:, 6:].reshape(nb, 3, 2), S_hi[:, 6:].reshape(nb, 3, 2))
@@ -442,7 +450,7 @@ class _Boxes:
         (``A`` exact floats of :func:`_exact_alpha`)."""
         lo, hi = tangents
         # sin = T/sqrt(1+T^2) increases with T: its lower end at lo, its upper end at hi
-        X = np.stack([lo, hi])
+        X = _stack([lo, hi], 0)
         XX = X * X                                          # |T|^2 of the points
         s_lo = _down(np.sqrt(_down(np.maximum(_down(XX), 0.0) + 1)))
         s_hi = _up(np.sqrt(_up(_up(XX) + 1)))
@@ -451,7 +459,7 @@ class _Boxes:
         # cos = 1/sqrt(1+T^2) is a function of T^2 over [lo, hi]
         T2 = Iv(lo, hi).square()
         cos_lo, cos_hi = _down(1 / _up(np.sqrt(_up(T2.hi + 1)))), _up(1 / _down(np.sqrt(_down(T2.lo + 1))))
-        C_lo, C_hi = _sum4_ends(*_scaled(np.stack([cos_lo, sin_lo], -1), np.stack([cos_hi, sin_hi], -1),
+        C_lo, C_hi = _sum4_ends(*_scaled(_stack([cos_lo, sin_lo], -1), _stack([cos_hi, sin_hi], -1),
                                          A[:, :, None]))
         return norm_upper(Iv(C_lo[:, 0], C_hi[:, 0]), Iv(C_lo[:, 1], C_hi[:, 1]))
 
@@ -478,7 +486,7 @@ class _Boxes:
         (1 + t)(-T)`` decreases (its lower end at ``-hi``).  Both are positive (``|t| < 1``),
         so a lower end is raised to ``0`` if it fell below (never, for finite tangents): the
         enclosure holds, and the products of :func:`_prod_end` need nonnegative ends."""
-        ends = _one_plus_t_end(np.stack([lo, -hi]) if rnd is _down else np.stack([hi, -lo]), rnd, opp)
+        ends = _one_plus_t_end(_stack([lo, -hi], 0) if rnd is _down else _stack([hi, -lo], 0), rnd, opp)
         return np.maximum(ends, 0.0) if rnd is _down else ends
 
     def _lhs(self, pm, S, rnd) -> np.ndarray:
