@@ -128,8 +128,9 @@ def _candidates(ns: np.ndarray, T: np.ndarray, V: np.ndarray | None = None,
 
 def _N_float(A: np.ndarray, ns: np.ndarray, absA: np.ndarray | None = None) -> np.ndarray:
     """``N(alpha)`` in floats for the rows of ``A`` (``(nb, K, 4)``): ``A @ ns - |A| @ 1/2``
-    as one matrix-vector product over all rows (the same floats per row as the batched form:
-    each row is its own dot product)."""
+    as one matrix-vector product over all rows: the same floats per row as the batched
+    ``A @ ns - abs(A) @ _HALVES`` (each row is its own dot product with the same vector; a float
+    choice among candidates, never part of a bound)."""
     A2 = A.reshape(-1, 4)
     absA = abs(A2) if absA is None else absA.reshape(-1, 4)
     return (A2 @ ns - absA @ _HALVES).reshape(A.shape[:-1])
