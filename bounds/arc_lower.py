@@ -19,7 +19,7 @@ import itertools
 import flint
 import numpy as np
 
-from verify.intervals import Iv, check_float_mode, norm_upper
+from verify.intervals import Iv, _down, _up, check_float_mode, norm_upper
 from verify.backends import arb_ceil, arb_floor
 
 PREC = 128
@@ -36,6 +36,18 @@ _OTHERS = (np.repeat(np.arange(4)[:, None], 3, 1),
            np.array([[j for j in range(4) if j != i] for i in range(4)]))
 _PAIR_ALPHAS = np.array([[-1.0 if k == i else 1.0 if k == j else 0.0 for k in range(4)]
                          for i, j in _PAIRS])
+#: the pairs, the stationary points of the triples, and the candidates :func:`_candidates` returns
+_N_PAIRS, _N_TRI = len(_PAIRS), len(_TRIPLES) * len(_SIGNS)
+_N_CANDIDATES = _N_PAIRS + _KEEP + 2 + 2 * len(_MIX)
+#: the pairs of the vectors (w_c, a, b, w_m) whose inner products :meth:`_Boxes.choose` uses
+_DOTS = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2), (3, 3))
+
+
+def _stack(arrays, axis: int) -> np.ndarray:
+    """``numpy.stack(arrays, axis)`` for ``axis`` 0, 1 or -1, by one concatenation of views (the
+    same array; ``numpy.stack`` costs several microseconds per call in argument handling)."""
+    key = (None,) if axis == 0 else (slice(None), None) if axis == 1 else (Ellipsis, None)
+    return np.concatenate([a[key] for a in arrays], axis)
 
 
 def _norm(x: np.ndarray) -> np.ndarray:
@@ -46,10 +58,11 @@ def _norm(x: np.ndarray) -> np.ndarray:
 def _unit(T: np.ndarray) -> np.ndarray:
     """``v = (1, T)/sqrt(1 + T^2)``: the point of angle ``atan T`` (last axis of size 2)."""
     r = 1 / np.sqrt(1 + T * T)
-    return np.stack([r, T * r], axis=-1)
+    return _stack([r, T * r], -1)
 
 
-def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
+def _candidates(ns: np.ndarray, T: np.ndarray, V: np.ndarray | None = None,
+                a12: tuple | None = None) -> np.ndarray:
     """Multiplier vectors ``alpha`` (``sum alpha = 0``) among which the dual optimum lies.
 
     ``T`` has shape ``(boxes, 4)`` (tangents of the four angles); the result has shape
@@ -63,52 +76,86 @@ def _candidates(ns: np.ndarray, T: np.ndarray) -> np.ndarray:
     ``x = (B^T B)^{-1} a``.  Returns the six pairs, these stationary points, ``+-z`` and
     mixtures of ``+-z`` with the best of the others by its point ratio.  Choosing among them
     never affects validity, only tightness; degenerate candidates are zero rows (``N = 0``).
+    ``V`` (the points ``_unit(T)``) and ``a12`` (:func:`_triple_targets` of ``ns``) may be
+    passed when already computed.
     """
     nb = T.shape[0]
-    V = _unit(T)                                        # (nb, 4, 2)
-    parts = [np.broadcast_to(_PAIR_ALPHAS, (nb, 6, 4))]
+    V = _unit(T) if V is None else V                    # (nb, 4, 2)
+    if a12 is None:
+        a12 = _triple_targets(ns)
+    a1, a2 = a12
+    # all candidates in one array: the pairs, the stationary points, then +-z (filled in place)
+    A = np.empty((nb, _N_PAIRS + _N_TRI + 2, 4))
+    A[:, :_N_PAIRS] = _PAIR_ALPHAS
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # the four triples (i, j, k) on axis 1, the sign patterns on axis 2
         I, J, K = _TRIPLES.T
-        b1, b2 = V[:, I] - V[:, K], V[:, J] - V[:, K]                 # (nb, 4, 2)
+        VK = np.take(V, K, axis=1)
+        b1, b2 = np.take(V, I, axis=1) - VK, np.take(V, J, axis=1) - VK   # (nb, 4, 2)
         g11, g12, g22 = ((x[..., 0] * y[..., 0] + x[..., 1] * y[..., 1])[:, :, None]
                          for x, y in ((b1, b1), (b1, b2), (b2, b2)))
         det = g11 * g22 - g12 * g12
-        a1 = (ns[I] - ns[K])[:, None] - 0.5 * (_SIGNS[:, 0] - _SIGNS[:, 2])   # (4, 6)
-        a2 = (ns[J] - ns[K])[:, None] - 0.5 * (_SIGNS[:, 1] - _SIGNS[:, 2])
         x1 = (g22 * a1 - g12 * a2) / det
         x2 = (g11 * a2 - g12 * a1) / det
         scale = np.maximum(np.maximum(abs(x1), abs(x2)), abs(x1 + x2))
         ok = (det > 0) & (scale > 0) & np.isfinite(scale)
         x1, x2 = (np.where(ok, x / scale, 0.0) for x in (x1, x2))
-        tri = _triple_alphas(x1, x2)                                          # (nb, 4, 6, 4)
-        parts.append(tri.reshape(nb, -1, 4))
-        rows = np.concatenate([np.ones((nb, 4, 1)), V], axis=2)  # (nb, 4, 3)
-        z = _COFACTOR_SIGNS * _det3(rows[:, _OTHERS[1]])  # row i: (-1)^i D_i, D_i without row i
+        _triple_alphas(x1, x2, out=A[:, _N_PAIRS:_N_PAIRS + _N_TRI].reshape(nb, len(_TRIPLES), -1, 4))
+        # row i: (-1)^i D_i, D_i the determinant of the rows (1, v_j), j != i
+        z = _COFACTOR_SIGNS * _det3_xy(V[..., 0][:, _OTHERS[1]], V[..., 1][:, _OTHERS[1]])
         scale = abs(z).max(1, keepdims=True)
         z = np.where((scale > 0) & np.isfinite(scale), z / scale, 0.0)
-        A = np.concatenate(parts + [z[:, None], -z[:, None]], axis=1)
-        N = A @ ns - abs(A) @ _HALVES
+        A[:, -2] = z
+        np.negative(z, out=A[:, -1])
+        N = _N_float(A, ns)
         w = _norm(A @ V)
         ratio = np.where(N > 0, np.where(w > 0, N / w, np.inf), -np.inf)
-    best = A[np.arange(nb), np.argmax(ratio, 1)]       # (nb, 4)
-    mix = best[:, None, None] + _MIX[None, None, :, None] * np.stack([z, -z], 1)[:, :, None]
+    rows = np.arange(nb)
+    best = A[rows, np.argmax(ratio, 1)]                 # (nb, 4)
+    out = np.empty((nb, _N_CANDIDATES, 4))
+    out[:, :_N_PAIRS] = A[:, :_N_PAIRS]
     # of the stationary points only the best few by their point ratio (the box bounds of
     # :meth:`_Boxes.choose` cost in proportion to the candidates)
-    tri = ratio[:, 6:6 + len(_TRIPLES) * len(_SIGNS)]
-    top = 6 + np.argpartition(-tri, _KEEP - 1, axis=1)[:, :_KEEP]
-    return np.concatenate([A[:, :6], np.take_along_axis(A, top[..., None], 1), A[:, -2:],
-                           mix.reshape(nb, -1, 4)], axis=1)
+    tri = ratio[:, _N_PAIRS:_N_PAIRS + _N_TRI]
+    top = _N_PAIRS + np.argpartition(-tri, _KEEP - 1, axis=1)[:, :_KEEP]
+    out[:, _N_PAIRS:_N_PAIRS + _KEEP] = A[rows[:, None], top]
+    out[:, _N_PAIRS + _KEEP:_N_PAIRS + _KEEP + 2] = A[:, -2:]
+    # the mixtures best + mu (+-z), mu in _MIX
+    np.add(best[:, None, None], _MIX[:, None] * A[:, -2:, None],
+           out=out[:, _N_PAIRS + _KEEP + 2:].reshape(nb, 2, len(_MIX), 4))
+    return out
 
 
-def _triple_alphas(x1: np.ndarray, x2: np.ndarray) -> np.ndarray:
+def _N_float(A: np.ndarray, ns: np.ndarray, absA: np.ndarray | None = None) -> np.ndarray:
+    """``N(alpha)`` in floats for the rows of ``A`` (``(nb, K, 4)``): ``A @ ns - |A| @ 1/2``
+    as one matrix-vector product over all rows: the same floats per row as the batched
+    ``A @ ns - abs(A) @ _HALVES`` (each row is its own dot product with the same vector; a float
+    choice among candidates, never part of a bound)."""
+    A2 = A.reshape(-1, 4)
+    absA = abs(A2) if absA is None else absA.reshape(-1, 4)
+    return (A2 @ ns - absA @ _HALVES).reshape(A.shape[:-1])
+
+
+def _triple_targets(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors ``a = (a1, a2)`` of :func:`_candidates` per triple (axis 0) and sign pattern
+    (axis 1): they depend on the counts only."""
+    I, J, K = _TRIPLES.T
+    a1 = (ns[I] - ns[K])[:, None] - 0.5 * (_SIGNS[:, 0] - _SIGNS[:, 2])   # (4, 6)
+    a2 = (ns[J] - ns[K])[:, None] - 0.5 * (_SIGNS[:, 1] - _SIGNS[:, 2])
+    return a1, a2
+
+
+def _triple_alphas(x1: np.ndarray, x2: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The multipliers ``alpha = (x1, x2, -x1-x2)`` on the counts ``(i, j, k)`` of each triple of
     :data:`_TRIPLES` (axis 1 of ``x1``, ``x2``; shape ``(nb, 4, S)``), zero on the fourth count:
     shape ``(nb, 4, S, 4)``.  Written entry by entry: the same values as
     ``x1 e_i + x2 e_j - (x1 + x2) e_k`` with unit vectors ``e`` (up to the sign of a zero, which
     no later step sees: a zero multiplier contributes nothing, and every bound rounds a zero
-    outward to the same floats)."""
-    out = np.zeros(x1.shape + (4,))
+    outward to the same floats).  Written into ``out`` (of that shape) if given."""
+    if out is None:
+        out = np.zeros(x1.shape + (4,))
+    else:
+        out[...] = 0.0
     minus = -(x1 + x2)
     for t, (i, j, k) in enumerate(_TRIPLES):
         out[:, t, :, i] = x1[:, t]
@@ -126,15 +173,19 @@ def _nan_to_num(x: np.ndarray) -> np.ndarray:
     """``numpy.nan_to_num(x, nan=-inf)`` of a float array, the same floats without its argument
     handling: ``nan`` to ``-inf``, ``+-inf`` to the largest floats ``+-1.8e308`` (the order of
     the scores, a float choice among candidates, kept as it was)."""
-    y = np.minimum(np.maximum(x, -_FLOAT_MAX), _FLOAT_MAX)  # nan stays nan
-    return np.where(np.isnan(y), -np.inf, y)
+    y = np.clip(x, -_FLOAT_MAX, _FLOAT_MAX)  # nan stays nan
+    return np.fmax(y, -np.inf, out=y)        # and becomes -inf (fmax ignores a nan)
 
 
 def _det3(m: np.ndarray) -> np.ndarray:
     """Determinants of ``(..., 3, 3)`` matrices whose first column is ones (floats, for the
     null vector of :func:`_candidates`: a choice, never part of a bound):
     ``(x2 - x1)(y3 - y1) - (x3 - x1)(y2 - y1)`` for the rows ``(1, x_i, y_i)``."""
-    x, y = m[..., 1], m[..., 2]
+    return _det3_xy(m[..., 1], m[..., 2])
+
+
+def _det3_xy(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`_det3` of the rows ``(1, x_i, y_i)``, ``i`` on the last axis of ``x`` and ``y``."""
     return (x[..., 1] - x[..., 0]) * (y[..., 2] - y[..., 0]) - (x[..., 2] - x[..., 0]) * (y[..., 1] - y[..., 0])
 
 
@@ -164,33 +215,75 @@ def _exact_alpha(alpha: np.ndarray) -> np.ndarray:
     return q * u
 
 
-def _stack(*xs: Iv) -> Iv:
-    """Intervals side by side on a new last axis."""
-    return Iv(np.stack([x.lo for x in xs], -1), np.stack([x.hi for x in xs], -1))
+def _sum4_ends(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sum over the four counts (axis 1) of ``Iv(lo, hi)``, left to right, each partial sum
+    rounded outward: the floats of ``x[:, 0] + x[:, 1] + x[:, 2] + x[:, 3]`` in :class:`Iv`."""
+    return _sum4_down(lo), _up(_up(_up(hi[:, 0] + hi[:, 1]) + hi[:, 2]) + hi[:, 3])
 
 
-def _sum4(x: Iv) -> Iv:
-    """Sum over the four counts (the last axis)."""
-    return x[:, 0] + x[:, 1] + x[:, 2] + x[:, 3]
+def _sum4_down(lo: np.ndarray) -> np.ndarray:
+    """The lower end of :func:`_sum4_ends`."""
+    return _down(_down(_down(lo[:, 0] + lo[:, 1]) + lo[:, 2]) + lo[:, 3])
 
 
-def _one_plus_t(T: np.ndarray) -> Iv:
-    """``1 + t`` with ``t = tan(atan(T)/2) = T/(1 + s)``, ``s = sqrt(1 + T^2)``, at float points.
+def _scaled(lo: np.ndarray, hi: np.ndarray, f) -> tuple[np.ndarray, np.ndarray]:
+    """``Iv(lo, hi) * f`` for exact floats ``f`` (the two products, the smaller rounded down, the
+    larger up): the floats of :meth:`Iv.__mul__`."""
+    p, q = lo * f, hi * f
+    return _down(np.minimum(p, q)), _up(np.maximum(p, q))
+
+
+def _times_nonneg(lo, hi, p_lo, p_hi) -> tuple[np.ndarray, np.ndarray]:
+    """``Iv(lo, hi) * Iv(p_lo, p_hi)`` for a factor with ``0 <= p_lo <= p_hi``: of the four end
+    products the smallest is ``lo p_lo`` if ``lo >= 0``, else ``lo p_hi``, and the largest
+    ``hi p_hi`` if ``hi >= 0``, else ``hi p_lo`` (exactly, hence also after the monotone
+    rounding): the floats of :meth:`Iv.__mul__`, two products instead of four."""
+    return _down(lo * np.where(lo >= 0, p_lo, p_hi)), _up(hi * np.where(hi >= 0, p_hi, p_lo))
+
+
+def _one_plus_t_end(T: np.ndarray, rnd, opp) -> np.ndarray:
+    """One end of ``1 + t`` with ``t = tan(atan(T)/2) = T/(1 + s)``, ``s = sqrt(1 + T^2)``, at
+    float points ``T``: the lower end with ``rnd, opp = _down, _up``, the upper end with
+    ``rnd, opp = _up, _down``.
 
     For ``T >= 0`` as written; for ``T < 0`` as ``(1 + 1/(s - T))/(1 + s)`` (``s + T =
-    1/(s - T)``), so no difference of nearby values is formed on either side.
+    1/(s - T)``), so no difference of nearby values is formed on either side.  Every quantity
+    is positive, and ``1 + t`` increases in ``T/(1 + s)`` and in ``1/(s - T)`` and decreases in
+    ``1 + s``: so its lower end is the formula with each increasing part rounded down (``rnd``)
+    and ``s`` rounded up (``opp``), the upper end the other way round.  These are the floats
+    of :class:`verify.intervals.Iv` on the point ``Iv(T)``, end by end: ``T^2`` is ``|T|^2``;
+    ``1 + s >= 2`` and, for ``T < 0``, ``s - T > 0`` (``s >= 1`` rounded down by less than one
+    float twice, ``-T > 0``), so the positivity guards of :class:`Iv` division hold where the
+    branch is used; of the four quotients of a positive numerator by ``[lo, hi] > 0`` the
+    smallest is the one by ``hi`` (rounding is monotone).  Finite ``T`` only (the tangents of
+    a box are).
     """
-    x = Iv(T)
-    s = (1 + x.square()).sqrt()
-    pos, neg = 1 + x / (1 + s), (1 + 1 / (s - x)) / (1 + s)
-    return Iv(np.where(T >= 0, pos.lo, neg.lo), np.where(T >= 0, pos.hi, neg.hi))
+    s = opp(np.sqrt(opp(1 + np.maximum(opp(T * T), 0.0))))
+    d = opp(s + 1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        pos = rnd(1 + rnd(T / d))
+        neg = rnd(rnd(1 + rnd(1 / opp(s - T))) / d)
+    return np.where(T >= 0, pos, neg)
 
 
-def _ratio_lower(N: Iv, w_hi: np.ndarray) -> np.ndarray:
-    """``N/|w|`` from below where ``N > 0`` surely; ``0`` elsewhere (never ``nan``)."""
+def _prod_end(x: np.ndarray, k: int, rnd) -> np.ndarray:
+    """One end of the product of ``k`` intervals with nonnegative ends, given as ``x[..., 0]``,
+    ``x[..., 1]``, ... (lower ends with ``rnd = _down``, upper ends with ``_up``): the products
+    left to right, each rounded outward.  For ``0 <= a <= b``, ``0 <= c <= d`` the smallest of
+    the four end products of :class:`verify.intervals.Iv` is ``a c`` and the largest ``b d``
+    (rounding is monotone), so these are its floats."""
+    out = x[..., 0]
+    for j in range(1, k):
+        out = rnd(out * x[..., j])
+    return out
+
+
+def _ratio_lower(N_lo: np.ndarray, w_hi: np.ndarray) -> np.ndarray:
+    """``N/|w|`` from below where ``N > 0`` surely (``N_lo`` the lower end of ``N``); ``0``
+    elsewhere (never ``nan``)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        q = (N / Iv(w_hi)).lo
-    ok = (N.lo > 0) & (w_hi > 0) & (q > 0)
+        q = (Iv(N_lo) / Iv(w_hi)).lo
+    ok = (N_lo > 0) & (w_hi > 0) & (q > 0)
     return np.where(ok, q, 0.0)
 
 
@@ -207,11 +300,13 @@ class _Boxes:
         for k in range(3):
             gaps = gaps * abs(self.ns - self.ns[_OTHERS[1][:, k]])
         self.inv_gaps = 1 / gaps
+        self.a12 = _triple_targets(self.ns)
 
-    def _N(self, alpha: Iv) -> Iv:
-        """``N(alpha) = sum alpha_i n_i - (1/2) sum |alpha_i|`` (``alpha`` exact floats of
-        :func:`_exact_alpha`: halving them is exact)."""
-        return _sum4(Iv(alpha) * self.ns - abs(alpha) * 0.5)
+    def _N_lo(self, alpha: np.ndarray) -> np.ndarray:
+        """The lower end of ``N(alpha) = sum alpha_i n_i - (1/2) sum |alpha_i|`` (``alpha`` exact
+        floats of :func:`_exact_alpha`: halving them is exact), summed as :class:`Iv` does."""
+        p = alpha * self.ns
+        return _sum4_down(_down(_down(p) - abs(alpha) * 0.5))
 
     def choose(self, Sa, Sb, ca, cb, Sm, cm, tangents):
         """Per box, the candidates with the best float estimates of the two bounds below.
@@ -222,92 +317,152 @@ class _Boxes:
         """
         ds = self.ds
         T = cm[:, None] + Sm[:, None] * ds                  # (nb, 4)
-        A = _candidates(self.ns, T)                          # (nb, K, 4)
-        s2 = 1 + T * T
         G = _unit(T)
-        Gp = np.stack([-T, np.ones_like(T)], -1) / (s2 ** 1.5)[..., None]
+        A = _candidates(self.ns, T, G, self.a12)            # (nb, K, 4)
+        nb = len(Sa)
+        s2 = 1 + T * T
+        Gp = _stack([-T, np.ones_like(T)], -1) / (s2 ** 1.5)[..., None]
         absA = abs(A)
-        N = A @ self.ns - absA @ _HALVES
-        wab = A @ np.concatenate([G, Gp, ds[None, :, None] * Gp], axis=2)
-        wc, a, b = wab[..., 0:2], wab[..., 2:4], wab[..., 4:6]
+        N = _N_float(A, self.ns, absA)
+        at_lo, at_hi = (np.arctan(x) for x in tangents)
+        tm = (at_lo + at_hi) / 2
+        rad = (at_hi - at_lo) / 2
+        # w_c, a, b of the Taylor estimate and w at the mid-angles, from one product
+        W = A @ np.concatenate([G, Gp, ds[None, :, None] * Gp, _stack([np.cos(tm), np.sin(tm)], -1)],
+                               axis=2)
+        W = [W[..., k] for k in range(8)]   # (wc, a, b, wm), two components each
+        dot = lambda i, j: W[2 * i] * W[2 * j] + W[2 * i + 1] * W[2 * j + 1]
+        ww, aa, bb, wa, wb, ab, mm = (dot(i, j) for i, j in _DOTS)
         # |wc + a dc + b dS|^2 at the corners, from the six inner products (a float estimate)
-        dot = lambda u, v: u[..., 0] * v[..., 0] + u[..., 1] * v[..., 1]
-        ww, aa, bb, wa, wb, ab = dot(wc, wc), dot(a, a), dot(b, b), dot(wc, a), dot(wc, b), dot(a, b)
         wmax = np.zeros(N.shape)
         mT = np.zeros(T.shape)
         wa2, wb2 = 2 * wa, 2 * wb
+        dSs = [dS[:, None] for dS in (Sa - Sm, Sb - Sm)]
+        sws = [S_ * (S_ * bb + wb2) for S_ in dSs]   # the terms in dS alone, once per dS
         for dc in (ca - cm, cb - cm):
             c_ = dc[:, None]
             cw, c2 = ww + c_ * (c_ * aa + wa2), 2 * c_
-            for dS in (Sa - Sm, Sb - Sm):
-                S_ = dS[:, None]
-                wmax = np.maximum(wmax, cw + S_ * (S_ * bb + wb2) + c2 * S_ * ab)
+            for S_, sw in zip(dSs, sws):
+                wmax = np.maximum(wmax, cw + sw + c2 * S_ * ab)
                 mT = np.maximum(mT, abs(c_ + S_ * ds))
         wmax = np.sqrt(np.maximum(wmax, 0.0))
-        rows = np.arange(len(Sa))
         with np.errstate(divide="ignore", invalid="ignore"):
-            score_t = np.where(N > 0, N / (wmax + (absA @ (mT * mT / 2)[..., None])[..., 0]),
-                               -np.inf)
-            at_lo, at_hi = (np.arctan(x) for x in tangents)
-            tm = (at_lo + at_hi) / 2
-            rad = (at_hi - at_lo) / 2
-            wm = A @ np.stack([np.cos(tm), np.sin(tm)], -1)
-            score_i = np.where(N > 0, N / (_norm(wm)
-                                           + (absA @ rad[..., None])[..., 0]), -np.inf)
-            point = np.where(N > 0, N / _norm(wc), -np.inf)
-        score_t, score_i, point = _nan_to_num(score_t), _nan_to_num(score_i), _nan_to_num(point).max(1)
-        return A[rows, np.argmax(score_t, 1)], A[rows, np.argmax(score_i, 1)], point
+            den = _stack([wmax + (absA @ (mT * mT / 2)[..., None])[..., 0],
+                            np.sqrt(mm) + (absA @ rad[..., None])[..., 0], np.sqrt(ww)], 0)
+            score = _nan_to_num(np.where(N > 0, N / den, -np.inf))
+        best = np.argmax(score[:2], -1)
+        rows = np.arange(nb)
+        return A[rows, best[0]], A[rows, best[1]], score[2].max(1)
 
     def _tangent_range(self, Sa, Sb, ca, cb):
         """Per count, floats below and above every ``T_i = c + S d_i`` over the box."""
         up = self.ds >= 0
         S_lo = np.where(up, Sa[:, None], Sb[:, None])
         S_hi = np.where(up, Sb[:, None], Sa[:, None])
-        return ((Iv(ca[:, None]) + Iv(S_lo) * self.ds).lo,
-                (Iv(cb[:, None]) + Iv(S_hi) * self.ds).hi)
+        # (Iv(c) + Iv(S) * d).lo and .hi: the product of points is one float, rounded both ways
+        return _down(ca[:, None] + _down(S_lo * self.ds)), _up(cb[:, None] + _up(S_hi * self.ds))
 
     def taylor(self, alpha, Sa, Sb, ca, cb, Sm, cm) -> np.ndarray:
-        """Step 3 by a third-order Taylor model in ``T_i`` around the centre (the two components
-        of ``g`` and the four corners of the box side by side on trailing axes)."""
-        ds = self.ds
-        dca, dcb, dSa, dSb = (Iv(x) - m for x, m in ((ca, cm), (cb, cm), (Sa, Sm), (Sb, Sm)))
-        dc = _stack(dca, dca, dcb, dcb)   # (boxes, corners)
-        dS = _stack(dSa, dSb, dSa, dSb)
-        mdc, mdS = Iv(abs(dc).hi.max(1)), Iv(abs(dS).hi.max(1))
+        """Step 3 by a third-order Taylor model in ``T_i`` around the centre.
+
+        The floats of the interval evaluation of step 3 in :class:`Iv`, computed end by end
+        where the signs are known: ``r = (1 + T^2)^{-1/2}`` and its powers are positive (a
+        lower end below ``0``, from rounding a value below ``2^-1074``, is raised to ``0``:
+        the enclosure holds, and :func:`_times_nonneg` needs it), products with them take
+        two end products (:func:`_times_nonneg`), and of the remainder, the norms and the
+        final sum only the upper ends that bound ``|w|`` are formed.  The six components of
+        ``g``, ``g'``, ``g''`` and the six sums of step 3 (two components each) lie side by
+        side on a last axis.
+        """
         A = _exact_alpha(alpha)
-        T = Iv(cm[:, None]) + Iv(Sm[:, None]) * ds
-        r = 1 / (1 + T.square()).sqrt()
-        r3 = r ** 3
-        r5 = r3 * r * r
-        # g = (1, T)/sqrt(1+T^2) and its first two derivatives, components on the last axis
-        g = _stack(r, T * r)
-        g1 = _stack(-(T * r3), r3)
-        g2 = _stack((2 * T.square() - 1) * r5, -3 * T * r5)
-        A3, d3 = A[:, :, None], ds[None, :, None]
-        Ag1, Ag2 = A3 * g1, A3 * g2
-        Ag2d = Ag2 * d3
-        w, a, b = _sum4(A3 * g), _sum4(Ag1), _sum4(Ag1 * d3)
-        qcc, qcS, qSS = _sum4(Ag2 * 0.5), _sum4(Ag2d), _sum4(Ag2d * d3 * 0.5)
-        mT = Iv(abs(dc[:, :, None] + dS[:, :, None] * ds).hi.max(1))
-        # |g'''(t)| = 3 sqrt(4t^4+1)/(1+t^2)^3 decreases in |t|; |t| >= |T| - mT on the box
-        t2 = Iv(np.maximum((abs(T) - mT).lo, 0.0)).square()
-        E = _sum4(abs(A) * mT ** 3 * (4 * t2.square() + 1).sqrt() / (2 * (1 + t2) ** 3))
-        u = w[:, None] + a[:, None] * dc[:, :, None] + b[:, None] * dS[:, :, None]
+        return _ratio_lower(self._N_lo(A), self._taylor_norm(A, Sa, Sb, ca, cb, Sm, cm))
+
+    def _taylor_norm(self, A, Sa, Sb, ca, cb, Sm, cm) -> np.ndarray:
+        """An upper bound of ``|w(alpha)|`` over each box by the Taylor model of step 3
+        (:meth:`taylor`; ``A`` exact floats of :func:`_exact_alpha`)."""
+        ds = self.ds
+        # the corners' offsets from the centre, enclosed (boxes, corners)
+        dcS = _stack([ca - cm, ca - cm, cb - cm, cb - cm, Sa - Sm, Sb - Sm, Sa - Sm, Sb - Sm], 1)
+        dcS_lo, dcS_hi = _down(dcS), _up(dcS)
+        dc, dS = Iv(dcS_lo[:, :4], dcS_hi[:, :4]), Iv(dcS_lo[:, 4:], dcS_hi[:, 4:])
+        mdc, mdS = np.maximum(-dcS_lo, dcS_hi).reshape(-1, 2, 4).max(2).T
+        p = Sm[:, None] * ds
+        T_lo, T_hi = _down(cm[:, None] + _down(p)), _up(cm[:, None] + _up(p))
+        a_lo = np.where(T_lo >= 0, T_lo, np.where(T_hi <= 0, -T_hi, 0.0))   # |T|
+        a_hi = np.maximum(-T_lo, T_hi)
+        sq_lo, sq_hi = np.maximum(_down(a_lo * a_lo), 0.0), _up(a_hi * a_hi)  # T^2
+        # r = 1/sqrt(1 + T^2) (the root is >= 1 - 2^-51 > 0), r^3 = (r^1)^2 r, r^5 = r^3 r r
+        r_lo = np.maximum(_down(1 / _up(np.sqrt(_up(sq_hi + 1)))), 0.0)
+        r_hi = _up(1 / _down(np.sqrt(_down(sq_lo + 1))))
+        rw_lo, rw_hi = np.maximum(_down(r_lo), 0.0), _up(r_hi)
+        r3_lo = np.maximum(_down(np.maximum(_down(rw_lo * rw_lo), 0.0) * r_lo), 0.0)
+        r3_hi = _up(_up(rw_hi * rw_hi) * r_hi)
+        r5_lo = np.maximum(_down(np.maximum(_down(r3_lo * r_lo), 0.0) * r_lo), 0.0)
+        r5_hi = _up(_up(r3_hi * r_hi) * r_hi)
+        # g = (r, T r), g' = (-T r^3, r^3), g'' = ((2T^2 - 1) r^5, -3T r^5): six components
+        # the four products T r, T r^3, (2T^2 - 1) r^5, (-3T) r^5 side by side on a first axis
+        F_lo, F_hi = _times_nonneg(_stack([T_lo, T_lo, _down(_down(2 * sq_lo) - 1), _down(T_hi * -3.0)], 0),
+                                   _stack([T_hi, T_hi, _up(_up(2 * sq_hi) - 1), _up(T_lo * -3.0)], 0),
+                                   _stack([r_lo, r3_lo, r5_lo, r5_lo], 0), _stack([r_hi, r3_hi, r5_hi, r5_hi], 0))
+        G_lo = _stack([r_lo, F_lo[0], -F_hi[1], r3_lo, F_lo[2], F_lo[3]], -1)   # (nb, 4, 6)
+        G_hi = _stack([r_hi, F_hi[0], -F_lo[1], r3_hi, F_hi[2], F_hi[3]], -1)
+        d3 = ds[None, :, None]
+        P = _scaled(G_lo, G_hi, A[:, :, None])          # alpha g, alpha g', alpha g''
+        X = _scaled(P[0][..., 2:], P[1][..., 2:], d3)   # alpha d g', alpha d g''
+        Y = _scaled(X[0][..., 2:], X[1][..., 2:], d3)   # alpha d^2 g''
+        Z = _scaled(np.concatenate([P[0][..., 4:], Y[0]], -1), np.concatenate([P[1][..., 4:], Y[1]], -1), 0.5)
+        # the sums w, a, b, q_cS, q_cc, q_SS (two components each)
+        S_lo, S_hi = _sum4_ends(np.concatenate([P[0][..., :4], X[0], Z[0]], -1),
+                                np.concatenate([P[1][..., :4], X[1], Z[1]], -1))
+        nb = len(S_lo)
+        w = Iv(S_lo[:, None, :2], S_hi[:, None, :2])
+        ab = Iv(S_lo[:, 2:6].reshape(nb, 2, 1, 2), S_hi[:, 2:6].reshape(nb, 2, 1, 2))   # a, b
+        # w + a dc + b dS at the corners (the two products side by side)
+        prod = ab * Iv(_stack([dc.lo, dS.lo], 1)[..., None], _stack([dc.hi, dS.hi], 1)[..., None])
+        u = w + prod[:, 0] + prod[:, 1]
         lin = norm_upper(u[..., 0], u[..., 1]).max(1)
-        norm = [Iv(norm_upper(q[:, 0], q[:, 1])) for q in (qcc, qcS, qSS)]
-        quad = norm[0] * mdc.square() + norm[1] * mdc * mdS + norm[2] * mdS.square()
-        return _ratio_lower(self._N(A), (Iv(lin) + quad + E).hi)
+        Q = Iv(S_lo[:, 6:].reshape(nb, 3, 2), S_hi[:, 6:].reshape(nb, 3, 2))
+        n_cS, n_cc, n_SS = norm_upper(Q[..., 0], Q[..., 1]).T
+        quad = _up(_up(_up(n_cc * _up(mdc * mdc)) + _up(_up(n_cS * mdc) * mdS)) + _up(n_SS * _up(mdS * mdS)))
+        # |g'''(t)| = 3 sqrt(4t^4+1)/(1+t^2)^3 decreases in |t|; |t| >= |T| - mT on the box
+        x = Iv(dc.lo[:, :, None], dc.hi[:, :, None]) + Iv(dS.lo[:, :, None], dS.hi[:, :, None]) * ds
+        mT = np.maximum(-x.lo, x.hi).max(1)
+        x0 = np.maximum(_down(a_lo - mT), 0.0)
+        t2_lo, t2_hi = np.maximum(_down(x0 * x0), 0.0), _up(x0 * x0)
+        m3_hi = _up(_up(_up(mT) * _up(mT)) * mT)                       # mT^3
+        top = _up(_up(m3_hi * abs(A)) * _up(np.sqrt(_up(_up(4 * _up(t2_hi * t2_hi)) + 1))))
+        u_lo = _down(t2_lo + 1)                                        # 2 (1 + t2)^3
+        den_lo = _down(2 * _down(np.maximum(_down(_down(u_lo) * _down(u_lo)), 0.0) * u_lo))
+        E = _up(top / den_lo)
+        E = _up(_up(_up(E[:, 0] + E[:, 1]) + E[:, 2]) + E[:, 3])
+        return _up(_up(lin + quad) + E)
 
     def interval(self, alpha, tangents) -> np.ndarray:
         """Step 3 by the range of each ``v_i`` over the box's range of ``T_i`` (``tangents``,
-        :meth:`_tangent_range` of the boxes)."""
+        :meth:`_tangent_range` of the boxes).  The floats of its evaluation in :class:`Iv`,
+        end by end: ``s = sqrt(1 + T^2) >= 1 - 2^-51 > 0``, so of the quotients ``T/s`` the
+        smaller is the one by the upper end of ``s`` for ``T >= 0`` and by the lower end
+        below, and ``1/s`` is ``[1/s_hi, 1/s_lo]``."""
         A = _exact_alpha(alpha)
+        return _ratio_lower(self._N_lo(A), self._interval_norm(A, tangents))
+
+    def _interval_norm(self, A, tangents) -> np.ndarray:
+        """An upper bound of ``|w(alpha)|`` over each box by the ranges of :meth:`interval`
+        (``A`` exact floats of :func:`_exact_alpha`)."""
         lo, hi = tangents
-        t_lo, t_hi = Iv(lo), Iv(hi)
-        # sin = T/sqrt(1+T^2) increases with T; cos = 1/sqrt(1+T^2) is a function of T^2
-        sin = Iv((t_lo / (1 + t_lo.square()).sqrt()).lo, (t_hi / (1 + t_hi.square()).sqrt()).hi)
-        cos = 1 / (1 + Iv(lo, hi).square()).sqrt()
-        return _ratio_lower(self._N(A), norm_upper(_sum4(A * cos), _sum4(A * sin)))
+        # sin = T/sqrt(1+T^2) increases with T: its lower end at lo, its upper end at hi
+        X = _stack([lo, hi], 0)
+        XX = X * X                                          # |T|^2 of the points
+        s_lo = _down(np.sqrt(_down(np.maximum(_down(XX), 0.0) + 1)))
+        s_hi = _up(np.sqrt(_up(_up(XX) + 1)))
+        sin_lo = _down(lo / np.where(lo >= 0, s_hi[0], s_lo[0]))
+        sin_hi = _up(hi / np.where(hi >= 0, s_lo[1], s_hi[1]))
+        # cos = 1/sqrt(1+T^2) is a function of T^2 over [lo, hi]
+        T2 = Iv(lo, hi).square()
+        cos_lo, cos_hi = _down(1 / _up(np.sqrt(_up(T2.hi + 1)))), _up(1 / _down(np.sqrt(_down(T2.lo + 1))))
+        C_lo, C_hi = _sum4_ends(*_scaled(_stack([cos_lo, sin_lo], -1), _stack([cos_hi, sin_hi], -1),
+                                         A[:, :, None]))
+        return norm_upper(Iv(C_lo[:, 0], C_hi[:, 0]), Iv(C_lo[:, 1], C_hi[:, 1]))
 
     def farkas(self, lo, hi, Sa, Sb) -> tuple[Iv, Iv]:
         """Enclosures of the two sides of step 3b's test ``16 S^2 E > sum_i (s_i^2 + s_i)
@@ -316,27 +471,56 @@ class _Boxes:
 
         Every factor is a function of one ``T_i`` with its monotonicity used (``1 + t`` increases
         with ``T``, ``1 - t`` decreases, ``s = sqrt(1 + T^2)`` is a function of ``T^2``), and
-        ``1 + t`` is computed without cancellation on both signs of ``T`` (:func:`_one_plus_t`).
+        ``1 + t`` is computed without cancellation on both signs of ``T``
+        (:func:`_one_plus_t_end`).  Both sides increase in every factor, all nonnegative, so
+        each end is the formula at the factors' matching ends (:meth:`_sides`).
         """
         T2 = Iv(lo, hi).square()
-        s = (1 + T2).sqrt()
-        ends = _one_plus_t(np.stack([lo, hi, -hi, -lo]))
-        p = Iv(ends.lo[0], ends.hi[1])     # 1 + t_i
-        m = Iv(ends.lo[2], ends.hi[3])     # 1 - t_i = (1 + t)(-T_i)
-        E = (p[:, 0] * p[:, 1] * p[:, 2] * p[:, 3] + m[:, 0] * m[:, 1] * m[:, 2] * m[:, 3]) * 0.5
-        # q_ij for the three j != i of every i, on a last axis
-        q = p[:, _OTHERS[0]] * p[:, _OTHERS[1]] + m[:, _OTHERS[0]] * m[:, _OTHERS[1]]
-        rhs = _sum4((1 + T2 + s) * (q[..., 0] * q[..., 1] * q[..., 2]) * self.inv_gaps)
-        return 16 * Iv(Sa, Sb).square() * E, rhs
+        pm_lo, pm_hi = self._one_minus_plus(lo, hi, _down, _up), self._one_minus_plus(lo, hi, _up, _down)
+        return (Iv(self._lhs(pm_lo, Sa, _down), self._lhs(pm_hi, Sb, _up)),
+                Iv(self._rhs(pm_lo, T2.lo, _down), self._rhs(pm_hi, T2.hi, _up)))
+
+    @staticmethod
+    def _one_minus_plus(lo, hi, rnd, opp) -> np.ndarray:
+        """The lower (``rnd = _down``) or upper ends of ``1 + t_i`` and ``1 - t_i``, stacked on a
+        first axis: ``1 + t`` increases with ``T`` (its lower end at ``lo``) and ``1 - t =
+        (1 + t)(-T)`` decreases (its lower end at ``-hi``).  Both are positive (``|t| < 1``),
+        so a lower end is raised to ``0`` if it fell below (never, for finite tangents): the
+        enclosure holds, and the products of :func:`_prod_end` need nonnegative ends."""
+        ends = _one_plus_t_end(_stack([lo, -hi], 0) if rnd is _down else _stack([hi, -lo], 0), rnd, opp)
+        return np.maximum(ends, 0.0) if rnd is _down else ends
+
+    def _lhs(self, pm, S, rnd) -> np.ndarray:
+        """One end of ``16 S^2 E``, ``E = (prod (1+t_i) + prod (1-t_i))/2``, from the matching
+        ends ``pm`` of :meth:`_one_minus_plus` and of ``S > 0`` (the floats of :class:`Iv`:
+        ``S^2`` is ``|S|^2``, every factor is nonnegative)."""
+        P = _prod_end(pm, 4, rnd)                      # (2, nb): the two products
+        E = rnd(rnd(P[0] + P[1]) * 0.5)
+        return rnd(rnd(np.maximum(rnd(S * S), 0.0) * 16) * E)
+
+    def _rhs(self, pm, T2, rnd) -> np.ndarray:
+        """One end of ``sum_i (1 + T_i^2 + s_i) prod_{j != i} q_ij / G_i`` from the matching ends
+        of :meth:`_one_minus_plus` and of ``T^2`` (every term nonnegative and increasing in
+        each of them; the floats of :class:`Iv`, summed left to right)."""
+        u = rnd(1 + T2)                                # 1 + T^2
+        s = rnd(np.sqrt(u))                            # s = sqrt(1 + T^2) (u >= 1 - 2^-51)
+        pq = rnd(pm[:, :, _OTHERS[0]] * pm[:, :, _OTHERS[1]])   # (2, nb, 4, 3)
+        q = rnd(pq[0] + pq[1])                         # q_ij for the three j != i of every i
+        terms = rnd(rnd(rnd(u + s) * _prod_end(q, 3, rnd)) * (self.inv_gaps.lo if rnd is _down
+                                                              else self.inv_gaps.hi))
+        return rnd(rnd(rnd(terms[:, 0] + terms[:, 1]) + terms[:, 2]) + terms[:, 3])
 
     def infeasible(self, Sa, Sb, ca, cb, tangents=None) -> np.ndarray:
         """Step 3b: the boxes on which the four constraints are surely inconsistent
-        (``tangents``: :meth:`_tangent_range` of the boxes, if already computed)."""
+        (``tangents``: :meth:`_tangent_range` of the boxes, if already computed): the lower end
+        of the left side of :meth:`farkas` above the upper end of its right side."""
         if tangents is None:
             tangents = self._tangent_range(Sa, Sb, ca, cb)
+        lo, hi = tangents
         with np.errstate(invalid="ignore", over="ignore"):
-            lhs, rhs = self.farkas(*tangents, Sa, Sb)
-            return lhs.lo > rhs.hi
+            T2_hi = _up(np.square(np.maximum(-lo, hi)))  # the upper end of Iv(lo, hi).square()
+            return (self._lhs(self._one_minus_plus(lo, hi, _down, _up), Sa, _down)
+                    > self._rhs(self._one_minus_plus(lo, hi, _up, _down), T2_hi, _up))
 
     def bound(self, Sa, Sb, ca, cb, half: float, Mp: float, foot: float | None = None):
         """Step 3 on every box (the better of the two models), ``inf`` where (c) excludes it,
@@ -346,7 +530,8 @@ class _Boxes:
         rule only, never part of the bound).
         """
         Sm, cm = 0.5 * (Sa + Sb), 0.5 * (ca + cb)
-        excluded = (Iv(ca) - Iv(Sb) * half).lo > Mp  # (c): all tangents exceed M'
+        # (c): all tangents exceed M' (the lower end of Iv(ca) - Iv(Sb) * half)
+        excluded = _down(ca - _up(Sb * half)) > Mp
         if foot is not None:  # step 7: every shape of the box has its foot after -foot
             excluded |= (Iv(cb) - Iv(Sa) * (Iv(self.L / 2) + foot)).hi < 0
         rest = np.flatnonzero(~excluded)
@@ -359,8 +544,13 @@ class _Boxes:
             Sa, Sb, ca, cb, Sm, cm = (x[rest] for x in (Sa, Sb, ca, cb, Sm, cm))
             tangents = tuple(t[feasible] for t in tangents)
             alpha_t, alpha_i, p = self.choose(Sa, Sb, ca, cb, Sm, cm, tangents)
-            v[rest] = np.maximum(self.taylor(alpha_t, Sa, Sb, ca, cb, Sm, cm),
-                                 self.interval(alpha_i, tangents))
+            # :meth:`taylor` and :meth:`interval`, their exact multipliers and N side by side
+            nr = len(rest)
+            A = _exact_alpha(np.concatenate([alpha_t, alpha_i]))
+            w = np.concatenate([self._taylor_norm(A[:nr], Sa, Sb, ca, cb, Sm, cm),
+                                self._interval_norm(A[nr:], tangents)])
+            b = _ratio_lower(self._N_lo(A), w)
+            v[rest] = np.maximum(b[:nr], b[nr:])
             if foot is not None:  # the centre's foot (a float test)
                 p = np.where(cm < Sm * (self.L / 2 + foot), np.inf, p)
             point[rest] = p
@@ -502,7 +692,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
        (s^2 + s)/2`` with ``s = sqrt(1 + T^2)``.  Altogether the products of all ``p_j m_j``
        cancel and ``|z.n| / (|z|_1/2) = 16 S^2 E / sum_i (s_i^2 + s_i) prod_{j != i} q_ij / G_i``,
        ``G_i = prod_{j != i} |n_i - n_j|``.  Every term is positive, ``p = 1 + T/(1 + s)`` is
-       computed as ``(1 + 1/(s - T))/(1 + s)`` for ``T < 0`` (:func:`_one_plus_t`) and
+       computed as ``(1 + 1/(s - T))/(1 + s)`` for ``T < 0`` (:func:`_one_plus_t_end`) and
        ``m(T) = p(-T)``: no difference of nearby values is formed.  On a box, ``t`` increases
        with ``T`` (so ``p_i`` lies between its values at the ends of the range of ``T_i`` of
        step 3, and ``m_i`` too), ``s_i`` is a function of ``T_i^2`` and ``S`` lies in

@@ -152,8 +152,13 @@ class Iv:
 
 
 def norm_upper(x: Iv, y: Iv) -> np.ndarray:
-    """An upper bound of ``|(x, y)|`` over the boxes."""
-    return (abs(x).square() + abs(y).square()).sqrt().hi
+    """An upper bound of ``|(x, y)|`` over the boxes: the upper end of
+    ``(abs(x).square() + abs(y).square()).sqrt()``, formed from upper ends only (the same
+    floats: ``max(-lo, hi) >= 0`` is the upper end of ``|x|`` and of ``||x||``, and the square,
+    the sum and the root of upper ends, each rounded up, are the upper ends of theirs; the
+    sum is ``>= 0`` or ``nan``, so :meth:`Iv.sqrt` takes no other branch)."""
+    mx, my = np.maximum(-x.lo, x.hi), np.maximum(-y.lo, y.hi)
+    return _up(np.sqrt(_up(_up(mx * mx) + _up(my * my))))
 
 
 def check_float_mode() -> None:
