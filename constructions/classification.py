@@ -209,15 +209,25 @@ def head_margin(y: np.ndarray, v: np.ndarray) -> float:
     return float(np.min(own - logit.max(axis=1)))
 
 
-def collinear_head(x, direction, offset=0):
+def collinear_head(x, direction, offset=0, upper=None):
     """``(u, b)``: the max-min head of unit norm on collinear outputs with ``<direction, z_n> =
     offset + x_n`` (``x`` increasing mpf, ``direction`` a unit d-vector of mpf): slopes
     ``k_c`` rising from -1 to 1 in steps ``2m/(x_{c+1} - x_c)``, ``m = 1/sum 1/(x_{c+1} - x_c)``,
     and breakpoints at the midpoints (module docstring), as the rows ``u_c = k_c direction``
     and the biases.  Slopes and biases are shrunk by ``2^-50`` so that the rounded direction
-    cannot lift any ``|u_c|`` above 1."""
+    cannot lift any ``|u_c|`` above 1.
+
+    *Classes of several outputs* (``upper``): class ``c`` has outputs whose positions along
+    ``direction`` lie in ``[x_c, upper_c]`` (``upper_c < x_{c+1}``).  The pair inequality of
+    neighbours, taken at the facing ends ``upper_c`` and ``x_{c+1}``, gives ``(k_{c+1} - k_c)
+    (x_{c+1} - upper_c) >= 2m``: the same head on the gaps ``x_{c+1} - upper_c``, with the
+    breakpoints at ``(upper_c + x_{c+1})/2``.  Every output of class ``c`` is then beaten by
+    every other class by at least ``m``: for ``j > c`` the logit difference ``l_c - l_j`` at a
+    position ``p <= upper_c`` is ``sum_{i=c}^{j-1} (k_{i+1} - k_i)(t_i - p)`` (``t_i`` the
+    breakpoints), every term non-negative and the first at least ``m``; ``j < c`` alike."""
     one = mpmath.mpf(1)
-    inv = [1 / gp for gp in np.diff(np.array(x, dtype=object))]
+    upper = list(x) if upper is None else list(upper)
+    inv = [1 / (x[c + 1] - upper[c]) for c in range(len(x) - 1)]
     m = 1 / mpmath.fsum(inv)
     k = [-one]
     for iv in inv:
@@ -225,7 +235,7 @@ def collinear_head(x, direction, offset=0):
     k[-1] = min(k[-1], one)  # rounding must not push |u_L| above 1
     beta = [mpmath.mpf(0)]
     for c in range(len(x) - 1):
-        beta.append(beta[-1] + (k[c] - k[c + 1]) * (x[c] + x[c + 1]) / 2)
+        beta.append(beta[-1] + (k[c] - k[c + 1]) * (upper[c] + x[c + 1]) / 2)
     k = [kc * (1 - mpmath.mpf(2) ** -50) for kc in k]
     beta = [bc * (1 - mpmath.mpf(2) ** -50) for bc in beta]
     rows = np.array([[kc * di for di in direction] for kc in k], dtype=object)

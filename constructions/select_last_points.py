@@ -1,0 +1,165 @@
+r"""Classification of the select task read last on the regression geometry: one head for every
+cell whose regression construction keeps its embeddings (and gain, bias) in the unit ball and
+reads the count along one direction.
+
+*The points.*  An input of the select task read last is ``(n_a, n_b, q)`` (:mod:`verify.inputs`):
+its output ``z(n_a, n_b, q)`` depends only on the counts and the last token, ``n_a + n_b <= L``;
+its class is ``n_a``.  A regression parameter set that counts to ``L`` has ``|<w, z> + w0 - n_a|
+< 1/2`` on every input, so along ``v = w/|w|`` the positions ``x = <v, z>`` of class ``c`` lie in
+an interval ``[lo_c, hi_c]`` with ``hi_c < lo_{c+1}``.  Nothing else of the regression is needed
+for this: the read-out ``w`` (the one vector that is not an input of ``z``) may have any norm.
+
+*The head* (:func:`constructions.classification.collinear_head` on intervals).  The rows ``u_c =
+k_c v`` with slopes rising from -1 to 1 in steps ``2m/(lo_{c+1} - hi_c)`` and the breakpoints in
+the middle of each gap give every input the margin
+
+    m = 1 / sum_{c=0}^{L-1} 1/(lo_{c+1} - hi_c),
+
+and this is the max-min margin of every head whose rows lie along ``v`` (the pair inequality of
+:mod:`constructions.classification` at the facing ends of neighbouring classes, summed with
+``-1 <= k_c <= 1``).  Every vector of the head has norm at most 1.
+
+*The geometry* (:meth:`SelectLastPointsHead.geometries`).  The candidates are the regression
+construction at budget ``1 - 2^-30`` and, where the construction's vectors other than ``w`` stay in
+the unit ball there, at ``1 + 10^-3`` times its float estimate of ``B_min(L)`` (the bare
+pre-RMSNorm construction: its embeddings have the fixed scale ``2^-10``, only ``w`` grows with the
+budget); every vector but ``w`` of a candidate must have norm below 1.  The positions are computed
+by the verifier's forward pass in float64 on every input (a screen: it finds the class intervals
+and the breakpoints); the candidate with the larger screened margin is built, its rows from the
+float direction (every logit then scaled by ``1 - 2^-40``) and its biases the exact sums of the float steps.  The judge
+certifies every row on balls, non-neighbours included; nothing here is assumed of the float
+screen.
+
+*Served* (:data:`constructions.registry.CLASSIFICATION`, :func:`constructions.registry.
+points_select_last`): linear attention with bare pre-norm at ``eps = 0`` (LayerNorm ``d >= 3``,
+:class:`~constructions.select_last.BareSelectDesign`; RMSNorm every ``d``,
+:class:`~constructions.select_last.ScaleSelectDesign`) and linear attention with post-norm at
+``eps = 0`` (LayerNorm ``d >= 3``, :class:`~constructions.select_last_linear_post.
+LinearSelectLastArcDesign`; RMSNorm every ``d``, :class:`~constructions.select_last_linear_post.
+SelectFootDesign`).  There the regression construction reads nothing of ``h_b`` (``<w, h_b> = 0``)
+or puts ``b`` on the counting arc, and its geometry at unit budget keeps the classes apart along
+``w``.
+
+*The bound* (``margin_upper``, :func:`bounds.margin.margin_upper`).  The count task is the
+sub-task ``n_b = 0``: its inputs ``(s, a^n)`` read at the last token are the select inputs ``(n, 0,
+a)`` and ``(0, 0, s)``, with the same classes and, without ``e_b``, the same outputs, so a head
+solving the select task with margin ``m`` solves the count task at the last read with margin at
+least ``m``, and the count task's proven bound at the last read holds
+(:func:`bounds.last_margin.last_margin_upper`; after post-RMSNorm the arc bound of ``L - 1``,
+:func:`bounds.last_margin._post`, whose proof covers every arc ``R unit(P + n Q)``).
+
+*Rates.*  Along one direction the post-norm points of an arc are read as a line: the margin falls
+faster than the count task's arc head (which reads the arc in its plane), and the ratio to the
+bound grows with ``L`` (README).  Before the norm the positions are those of the regression's lines
+(slopes near 1 in ``y``), ``m ~ 1/(|w| L)`` at the geometry's ``|w|``.
+"""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+
+from constructions import laws, registry
+from constructions.cell import Cell, Params
+from constructions.classification import ClassificationDesign, check_size, collinear_head
+from constructions.regression import design as regression_design
+
+#: the budget of the unit geometry: every vector strictly inside the unit ball
+UNIT = 1 - 2.0**-30
+#: the factor above the float estimate of ``B_min(L)`` at which the counting geometry is built
+ABOVE = 1 + 1e-3
+#: the rows are shrunk by this factor so that the float direction keeps every ``|u_c|`` below 1
+SHRINK = 1 - 2.0**-40
+
+
+def built(cell: Cell) -> bool:
+    """Whether ``cell`` (classification) is served by :class:`SelectLastPointsHead`."""
+    return registry.builds("select_last_points", cell)
+
+
+def class_intervals(x: np.ndarray, n_a: np.ndarray, L: int):
+    """``(lo, hi)``: the smallest and largest position of every class ``0..L`` (floats)."""
+    lo, hi = np.full(L + 1, np.inf), np.full(L + 1, -np.inf)
+    np.minimum.at(lo, n_a, x)
+    np.maximum.at(hi, n_a, x)
+    return lo, hi
+
+
+def interval_margin(lo: np.ndarray, hi: np.ndarray) -> float:
+    """``1/sum 1/(lo_{c+1} - hi_c)``, the margin of the head on the class intervals (floats;
+    ``-inf`` where two classes meet or are out of order)."""
+    gaps = lo[1:] - hi[:-1]
+    if not np.all(gaps > 0):
+        return -np.inf
+    return float(1 / np.sum(1 / gaps))
+
+
+class SelectLastPointsHead(ClassificationDesign):
+    """The unit-norm head on the regression construction's points of the select task read last
+    (module docstring); the interface of :class:`~constructions.classification.ClassificationDesign`
+    (``build``; ``geometry`` is the regression design)."""
+
+    def __init__(self, cell: Cell):
+        if not built(cell):
+            from constructions.refusals import refusal
+
+            raise ValueError(f"{cell.describe()}: {refusal(cell) or 'not served by SelectLastPointsHead'}")
+        self.cell, self.family, self.foot, self.pencil = cell, laws.family(cell), None, None
+        self.geometry = regression_design(cell.replace(readout="regression"))
+
+    def geometries(self, L_value: int) -> list[Params]:
+        """The regression parameter sets whose points the head may read (module docstring): at
+        budget :data:`UNIT`, and at :data:`ABOVE` times the float estimate where every vector but
+        ``w`` stays below norm 1."""
+        out = [self.geometry.build(L_value, UNIT)]
+        est = self.geometry.estimate(L_value)
+        if est is not None and est * ABOVE > UNIT:
+            out.append(self.geometry.build(L_value, est * ABOVE))
+        return [p for p in out if _inside(p)]
+
+    def screen(self, params: Params, L_value: int):
+        """``(margin, v, lo, hi)``: the float screen of the head along ``v = w/|w|`` on the points
+        of ``params`` (every input of the select task read last, float64)."""
+        from verify.forward import reduced
+        from verify.inputs import QUERY_TOKENS, InputSet
+
+        inputs = InputSet(params.cell, L_value)
+        n_a, n_b, q = inputs.chunk(0, inputs.size)
+        z = np.asarray(reduced(params, n_a, n_b, backend="float64", readout=False,
+                               query=[QUERY_TOKENS[i] for i in q]), dtype=np.float64)
+        w = np.array([float(c) for c in params.vectors["w"]])
+        v = w / np.linalg.norm(w)
+        lo, hi = class_intervals(z @ v, n_a, L_value)
+        return interval_margin(lo, hi), v, lo, hi
+
+    def build(self, L_value: int, dps: int = 50) -> Params:
+        """The head at ``L`` on the best screened geometry (refused beyond the limits of
+        :func:`constructions.classification.check_size`; a ``ValueError`` where no geometry
+        keeps the classes apart)."""
+        if isinstance(L_value, bool) or not isinstance(L_value, (int, np.integer)) or L_value < 1:
+            raise ValueError(f"L must be a positive integer, got {L_value!r}")
+        L_value = int(L_value)
+        check_size(self.cell, L_value)
+        best = None
+        for params in self.geometries(L_value):
+            m, v, lo, hi = self.screen(params, L_value)
+            if m > 0 and (best is None or m > best[0]):
+                best = (m, params, v, lo, hi)
+        if best is None:
+            raise ValueError(f"{self.cell.describe()}: no geometry keeps the classes apart at L = {L_value}")
+        _, params, v, lo, hi = best
+        with mpmath.workdps(dps):
+            # the head along the float direction, every logit then scaled by SHRINK (the argmax
+            # is unchanged, and the rounded direction cannot lift a row above norm 1)
+            direction = np.array([mpmath.mpf(float(c)) for c in v], dtype=object)
+            u, b = collinear_head([mpmath.mpf(float(c)) for c in lo], direction,
+                                  upper=[mpmath.mpf(float(c)) for c in hi])
+            u, b = u * mpmath.mpf(SHRINK), [bc * mpmath.mpf(SHRINK) for bc in b]
+        vec = {k: val for k, val in params.vectors.items() if k != "w"}
+        return Params(self.cell, {**vec, "u": u}, {"b": b})
+
+
+def _inside(params: Params) -> bool:
+    """Whether every vector of ``params`` but the read-out ``w`` has norm below 1 (mpmath)."""
+    return all(mpmath.fsum(c * c for c in np.ravel(val)) < 1
+               for k, val in params.vectors.items() if k != "w")
