@@ -302,11 +302,11 @@ def bos_head(cell: Cell) -> bool:
 
 
 def points_select_last(cell: Cell) -> bool:
-    """The select task read last, linear attention with bare pre-norm or post-norm at ``eps = 0``,
-    on the points of :func:`bare_select_last`, :func:`scale_select_last`,
-    :func:`linear_select_last_arc` or :func:`linear_select_last_foot`."""
+    """The select task read last, linear attention with bare pre-norm or post-norm: on the points
+    of :func:`bare_select_last`, :func:`scale_select_last`, :func:`linear_select_last_arc`,
+    :func:`linear_select_last_foot` or, bare, :func:`eps_select_last`."""
     return (bare_select_last(cell) or scale_select_last(cell) or linear_select_last_arc(cell)
-            or linear_select_last_foot(cell))
+            or linear_select_last_foot(cell) or (eps_select_last(cell) and not cell.affine.gain))
 
 
 #: the classification heads (module docstring)

@@ -20,10 +20,12 @@ and this is the max-min margin of every head whose rows lie along ``v`` (the pai
 ``-1 <= k_c <= 1``).  Every vector of the head has norm at most 1.
 
 *The geometry* (:meth:`SelectLastPointsHead.geometries`).  The candidates are the regression
-construction at budget ``1 - 2^-30`` and, where the construction's vectors other than ``w`` stay in
-the unit ball there, at ``1 + 10^-3`` times its float estimate of ``B_min(L)`` (the bare
-pre-RMSNorm construction: its embeddings have the fixed scale ``2^-10``, only ``w`` grows with the
-budget); every vector but ``w`` of a candidate must have norm below 1.  The positions are computed
+construction at the budgets :data:`BUDGETS` (``1 - 2^-30`` down to ``1/8``: at a budget where the
+regression does not count, its plan still chooses a shape, and a smaller budget may choose one
+that keeps the classes further apart) and at ``1 + 10^-3`` times its float estimate of
+``B_min(L)`` (there it counts; the bare pre-RMSNorm construction keeps its embeddings at the
+fixed scale ``2^-10``, only ``w`` grows with the budget); a candidate is kept only where every
+vector but ``w`` has norm below 1.  The positions are computed
 by the verifier's forward pass in float64 on every input (a screen: it finds the class intervals
 and the breakpoints); the candidate with the larger screened margin is built, its rows from the
 float direction (every logit then scaled by ``1 - 2^-40``) and its biases the exact sums of the float steps.  The judge
@@ -33,7 +35,8 @@ screen.
 *Served* (:data:`constructions.registry.CLASSIFICATION`, :func:`constructions.registry.
 points_select_last`): linear attention with bare pre-norm at ``eps = 0`` (LayerNorm ``d >= 3``,
 :class:`~constructions.select_last.BareSelectDesign`; RMSNorm every ``d``,
-:class:`~constructions.select_last.ScaleSelectDesign`) and linear attention with post-norm at
+:class:`~constructions.select_last.ScaleSelectDesign`), with bare pre-LayerNorm at ``eps > 0``
+(``d >= 3``, :class:`~constructions.last_eps.EpsSelectDesign`) and linear attention with post-norm at
 ``eps = 0`` (LayerNorm ``d >= 3``, :class:`~constructions.select_last_linear_post.
 LinearSelectLastArcDesign`; RMSNorm every ``d``, :class:`~constructions.select_last_linear_post.
 SelectFootDesign`).  There the regression construction reads nothing of ``h_b`` (``<w, h_b> = 0``)
@@ -64,8 +67,8 @@ from constructions.cell import Cell, Params
 from constructions.classification import ClassificationDesign, check_size, collinear_head
 from constructions.regression import design as regression_design
 
-#: the budget of the unit geometry: every vector strictly inside the unit ball
-UNIT = 1 - 2.0**-30
+#: the budgets at which the regression geometry is screened (every vector inside the unit ball)
+BUDGETS = (1 - 2.0**-30, 0.75, 0.5, 0.25, 0.125)
 #: the factor above the float estimate of ``B_min(L)`` at which the counting geometry is built
 ABOVE = 1 + 1e-3
 #: the rows are shrunk by this factor so that the float direction keeps every ``|u_c|`` below 1
@@ -109,11 +112,11 @@ class SelectLastPointsHead(ClassificationDesign):
 
     def geometries(self, L_value: int) -> list[Params]:
         """The regression parameter sets whose points the head may read (module docstring): at
-        budget :data:`UNIT`, and at :data:`ABOVE` times the float estimate where every vector but
-        ``w`` stays below norm 1."""
-        out = [self.geometry.build(L_value, UNIT)]
+        the budgets :data:`BUDGETS`, and at :data:`ABOVE` times the float estimate, those whose
+        every vector but ``w`` has norm below 1."""
+        out = [self.geometry.build(L_value, B) for B in BUDGETS]
         est = self.geometry.estimate(L_value)
-        if est is not None and est * ABOVE > UNIT:
+        if est is not None and est * ABOVE > BUDGETS[0]:
             out.append(self.geometry.build(L_value, est * ABOVE))
         return [p for p in out if _inside(p)]
 
