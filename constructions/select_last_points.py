@@ -1,13 +1,15 @@
-r"""Classification of the select task read last on the regression geometry: one head for every
-cell whose regression construction keeps its embeddings (and gain, bias) in the unit ball and
-reads the count along one direction.
+r"""Classification of the select task read last on the regression geometry: one head interface
+for every cell whose regression construction, at a budget that keeps its embeddings (and gain,
+bias) in the unit ball, keeps the classes apart along its read-out or along its arc.
 
 *The points.*  An input of the select task read last is ``(n_a, n_b, q)`` (:mod:`verify.inputs`):
 its output ``z(n_a, n_b, q)`` depends only on the counts and the last token, ``n_a + n_b <= L``;
 its class is ``n_a``.  A regression parameter set that counts to ``L`` has ``|<w, z> + w0 - n_a|
 < 1/2`` on every input, so along ``v = w/|w|`` the positions ``x = <v, z>`` of class ``c`` lie in
 an interval ``[lo_c, hi_c]`` with ``hi_c < lo_{c+1}``.  Nothing else of the regression is needed
-for this: the read-out ``w`` (the one vector that is not an input of ``z``) may have any norm.
+for this: the read-out ``w`` (the one vector that is not an input of ``z``) may have any norm, and
+at a budget where the regression does not count the classes may still lie apart (the screen
+below decides which geometry is read).
 
 *The head* (:func:`constructions.classification.collinear_head` on intervals).  The rows ``u_c =
 k_c v`` with slopes rising from -1 to 1 in steps ``2m/(lo_{c+1} - hi_c)`` and the breakpoints in
@@ -32,6 +34,19 @@ float direction (every logit then scaled by ``1 - 2^-40``) and its biases the ex
 certifies every row on balls, non-neighbours included; nothing here is assumed of the float
 screen.
 
+*Post-norm: heads on the arc.*  After post-norm (``eps = 0``) the outputs ``g * N(r) + beta`` of
+linear attention lie on one planar conic (:mod:`constructions.select_last_linear_post`: ``b`` a
+scaled ``a``, every residual on the count task's line ``P + p Q``), and reading them along one
+direction wastes its curvature.  Two heads read the plane: (i) :func:`arc_screen`, the greedy head
+of :func:`constructions.classification.circle_head` on each candidate geometry, the classes
+ordered by their angle about the conic's centre ``beta`` (0 without a bias) and read at their
+facing ends; (ii) after post-LayerNorm, the arc head of :class:`~constructions.classification.
+ClassificationDesign` itself (:class:`_SymmetricArc`: the symmetric arc of the counts ``0..L`` at
+unit budget, ``lam = q L`` with ``q``, and with a gain the plane's turn and ellipse, optimised for
+the greedy margin, the count 0 at ``p = 0`` and, the input ``(s)``, at ``-u``).  Every head is
+compared by one float screen, the smallest margin of every input against the classes next to its
+own (:func:`neighbour_screen`, or the interval margin along ``w``), and the best is built.
+
 *Served* (:data:`constructions.registry.CLASSIFICATION`, :func:`constructions.registry.
 points_select_last`): linear attention with bare pre-norm at ``eps = 0`` (LayerNorm ``d >= 3``,
 :class:`~constructions.select_last.BareSelectDesign`; RMSNorm every ``d``,
@@ -51,10 +66,13 @@ least ``m``, and the count task's proven bound at the last read holds
 (:func:`bounds.last_margin.last_margin_upper`; after post-RMSNorm the arc bound of ``L - 1``,
 :func:`bounds.last_margin._post`, whose proof covers every arc ``R unit(P + n Q)``).
 
-*Rates.*  Along one direction the post-norm points of an arc are read as a line: the margin falls
-faster than the count task's arc head (which reads the arc in its plane), and the ratio to the
-bound grows with ``L`` (README).  Before the norm the positions are those of the regression's lines
-(slopes near 1 in ``y``), ``m ~ 1/(|w| L)`` at the geometry's ``|w|``.
+*Rates* (README: the sweeps at ``d = 8``).  After post-LayerNorm the symmetric arc with its greedy
+head keeps within a few per cent of the bound from ``L = 32`` on (ratio about 1.02 at ``L = 128``),
+the count task's arc rate ``-2``.  Before the norm (bare pre-norm) the positions are those of the
+regression's two lines along ``w``, orthogonal to ``h_b`` and nearly orthogonal to ``h_a``: the
+margin falls like ``L^-3/2``, against the bound's ``L^-1`` (the head is not shown max-min).  After
+post-RMSNorm the one-sided arc's geometry at unit budget is the regression's (its foot tied to the
+budget) and the ratio to the bound grows with ``L``.
 """
 
 from __future__ import annotations
