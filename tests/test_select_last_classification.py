@@ -132,3 +132,12 @@ def test_the_cells_without_a_head_are_refused(kw):
     assert not select_last_points.built(cell)
     with pytest.raises(ValueError):
         classification.design(cell)
+
+
+def test_after_post_layernorm_the_arc_head_is_near_the_bound():
+    # README: after post-LayerNorm the shaped symmetric arc with its greedy head keeps within
+    # 10% of the proven bound at L = 32 (d = 8, bare)
+    cell = _cell("post_bare", "layernorm", None, 8, 0.0)
+    row = classification_row(cell, 32)
+    assert row["certified"]
+    assert 1 <= row["margin_ratio"] < 1.1
