@@ -277,8 +277,8 @@ def arc_screen(params: Params, z: np.ndarray, n_a: np.ndarray, L_value: int):
     """The arc head's float screen (module docstring, *Post-norm*): ``(margin, basis, centre, y,
     ends, v)`` or None where the outputs are not on a planar arc with the classes in order.
 
-    The margin is the smaller of the greedy head's and the smallest margin of every output
-    against the classes next to its own (``O(N)``: the judge decides the rest)."""
+    The margin is the smaller of the greedy head's and :func:`plane_margin`, every output against
+    every class (the greedy rule sees only the facing ends of neighbours)."""
     centre = np.array([float(c) for c in params.vectors["beta"]]) if "beta" in params.vectors else np.zeros(z.shape[1])
     Y = z - centre
     _, sv, vt = np.linalg.svd(Y, full_matrices=False)
@@ -309,18 +309,28 @@ def arc_screen(params: Params, z: np.ndarray, n_a: np.ndarray, L_value: int):
     y, ends = P[first], P[last]
     v, m = circle_head(y, ends=ends)
     b = middle_biases(y, v, ends)
-    own = np.einsum("ij,ij->i", P, v[n_a]) + b[n_a]
-    near = np.full(len(n_a), np.inf)
-    for step in (-1, 1):
-        other = n_a + step
-        ok = (other >= 0) & (other <= L_value)
-        rival = np.einsum("ij,ij->i", P[ok], v[other[ok]]) + b[other[ok]]
-        near[ok] = np.minimum(near[ok], own[ok] - rival)
-    m = min(m, float(near.min()))
+    m = min(m, plane_margin(P, n_a, v, b))
     if not m > 0:
         return None
     basis = (turn @ vt[:2]) * flip[:, None]  # P = (z - centre) basis^T
     return m, basis, centre, y, ends, v
+
+
+#: rows of outputs per block of :func:`plane_margin` (a block's logits stay within a few MiB)
+BLOCK = 2048
+
+
+def plane_margin(P: np.ndarray, n_a: np.ndarray, v: np.ndarray, b: np.ndarray) -> float:
+    """The smallest margin of the plane head ``(v, b)`` over the outputs ``P`` (plane
+    coordinates, classes ``n_a``) against every class (float64, ``O(N L)`` in blocks)."""
+    worst = np.inf
+    for start in range(0, len(P), BLOCK):
+        rows, cls = P[start:start + BLOCK], n_a[start:start + BLOCK]
+        logit = rows @ v.T + b
+        own = logit[np.arange(len(cls)), cls]
+        logit[np.arange(len(cls)), cls] = -np.inf
+        worst = min(worst, float(np.min(own - logit.max(axis=1))))
+    return worst
 
 
 def _arc_head(basis, centre, y, ends, v):
