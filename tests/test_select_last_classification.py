@@ -141,3 +141,25 @@ def test_after_post_layernorm_the_arc_head_is_near_the_bound():
     row = classification_row(cell, 32)
     assert row["certified"]
     assert 1 <= row["margin_ratio"] < 1.1
+
+
+README_ROWS = {"pre_bare, LayerNorm": ("pre_bare", "layernorm", None),
+               "pre_bare, RMSNorm": ("pre_bare", "rmsnorm", None),
+               "post_bare, LayerNorm": ("post_bare", "layernorm", None),
+               "post_learned, LayerNorm, gain": ("post_learned", "layernorm", "gain")}
+
+
+def test_readme_table_at_64():
+    # the README's table of the select task read last on the regression points: the margin and
+    # the ratio at L = 64 (d = 8) to the digits printed
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text[text.index("* **The select task read last on the regression points"):]
+    for name, (variant, norm, affine) in README_ROWS.items():
+        line = next(l for l in section.splitlines() if l.strip().startswith(f"| {name} |"))
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        row = classification_row(_cell(variant, norm, affine, 8, 0.0), 64)
+        assert row["certified"]
+        assert row["margin"] == pytest.approx(float(parts[1]), rel=5e-6)
+        assert row["margin_ratio"] == pytest.approx(float(parts[2]), rel=5e-4)
