@@ -153,8 +153,14 @@ def _select_last(cell: Cell) -> str | None:
                 "constructions.select_last_head; with bare pre-norm or post-norm, "
                 "constructions.select_last_points, a head on the points of the regression "
                 "construction, whose embeddings stay in the unit ball there and whose classes lie "
-                "apart along its read-out; here the regression construction is built but no head "
-                "on it is derived)")
+                "apart along its read-out or its arc; here the regression construction is built but "
+                "no head on it is derived; the regression constructions are linear attention "
+                "without a norm or with pre-norm, constructions.select_last, with pre-LayerNorm and "
+                "eps > 0, constructions.last_eps, softmax attention without a norm, "
+                "constructions.select_last_pair, with a learned pre-norm, "
+                "constructions.select_last_softmax, with post-LayerNorm, "
+                "constructions.select_last_post, with post-RMSNorm, constructions.select_last_rms, "
+                "and linear attention with post-norm, constructions.select_last_linear_post)")
     if cell.attention == "softmax":
         return _select_last_softmax(cell, what)
     if cell.post:
