@@ -53,7 +53,10 @@ def theory_note(cell: Cell):
     The select task read last after post-RMSNorm (:mod:`constructions.select_last_rms`): the
     theory exponent is the lower bound's, not the construction's; so it is for linear attention
     read last after post-RMSNorm with a gain (:mod:`constructions.last_foot`, both tasks), where
-    the foot's tie to the budget makes the construction grow faster.  Classification on the
+    the foot's tie to the budget makes the construction grow faster.  The select task read last
+    with the head of :mod:`constructions.select_last_points`: the theory exponent is the count
+    task's bound's, the head's margin falls faster (but after post-LayerNorm, where the shaped arc
+    head meets the bound's rate).  Classification on the
     segment: at unit norm the attention ratio is at most
     ``rho_max = exp(sigma_max / sqrt(d))``; the margin decays like ``L^-2`` while ``L`` is below
     about ``rho_max`` and like ``L^-3`` beyond (:func:`constructions.laws.margin_exponent`).
@@ -69,6 +72,11 @@ def theory_note(cell: Cell):
                 "arc of constructions.last_foot, its foot tied to the budget) grows faster on the "
                 "sweep's grid, its float shape search is not shown optimal, and the rate of B_min "
                 "is not derived")
+    if (cell.readout == "classification" and registry.builds("select_last_points", cell)
+            and not (cell.post and cell.kind.centred)):
+        return ("theory is the exponent of the proven upper bound (the count task read last, its "
+                "sub-task n_b = 0); the head (constructions.select_last_points on the regression "
+                "geometry) decays faster, and the select task's own rate is not derived")
     if cell.readout != "classification" or laws.family(cell) != "segment":
         return None
     gap = laws.last_score_gap_max if cell.read.last else laws.score_gap_max

@@ -226,7 +226,9 @@ def warm_up(cell: Cell, closed: bool = True) -> None:
 
         geometry = classification.design(cell).geometry
         if geometry is not None:  # the last read's plane and pair heads have no symbolic geometry
-            geometry.compiled()
+            # its compiled parts (a design carried numerically from eps = 0, constructions.last_eps,
+            # compiles the eps = 0 construction it carries)
+            geometry.compiled_parts()
 
 
 def row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,

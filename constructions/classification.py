@@ -131,9 +131,11 @@ def positions(cell: Cell, t_value, L_value: int, ctx=np):
     return n / (t_value + n) if family(cell) == "segment" else n
 
 
-def _chords(y: np.ndarray):
-    """Lengths ``l_c`` and unwrapped angles ``phi_c`` of the chords ``y_{c+1} - y_c``."""
-    step = np.diff(y, axis=0)
+def _chords(y: np.ndarray, ends: np.ndarray | None = None):
+    """Lengths ``l_c`` and unwrapped angles ``phi_c`` of the chords ``y_{c+1} - ends_c``
+    (``ends = y``: the chords of consecutive points; classes spread along the arc: the chords
+    between their facing ends, :func:`circle_head`)."""
+    step = y[1:] - (y if ends is None else ends)[:-1]
     return np.hypot(step[:, 0], step[:, 1]), np.unwrap(np.arctan2(step[:, 1], step[:, 0]))
 
 
@@ -157,19 +159,21 @@ def _greedy(lengths, turns, m: float, path: bool = False):
             betas.append(b)
 
 
-def _anticlockwise(y: np.ndarray):
-    """``(y', mirror)``: the points mirrored (``y_2 -> -y_2``) if their chords turn clockwise."""
-    _, phi = _chords(y)
+def _anticlockwise(y: np.ndarray, ends: np.ndarray | None = None):
+    """``(y', ends', mirror)``: the points mirrored (``y_2 -> -y_2``) if their chords turn clockwise."""
+    _, phi = _chords(y, ends)
     mirror = np.array([1.0, -1.0 if len(phi) > 1 and phi[-1] < phi[0] else 1.0])
-    return y * mirror, mirror
+    return y * mirror, (y if ends is None else ends) * mirror, mirror
 
 
-def circle_margin(y: np.ndarray, guess: float | None = None, rel: float = 1e-10) -> float:
+def circle_margin(y: np.ndarray, guess: float | None = None, rel: float = 1e-10,
+                  ends: np.ndarray | None = None) -> float:
     """The largest margin reachable by the greedy head on the unit circle for the points ``y``
     (an ``(L+1, 2)`` float array in convex position), by bisection to relative tolerance
     ``rel`` (started around ``guess`` when given); points whose chords turn clockwise are
-    mirrored first (``y_2 -> -y_2``)."""
-    lengths, phi = _chords(_anticlockwise(y)[0])
+    mirrored first (``y_2 -> -y_2``).  ``ends``: as in :func:`circle_head`."""
+    oriented, oriented_ends, _ = _anticlockwise(y, ends)
+    lengths, phi = _chords(oriented, oriented_ends)
     turns = np.diff(phi)
     feasible = lambda m: _greedy(lengths, turns, m)
     lo, hi = 0.0, float(lengths.min())
@@ -183,21 +187,31 @@ def circle_margin(y: np.ndarray, guess: float | None = None, rel: float = 1e-10)
     return lo
 
 
-def circle_head(y: np.ndarray, guess: float | None = None):
+def circle_head(y: np.ndarray, guess: float | None = None, ends: np.ndarray | None = None):
     """``(v, m)``: the unit vectors ``v_0..v_L`` (an ``(L+1, 2)`` float array) of the greedy head
     at the largest margin ``m`` it reaches for the points ``y`` (:func:`circle_margin`; mirrored
-    points give the mirrored head)."""
-    oriented, mirror = _anticlockwise(y)
-    lengths, phi = _chords(oriented)
-    m = circle_margin(oriented, guess)
+    points give the mirrored head).
+
+    *Classes spread along the arc* (``ends``): class ``c`` has outputs on the arc from ``y_c`` to
+    ``ends_c`` (in the order of the classes).  The pair inequality of neighbours taken at their
+    facing ends, ``<v_{c+1} - v_c, y_{c+1} - ends_c> >= 2m``, is that of the points with the
+    chords ``y_{c+1} - ends_c``: the greedy rule runs on those chords unchanged, and
+    :func:`middle_biases` with the same ``ends`` puts each breakpoint between the facing ends.
+    That the outputs inside a class, and non-neighbours, are beaten is not assumed: the judge
+    certifies every output."""
+    oriented, oriented_ends, mirror = _anticlockwise(y, ends)
+    lengths, phi = _chords(oriented, oriented_ends)
+    m = circle_margin(oriented, guess, ends=oriented_ends)
     betas, ahead = _greedy(lengths, np.diff(phi), m, path=True)
     psi = np.append(phi + np.array(betas), phi[-1] + ahead)
     return np.column_stack([np.cos(psi), np.sin(psi)]) * mirror, m
 
 
-def middle_biases(y: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Float biases with ``b_{c+1} - b_c = -<v_{c+1} - v_c, (y_c + y_{c+1})/2>``, ``b_0 = 0``."""
-    return np.concatenate([[0.0], np.cumsum(-np.sum(np.diff(v, axis=0) * (y[1:] + y[:-1]), axis=1) / 2)])
+def middle_biases(y: np.ndarray, v: np.ndarray, ends: np.ndarray | None = None) -> np.ndarray:
+    """Float biases with ``b_{c+1} - b_c = -<v_{c+1} - v_c, (ends_c + y_{c+1})/2>``, ``b_0 = 0``
+    (``ends = y`` by default)."""
+    ends = y if ends is None else ends
+    return np.concatenate([[0.0], np.cumsum(-np.sum(np.diff(v, axis=0) * (y[1:] + ends[:-1]), axis=1) / 2)])
 
 
 def head_margin(y: np.ndarray, v: np.ndarray) -> float:
@@ -209,15 +223,25 @@ def head_margin(y: np.ndarray, v: np.ndarray) -> float:
     return float(np.min(own - logit.max(axis=1)))
 
 
-def collinear_head(x, direction, offset=0):
+def collinear_head(x, direction, offset=0, upper=None):
     """``(u, b)``: the max-min head of unit norm on collinear outputs with ``<direction, z_n> =
     offset + x_n`` (``x`` increasing mpf, ``direction`` a unit d-vector of mpf): slopes
     ``k_c`` rising from -1 to 1 in steps ``2m/(x_{c+1} - x_c)``, ``m = 1/sum 1/(x_{c+1} - x_c)``,
     and breakpoints at the midpoints (module docstring), as the rows ``u_c = k_c direction``
     and the biases.  Slopes and biases are shrunk by ``2^-50`` so that the rounded direction
-    cannot lift any ``|u_c|`` above 1."""
+    cannot lift any ``|u_c|`` above 1.
+
+    *Classes of several outputs* (``upper``): class ``c`` has outputs whose positions along
+    ``direction`` lie in ``[x_c, upper_c]`` (``upper_c < x_{c+1}``).  The pair inequality of
+    neighbours, taken at the facing ends ``upper_c`` and ``x_{c+1}``, gives ``(k_{c+1} - k_c)
+    (x_{c+1} - upper_c) >= 2m``: the same head on the gaps ``x_{c+1} - upper_c``, with the
+    breakpoints at ``(upper_c + x_{c+1})/2``.  Every output of class ``c`` is then beaten by
+    every other class by at least ``m``: for ``j > c`` the logit difference ``l_c - l_j`` at a
+    position ``p <= upper_c`` is ``sum_{i=c}^{j-1} (k_{i+1} - k_i)(t_i - p)`` (``t_i`` the
+    breakpoints), every term non-negative and the first at least ``m``; ``j < c`` alike."""
     one = mpmath.mpf(1)
-    inv = [1 / gp for gp in np.diff(np.array(x, dtype=object))]
+    upper = list(x) if upper is None else list(upper)
+    inv = [1 / (x[c + 1] - upper[c]) for c in range(len(x) - 1)]
     m = 1 / mpmath.fsum(inv)
     k = [-one]
     for iv in inv:
@@ -225,7 +249,7 @@ def collinear_head(x, direction, offset=0):
     k[-1] = min(k[-1], one)  # rounding must not push |u_L| above 1
     beta = [mpmath.mpf(0)]
     for c in range(len(x) - 1):
-        beta.append(beta[-1] + (k[c] - k[c + 1]) * (x[c] + x[c + 1]) / 2)
+        beta.append(beta[-1] + (k[c] - k[c + 1]) * (upper[c] + x[c + 1]) / 2)
     k = [kc * (1 - mpmath.mpf(2) ** -50) for kc in k]
     beta = [bc * (1 - mpmath.mpf(2) ** -50) for bc in beta]
     rows = np.array([[kc * di for di in direction] for kc in k], dtype=object)

@@ -137,16 +137,27 @@ def _select_last(cell: Cell) -> str | None:
     (LayerNorm ``d >= 3``), :mod:`constructions.select_last_linear_post`)."""
     what = "the select task at the last read"
     if cell.readout == "classification":
-        if cell.attention == "linear" and cell.pre and cell.affine.gain and cell.eps == 0:
-            # constructions.select_last_head on the values of the regression construction
-            return _select_last(cell.replace(readout="regression"))
-        return (f"{what} has no construction yet for classification outside linear attention with "
-                "a learned pre-norm at eps = 0 (constructions.select_last_head: a head orthogonal to h_b needs "
-                "<h_b, h_a> = |h_a|^2 and the two query lines apart across the head, which without a "
-                "gain the embeddings pay for as values; not derived; the regression constructions "
-                "are linear attention without a norm or with pre-norm, constructions.select_last, "
-                "with pre-LayerNorm and eps > 0, constructions.last_eps, softmax attention without a "
-                "norm, constructions.select_last_pair, with a learned pre-norm, "
+        regression = _select_last(cell.replace(readout="regression"))
+        if regression is not None:  # no regression geometry to carry a head
+            return regression
+        if cell.attention == "linear" and (cell.post or laws.rigid(cell)
+                                           or (cell.affine.gain and cell.eps == 0)):
+            # constructions.select_last_head (a learned pre-norm, eps = 0) on the values of the
+            # regression construction, constructions.select_last_points on its points
+            return None
+        return (f"{what} has no construction yet for classification with "
+                + ("softmax attention" if cell.attention == "softmax" else
+                   "linear attention without a norm" if not cell.normed else
+                   "linear attention, a learned pre-norm and eps > 0")
+                + " (built: linear attention with a learned pre-norm at eps = 0, "
+                "constructions.select_last_head; with bare pre-norm or post-norm, "
+                "constructions.select_last_points, a head on the points of the regression "
+                "construction, whose embeddings stay in the unit ball there and whose classes lie "
+                "apart along its read-out or its arc; here the regression construction is built but "
+                "no head on it is derived; the regression constructions are linear attention "
+                "without a norm or with pre-norm, constructions.select_last, with pre-LayerNorm and "
+                "eps > 0, constructions.last_eps, softmax attention without a norm, "
+                "constructions.select_last_pair, with a learned pre-norm, "
                 "constructions.select_last_softmax, with post-LayerNorm, "
                 "constructions.select_last_post, with post-RMSNorm, constructions.select_last_rms, "
                 "and linear attention with post-norm, constructions.select_last_linear_post)")

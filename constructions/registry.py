@@ -42,7 +42,9 @@ that the two agree on every cell of a grid of all parts).
 :func:`last_arc` (:class:`~constructions.last_post.LastArcHead`), :func:`last_head`
 (:class:`~constructions.last_read.LastReadHead`), :func:`bos_head`
 (:class:`~constructions.classification.ClassificationDesign`) and, for the select task read last,
-:func:`gain_select_last` (:class:`~constructions.select_last_head.SelectLastHead`).
+:func:`gain_select_last` (:class:`~constructions.select_last_head.SelectLastHead`) and
+:func:`points_select_last` (:class:`~constructions.select_last_points.SelectLastPointsHead`, on
+the points of the regression construction).
 """
 
 from __future__ import annotations
@@ -299,12 +301,21 @@ def bos_head(cell: Cell) -> bool:
             and any(e.serves(cell) for e in REGRESSION))
 
 
+def points_select_last(cell: Cell) -> bool:
+    """The select task read last, linear attention with bare pre-norm or post-norm: on the points
+    of :func:`bare_select_last`, :func:`scale_select_last`, :func:`linear_select_last_arc`,
+    :func:`linear_select_last_foot` or, bare, :func:`eps_select_last`."""
+    return (bare_select_last(cell) or scale_select_last(cell) or linear_select_last_arc(cell)
+            or linear_select_last_foot(cell) or (eps_select_last(cell) and not cell.affine.gain))
+
+
 #: the classification heads (module docstring)
 CLASSIFICATION = (
     Entry("classification", "ClassificationDesign", bos_head),
     Entry("last_read", "LastReadHead", last_head),
     Entry("last_post", "LastArcHead", last_arc),
     Entry("select_last_head", "SelectLastHead", gain_select_last),
+    Entry("select_last_points", "SelectLastPointsHead", points_select_last),
 )
 
 TABLES = {"regression": REGRESSION, "classification": CLASSIFICATION}

@@ -212,7 +212,7 @@ def test_gain_and_gain_bias_give_one_row_with_linear_post_layernorm(capsys, tmp_
     ["--attention", "softmax", "--variant", "post_bare", "--norm", "rmsnorm", "--eps", "0.01"],
     ["--attention", "softmax", "--variant", "post_learned", "--norm", "rmsnorm", "--readout",
      "classification"],
-    ["--attention", "linear", "--variant", "post_learned", "--readout", "classification"],
+    ["--attention", "linear", "--variant", "post_learned", "--readout", "classification", "--eps", "0.01"],
     ["--attention", "linear", "--variant", "post_bare", "--affine", "gain"],
     ["--attention", "softmax", "--variant", "post_bare", "--norm", "rmsnorm", "--eps", "nan"],
     ["--attention", "softmax", "--variant", "post_bare", "--norm", "rmsnorm", "--Lmin", "8"],
