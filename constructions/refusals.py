@@ -66,11 +66,8 @@ def refusal(cell: Cell) -> str | None:
                 # constructions.last_eps.EpsBareDesign (eps > 0, up to bounds.lstar.last_l_star_eps)
                 return None
             if cell.post:
-                # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it
-                if cell.eps > 0:
-                    return (f"{what} has no construction yet for softmax attention with post-norm and "
-                            "eps > 0 (the arc, and the count 0 on it, use the norm's scale invariance, "
-                            "eps = 0)")
+                # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it;
+                # eps > 0: constructions.last_post_eps.EpsArcDesign, that arc lifted
                 if cell.d < laws.smallest_d(cell):
                     return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
                             "subspace must hold the 2-D arc: d >= 3)")

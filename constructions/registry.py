@@ -126,6 +126,14 @@ def last_arc(cell: Cell) -> bool:
             and (cell.attention == "softmax" or cell.kind.centred))
 
 
+def eps_last_arc(cell: Cell) -> bool:
+    """Softmax attention with post-norm at ``eps > 0``, at the arc's width (``d >= 3`` for
+    LayerNorm), every affine: the arc of :func:`last_arc` on a plane of ``R^{d+1}`` tilted by
+    ``eps`` (:mod:`constructions.last_post_eps`)."""
+    return (_count_last(cell) and cell.post and cell.eps > 0 and cell.attention == "softmax"
+            and cell.d >= laws.smallest_d(cell))
+
+
 def last_foot(cell: Cell) -> bool:
     """Linear attention with post-RMSNorm at ``eps = 0`` (the one-sided arc of ``L - 1`` and the
     count 0 on it, its foot and distance tied to the budget), every ``d`` and affine."""
@@ -264,6 +272,7 @@ REGRESSION = (
     Entry("last_read", "LineDesign", line_read),
     Entry("last_post", "LastArcDesign", lambda cell: last_arc(cell) and cell.attention == "softmax"),
     Entry("last_post", "LinearLastArcDesign", lambda cell: last_arc(cell) and cell.attention == "linear"),
+    Entry("last_post_eps", "EpsArcDesign", eps_last_arc),
     Entry("last_foot", "LastFootDesign", last_foot),
     Entry("tasks", "TaskDesign", value_read),
     Entry("last_eps", "EpsGainDesign", eps_gain_read),

@@ -1,0 +1,263 @@
+r"""Softmax attention with post-norm and ``eps > 0``, the count task read last: the arc lifted.
+
+*The outputs are an arc in one more dimension.*  At the last read (:mod:`constructions.last_post`)
+the residual of ``(s, a^n)`` is ``r(n) = (P + n Q)/(1 + n rho)`` with ``P = e_s + e_a``, ``Q = 2 rho
+e_a``, ``rho = exp(tau <e_a, e_a - e_s>)``, for ``n >= 1``, and the count 0 is the same formula at
+``n_* = -1/(2 rho)`` (``r(0) = 2 e_s`` and ``1 + n_* rho = 1/2``).  With ``eps > 0`` the norm
+``N(x) = x_c/sqrt(|x_c|^2/d + eps) = sqrt(d) x_c/|(x_c, s)|``, ``s = sqrt(d eps)`` and ``(x_c, s)`` in
+``R^{d+1}``, is no longer invariant under the factor ``1/(1 + n rho)``, but since that factor is
+positive at every ``n`` in ``{n_*, 1, ..., L}``,
+
+    N(r(n)) = sqrt(d) (P_c + n Q_c)/|X(n)|,   X(n) = X_0 + n X_1,  X_0 = (P_c, s),  X_1 = (Q_c, s rho),
+
+exactly: the outputs are the first ``d`` coordinates of the points of a line of ``R^{d+1}``
+scaled to the sphere of radius ``sqrt(d)``, an arc again (``eps`` enters as a last coordinate that
+both embeddings carry as ``s/2`` and the read-out as 0; the scores do not see it, since it adds
+the same ``s^2/4`` to ``<e_a, e_a>`` and ``<e_a, e_s>``).
+
+*Construction.*  Take the symmetric arc of :class:`constructions.last_post.LastArcDesign` (shape
+``lam``, centre ``c``, amplitude ``A``, the count 0 at ``n_* = -u``, ``rho = 1/(2u)``) on a plane of
+``R^{d+1}`` tilted towards the last axis: unit vectors, with ``top, across`` the kind's axes
+(:func:`constructions.regression.axes`),
+
+    T = (tau_1 top + tau_2 across, theta),   N = (nu across, phi),
+    theta = s/(2 u kappa),   phi = s (2u + c)/(2 u kappa lam),   nu = sqrt(1 - phi^2),
+    tau_2 = -theta phi/nu,   tau_1 = sqrt(1 - theta^2/(1 - phi^2)),
+
+orthonormal (``tau_2 nu + theta phi = 0``; ``tau_1^2 + tau_2^2 + theta^2 = 1``), which needs
+``theta^2 + phi^2 < 1``.  The centred embeddings are
+
+    e_a = kappa u T_d + al one,   e_s = kappa (lam N_d - (c + u) T_d) + be one
+
+(``T_d, N_d`` the first ``d`` coordinates; ``one`` the unit constant vector, LayerNorm only; RMSNorm
+has ``al = be = 0``).  Then ``X_1 = (2 rho kappa u T_d, s rho) = kappa T`` (``2 rho u = 1``, ``kappa u
+theta = s/2``) and ``X_0 = (kappa (lam N_d - c T_d), s) = kappa (lam N - c T)`` (``kappa (lam phi -
+c theta) = s``), so ``X(n) = kappa (lam N + (n - c) T)``: with ``|X(n)| = kappa sqrt(lam^2 + (n -
+c)^2)`` every output is
+
+    N(r(n)) = sqrt(d) (lam nu across + (n - c)(tau_1 top + tau_2 across))/sqrt(lam^2 + (n - c)^2).
+
+The read-out of :func:`constructions.steps.arc_readout_steps` at the amplitude ``A/tau_1`` reads
+only the part along ``top`` (bare ``w`` along ``top``; with a gain ``w = g = S e_1``, and ``e_1`` has
+no part along ``across``), so with ``w0 = c`` the outputs are exactly ``y(n) = c + A (n - c)/sqrt(lam^2
++ (n - c)^2)`` at ``n = -u, 1, ..., L``: those of ``eps = 0``, which count iff ``A`` is in the arc's
+interval (:func:`constructions.last_post.interval`) and ``u`` in its window
+(:func:`constructions.last_post.offset_window`).  ``eps`` costs the read-out the factor ``1/tau_1``.
+
+*The scale.*  ``<e_a, e_a - e_s> = kappa^2 u ((2u + c)(1 - theta^2) + lam theta phi) + al (al - be)
+= kappa^2 u (2u + c) - M``, ``M = al (be - al)`` (the ``theta``-terms cancel: both are ``(2u + c)
+s^2/(4u)``), and ``rho = 1/(2u)`` asks ``kappa^2 u (2u + c) - M = sqrt(d) log(1/(2u))``.  RMSNorm:
+``M = 0``, ``kappa`` is that of ``eps = 0``, ``kappa_0^2 = sqrt(d) log(1/(2u))/(u (2u + c))``, and the
+tilt needs ``theta < 1``, ``sqrt(d) eps (2u + c) < 4 u log(1/(2u))``: since ``4 u log(1/(2u)) <= 2/e``
+this geometry has no ``u`` once ``sqrt(d) eps (2u + c) >= 2/e``, about ``L >= 1.47/(sqrt(d) eps)``
+(:meth:`EpsArcDesign.estimate` is None there, and :meth:`EpsArcDesign.unreached` says why).  LayerNorm: ``one`` is removed by the norm, so
+``kappa >= kappa_0`` is free, ``al = sqrt(M)``, ``be = 2 sqrt(M)``; ``kappa`` is the largest with
+``|e_s| = B (1 - 2^-20)``, where ``|e_s|^2 = kappa^2 (lam^2 + (c + u)^2) - s^2/4 + 4 M`` (the lifted
+``e_s`` has length ``kappa sqrt(lam^2 + (c + u)^2)`` and last coordinate ``s/2``), or ``kappa_0`` if that
+is smaller; a larger ``kappa`` tilts the plane less.  ``|e_a|^2 = kappa^2 u^2 - s^2/4 + M < |e_s|^2``.
+
+At budget ``B`` the construction takes the shape ``lam`` of the ``eps = 0`` design, the ``u`` of a
+grid maximising the smallest of the margins (``u`` inside its window, ``|e_s| <= B``, the amplitude's
+relative slack with the capacity cut by ``tau_1``), the amplitude the middle of the interval; a float
+screen, the judge certifies every row with the cell's ``eps``.  No lower bound is proven at
+``eps > 0`` (the rows carry none); the ``eps = 0`` bound is not claimed for them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+
+from constructions import last_post, registry, zoom
+from constructions.cell import Cell, Params
+from constructions.regression import RegressionDesign, _check_budget, _check_count
+
+#: the points of the grid over ``u`` in ``(0, 1/2)`` and over ``log lam`` (within a factor
+#: ``LAM_SPAN`` of the ``eps = 0`` shape), and the rounds zoomed around the best point
+U_POINTS = 129
+LAM_POINTS = 65
+LAM_SPAN = 8.0
+ROUNDS = 5
+#: the share of the budget the embeddings leave unused (LayerNorm's ``|e_s| = B (1 - SPARE)``)
+SPARE = 2.0**-20
+
+
+class EpsArcDesign(RegressionDesign):
+    """Softmax attention with post-norm and ``eps > 0``, the count task read last (module
+    docstring): the symmetric arc of ``L - 1`` on a plane of ``R^{d+1}`` tilted by ``eps``."""
+
+    def __init__(self, cell: Cell):
+        if cell.readout != "regression" or not registry.eps_last_arc(cell):
+            raise ValueError("EpsArcDesign is for softmax attention with post-norm and eps > 0, the "
+                             "count task read last (LayerNorm d >= 3)")
+        super().__init__(cell)
+        self.inner = last_post.LastArcDesign(cell.replace(eps=0.0))
+        self._choices = {}
+
+    def steps(self) -> list:
+        """Not symbolic: the tilt is evaluated numerically (a ValueError says so)."""
+        raise ValueError(f"{self.cell.describe()}: the construction is the eps = 0 arc lifted numerically "
+                         "(constructions.last_post_eps), with no symbolic derivation of its own")
+
+    def compiled_parts(self) -> None:
+        """The ``eps = 0`` design's compiled parts (its shape search)."""
+        self.inner.compiled_parts()
+
+    def best_shape(self, L_value: int, B_value: float):
+        return self.inner.best_shape(L_value, float(B_value))
+
+    # ------------------------------------------------------------------ the geometry
+    def _geometry(self, L_value: int, B_value, lam, u, ops=np):
+        """``(kappa, theta, phi, tau_1, M, |e_s|)`` at ``u`` (broadcast; ``ops`` numpy or a scalar
+        module with ``sqrt``, ``log``): the module docstring's scale and tilt."""
+        d, eps = self.cell.d, self.cell.eps
+        c = float(last_post.centre(L_value)) if ops is np else last_post.centre(L_value)
+        s2 = d * eps
+        sq = ops.sqrt
+        log_term = sq(d) * ops.log(1 / (2 * u))
+        k0 = log_term / (u * (2 * u + c))
+        if self.cell.kind.centred:
+            kb = (B_value**2 * (1 - SPARE) ** 2 + s2 / 4 + 4 * log_term) / (lam**2 + (c + u) ** 2
+                                                                              + 4 * u * (2 * u + c))
+            k2 = np.maximum(k0, kb) if ops is np else max(k0, kb)
+        else:
+            k2 = k0
+        M = k2 * u * (2 * u + c) - log_term
+        theta2 = s2 / (4 * u * u * k2)
+        phi2 = s2 * (2 * u + c) ** 2 / (4 * u * u * k2 * lam**2)
+        es2 = k2 * (lam**2 + (c + u) ** 2) - s2 / 4 + 4 * M
+        return k2, theta2, phi2, es2, M
+
+    def _margins(self, L_value: int, B_value: float, lam: np.ndarray, u: np.ndarray):
+        """``(score, A)`` on the broadcast grid ``lam x u``: the smallest margin (positive iff the
+        geometry counts there, module docstring) and the middle amplitude (float64 screen)."""
+        c = float(last_post.centre(L_value))
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            _, theta2, phi2, es2, _ = self._geometry(L_value, B_value, lam, u)
+            tilt = 1 - theta2 / (1 - phi2)
+            tau1 = np.sqrt(np.where((phi2 < 1) & (tilt > 0), tilt, np.nan))
+            lo, hi = self.inner.interval_float(lam, L_value)
+            top = np.minimum(hi, self.inner.capacity(lam, B_value) * tau1)
+            A = (lo + top) / 2
+            amp = np.where(lo > 0, (top - lo) / np.where(lo > 0, lo, 1.0), np.where(top > 0, 1.0, -1.0))
+
+            def n_at(v):
+                q = (v - c) / A
+                return np.where(q <= -1, -np.inf, np.where(q >= 1, np.inf, c + lam * q / np.sqrt(1 - q * q)))
+
+            u_lo = np.maximum(0.0, -n_at(0.5))
+            u_hi = np.minimum(0.5, -n_at(-0.5))
+            window = np.minimum(u - u_lo, u_hi - u)
+            budget = (B_value - np.sqrt(np.maximum(es2, 0))) / B_value
+            score = np.minimum(np.minimum(window, budget), amp)
+        return np.where(np.isfinite(score), score, -np.inf), A
+
+    def _choose(self, L_value: int, B_value: float):
+        """``(lam, u, A, score)``: the best point of a grid over ``lam`` (log-spaced, around the
+        ``eps = 0`` design's best shape) and ``u`` in ``(0, 1/2)``, zoomed ``ROUNDS`` times, or None
+        where no point counts."""
+        key = (L_value, float(B_value))
+        if key not in self._choices:
+            lam0 = self.best_shape(L_value, B_value)[0]
+            dom = self.inner.domain(L_value, B_value)
+            box = [(math.log(max(dom[0], lam0 / LAM_SPAN)), math.log(min(dom[1], lam0 * LAM_SPAN))),
+                   (1e-12, 0.5 - 1e-15)]
+            best = (-np.inf, None, None, None)
+            for _ in range(ROUNDS):
+                log_lam = np.linspace(*box[0], LAM_POINTS)[:, None]
+                grid_u = np.linspace(*box[1], U_POINTS)[None, :]
+                score, A = self._margins(L_value, B_value, np.exp(log_lam), grid_u)
+                i, j = np.unravel_index(int(np.argmax(score)), score.shape)
+                if not np.isfinite(score[i, j]):
+                    break
+                if score[i, j] > best[0]:
+                    best = (float(score[i, j]), float(log_lam[i, 0]), float(grid_u[0, j]), float(A[i, j]))
+                steps = [(hi - lo) / (n - 1) for (lo, hi), n in zip(box, (LAM_POINTS, U_POINTS))]
+                box = [(best[1] - 2 * steps[0], best[1] + 2 * steps[0]),
+                       (max(1e-12, best[2] - 2 * steps[1]), min(0.5 - 1e-15, best[2] + 2 * steps[1]))]
+            self._choices[key] = (None if not best[0] > 0
+                                  else (math.exp(best[1]), best[2], best[3], best[0]))
+        return self._choices[key]
+
+    def tilts(self, L_value: int) -> bool:
+        """Whether some ``u`` in ``(0, 1/2)`` leaves RMSNorm's tilt ``theta < 1``, ``sqrt(d) eps
+        (2u + c) < 4 u log(1/(2u))`` (module docstring; always with LayerNorm, whose ``kappa`` is
+        free).  A float screen on a grid of ``u``, finer than the search's."""
+        if self.cell.kind.centred:
+            return True
+        u = np.linspace(1e-6, 0.5 - 1e-9, 20001)
+        c = float(last_post.centre(L_value))
+        return bool(np.any(math.sqrt(self.cell.d) * self.cell.eps * (2 * u + c) < 4 * u * np.log(1 / (2 * u))))
+
+    def unreached(self, L_value: int) -> str | None:
+        """Why this construction has no row at ``L`` (None: it may have one): RMSNorm's tilt
+        (:meth:`tilts`)."""
+        if self.tilts(L_value):
+            return None
+        return (f"the lifted arc (constructions.last_post_eps) needs sqrt(d) eps (2u + c) < 4u log(1/(2u)) "
+                f"for some u in (0, 1/2), c = (L+1)/2, with RMSNorm: false at L = {L_value} (d = {self.cell.d}, "
+                f"eps = {self.cell.eps:g}); no construction is derived here")
+
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
+        """The smallest budget at which some ``u`` counts on the screen (None if none up to
+        ``hi_B``), from the ``eps = 0`` design's estimate up."""
+        est0 = self.inner.estimate(L_value, hi_B, rtol)
+        if est0 is None or not self.tilts(L_value):
+            return None
+        feasible = lambda b: self._choose(L_value, b) is not None
+        if feasible(est0):  # eps rarely helps; step down to a failing budget first
+            lo = est0
+            while feasible(lo) and lo > 1e-12:
+                lo /= 2
+            return zoom.bisect_up(feasible, lo, lo * 2, max(rtol, 1e-9))[1]
+        return zoom.threshold(feasible, est0, est0 * 1.01, hi_B, max(rtol, 1e-9))
+
+    # ------------------------------------------------------------------ the construction
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        """The lifted arc at budget ``B`` (module docstring) in mpmath at ``dps`` digits; where no
+        ``u`` counts, every vector 0 and ``w0 = 0`` (within the budget, counting nothing)."""
+        L_value = _check_count(L_value)
+        with mpmath.workdps(dps):
+            Bv = _check_budget(B_value)
+            choice = self._choose(L_value, float(Bv))
+            if choice is None:
+                zero = np.array([mpmath.mpf(0)] * self.cell.d, dtype=object)
+                return Params(self.cell, {k: zero for k in self.cell.vector_names()}, {"w0": mpmath.mpf(0)})
+            lam, u, A, _ = (mpmath.mpf(x) for x in choice)
+            return self._params(L_value, Bv, lam, u, A)
+
+    def _params(self, L_value: int, Bv, lam, u, A) -> Params:
+        from constructions.classification import _mp_vector
+        from constructions.last_read import _unit_axes
+        from constructions.symbols import E1, ONE
+
+        cell, d = self.cell, self.cell.d
+        c = last_post.centre(L_value)
+        k2, theta2, phi2, _, M = self._geometry(L_value, Bv, lam, u, mpmath)
+        kappa = mpmath.sqrt(k2)
+        s = mpmath.sqrt(d * mpmath.mpf(cell.eps))
+        theta = s / (2 * u * kappa)
+        phi = s * (2 * u + c) / (2 * u * kappa * lam)
+        nu = mpmath.sqrt(1 - phi * phi)
+        tau2 = -theta * phi / nu
+        tau1 = mpmath.sqrt(1 - theta * theta - tau2 * tau2)
+        top, across = _unit_axes(cell)
+        T, N = tau1 * top + tau2 * across, nu * across
+        e_a, e_s = kappa * u * T, kappa * (lam * N - (c + u) * T)
+        if cell.kind.centred and M > 0:
+            one = _mp_vector(ONE, d)
+            e_a, e_s = e_a + mpmath.sqrt(M) * one, e_s + 2 * mpmath.sqrt(M) * one
+        amplitude = A / tau1
+        vectors = {"e_s": e_s, "e_a": e_a}
+        if not cell.affine.gain:
+            vectors["w"] = (amplitude / mpmath.sqrt(d)) * top
+        else:
+            reach = cell.kind.axis_reach(d, mpmath.sqrt)
+            S = mpmath.sqrt(amplitude / (mpmath.sqrt(d) * reach))
+            e1 = _mp_vector(E1, d)
+            vectors["w"], vectors["g"] = S * e1, S * e1
+            if cell.affine.bias:
+                vectors["beta"] = np.array([mpmath.mpf(0)] * d, dtype=object)
+        return Params(cell, vectors, {"w0": c})
