@@ -1,0 +1,107 @@
+"""Post-norm with ``eps > 0`` read at the last position (:mod:`constructions.last_post_eps`).
+
+* the registry serves softmax attention with post-norm at ``eps > 0`` (either kind, every affine,
+  LayerNorm ``d >= 3``) with :class:`~constructions.last_post_eps.EpsArcDesign`, and the refusals
+  agree (LayerNorm at ``d = 2`` still refused);
+* the proof of the construction: the outputs of its parameters, through the verifier's pass with
+  the cell's ``eps`` (50 digits), are exactly the ``eps = 0`` arc ``c + A (n - c)/sqrt(lam^2 + (n -
+  c)^2)`` at ``n = -u, 1, ..., L`` (the count 0 at ``-u``), whatever the tilt;
+* the parameters built just above the float estimate are certified by the judge (balls) with the
+  cell's ``eps``, within the budget, and count random sequences through the explicit pass;
+* the sweep's rows carry no ``B_lower``; RMSNorm's rows stop where the tilt has no ``u``, and
+  their note says so.
+"""
+
+from __future__ import annotations
+
+import mpmath
+import pytest
+
+from bounds.search import regression_row
+from constructions import Cell, last_post, last_post_eps, regression, registry
+from constructions.refusals import refusal
+from tests.helpers import counts_random_sequences
+from verify import counts_to, reduced
+
+CELLS = [("layernorm", "post_bare", None), ("layernorm", "post_learned", "gain"),
+         ("rmsnorm", "post_bare", None), ("rmsnorm", "post_learned", "gain_bias")]
+
+
+def _cell(kind, variant, affine, d=8, eps=1e-5, attention="softmax") -> Cell:
+    return Cell(attention, variant, norm=kind, affine=affine, d=d, eps=eps, read="last")
+
+
+@pytest.mark.parametrize("kind,variant,affine", CELLS)
+def test_the_registry_serves_softmax_post_norm_at_eps(kind, variant, affine):
+    for d in (3, 8):
+        cell = _cell(kind, variant, affine, d)
+        assert refusal(cell) is None
+        assert registry.serving(cell).name == "EpsArcDesign"
+        assert isinstance(regression.design(cell), last_post_eps.EpsArcDesign)
+        assert registry.serving(cell.replace(eps=0.0)).name == "LastArcDesign"
+    narrow = _cell(kind, variant, affine, 2)
+    assert (refusal(narrow) is None) == (kind == "rmsnorm")
+    assert (registry.serving(narrow) is None) == (kind == "layernorm")
+
+
+_BUILT = {}
+
+
+def _built(cell: Cell, L: int):
+    """The design, the parameters at 1.001 times its estimate, that budget and the choice."""
+    if (cell, L) not in _BUILT:
+        design = regression.design(cell)
+        B = design.estimate(L) * (1 + 1e-3)
+        _BUILT[cell, L] = design, design.build(L, B), B, design._choose(L, B)
+    return _BUILT[cell, L]
+
+
+@pytest.mark.parametrize("kind,variant,affine", CELLS)
+@pytest.mark.parametrize("d,eps,L", [(3, 1e-2, 5), (8, 1e-5, 16)])
+def test_the_outputs_are_the_eps_zero_arc(kind, variant, affine, d, eps, L):
+    """The module docstring's identity: every count's output, with the tilt, is the arc's."""
+    cell = _cell(kind, variant, affine, d, eps)
+    _, params, _, (lam, u, A, _) = _built(cell, L)
+    assert params.cell.eps == eps
+    c = last_post.centre(L)
+    with mpmath.workdps(50):
+        lam, u, A = mpmath.mpf(lam), mpmath.mpf(u), mpmath.mpf(A)
+        arc = lambda n: c + A * (n - c) / mpmath.sqrt(lam**2 + (n - c) ** 2)
+        y = reduced(params, list(range(L + 1)), backend="mp50")
+        want = [arc(-u)] + [arc(n) for n in range(1, L + 1)]
+        for got, exact in zip(y, want):
+            assert abs(got - exact) <= mpmath.mpf(10) ** -30 * (1 + abs(exact))
+
+
+@pytest.mark.parametrize("kind,variant,affine", CELLS)
+@pytest.mark.parametrize("d,eps,L", [(3, 1e-2, 5), (8, 1e-5, 16)])
+def test_the_construction_is_certified_at_eps(kind, variant, affine, d, eps, L):
+    cell = _cell(kind, variant, affine, d, eps)
+    _, params, B, _ = _built(cell, L)
+    assert float(params.bound()) <= B * (1 + 1e-9)
+    assert counts_to(params, L, "arb256").counts
+    counts_random_sequences(params, L, 8)
+
+
+def test_eps_costs_the_tilt_and_the_eps_zero_arc_counts_no_longer():
+    """At ``eps = 0.01`` the ``eps = 0`` parameters (same vectors, the cell's ``eps``) do not count,
+    the lifted ones do, at a budget above the ``eps = 0`` estimate."""
+    cell = _cell("layernorm", "post_learned", "gain", 8, 1e-2)
+    design, params, B, _ = _built(cell, 16)
+    zero = design.inner.build(16, B)
+    from constructions.cell import Params
+
+    assert not counts_to(Params(cell, zero.vectors, zero.scalars), 16, "arb256").counts
+    assert counts_to(params, 16, "arb256").counts
+    assert B > design.inner.estimate(16)
+
+
+def test_the_rows_carry_no_lower_bound_and_rmsnorm_says_where_it_stops():
+    cell = _cell("rmsnorm", "post_bare", None, 8, 1e-2)
+    row = regression_row(cell, 8)
+    assert row["certified"] and row["B_lower"] is None and row["B_min"] > 0
+    design = regression.design(cell)
+    assert design.tilts(8) and not design.tilts(64)
+    far = regression_row(cell, 64)
+    assert far["B_min"] is None and "the lifted arc" in far["note"]
+    assert regression.design(cell.replace(norm="layernorm")).tilts(64)  # LayerNorm's kappa is free
