@@ -24,6 +24,12 @@ def refusal(cell: Cell) -> str | None:
                         "post-RMSNorm (regression is built, constructions.last_foot: its geometry ties "
                         "the foot and the distance of the one-sided arc to the budget, and no head is "
                         "derived on it)")
+            if cell.post and cell.eps > 0:
+                return (f"{what} has no construction yet for classification after post-norm with "
+                        "eps > 0 (the head of constructions.last_post.LastArcHead reads the arc at "
+                        "budget 1 and eps = 0; the lifted arc of constructions.last_post_eps, which "
+                        "regression uses, needs embeddings of length at least sqrt(d eps) lam: no head "
+                        "is derived on it)")
             if cell.post:  # constructions.last_post.LastArcHead on the last-read arc
                 return refusal(cell.replace(readout="regression"))
             # the head of constructions.last_read on the last-read regression geometry
