@@ -56,11 +56,13 @@ this geometry has no ``u`` once ``sqrt(d) eps (2u + c) >= 2/e``, about ``L >= 1.
 ``e_s`` has length ``kappa sqrt(lam^2 + (c + u)^2)`` and last coordinate ``s/2``), or ``kappa_0`` if that
 is smaller; a larger ``kappa`` tilts the plane less.  ``|e_a|^2 = kappa^2 u^2 - s^2/4 + M < |e_s|^2``.
 
-At budget ``B`` the construction takes the shape ``lam`` of the ``eps = 0`` design, the ``u`` of a
-grid maximising the smallest of the margins (``u`` inside its window, ``|e_s| <= B``, the amplitude's
-relative slack with the capacity cut by ``tau_1``), the amplitude the middle of the interval; a float
-screen, the judge certifies every row with the cell's ``eps``.  No lower bound is proven at
-``eps > 0`` (the rows carry none); the ``eps = 0`` bound is not claimed for them.
+At budget ``B`` the construction takes the point of a grid over ``(lam, u)`` (``lam`` within a factor
+``LAM_SPAN`` of the ``eps = 0`` design's shape, zoomed) maximising the smallest of the margins (``u``
+inside its window, ``|e_s| <= B``, the amplitude's relative slack with the capacity cut by
+``tau_1``), the amplitude the middle of the interval; a float
+screen, the judge certifies every row with the cell's ``eps``.  The proven ``B_lower`` is that of
+``eps = 0``, :func:`bounds.lower.last_post_lower` (the arc problem of ``L - 1`` on the lifted line:
+its proof covers every ``eps``).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class EpsArcDesign(RegressionDesign):
     docstring): the symmetric arc of ``L - 1`` on a plane of ``R^{d+1}`` tilted by ``eps``."""
 
     def __init__(self, cell: Cell):
-        if cell.readout != "regression" or not registry.eps_last_arc(cell):
+        if cell.readout != "regression" or not registry.eps_last_arc(cell) or cell.attention != "softmax":
             raise ValueError("EpsArcDesign is for softmax attention with post-norm and eps > 0, the "
                              "count task read last (LayerNorm d >= 3)")
         super().__init__(cell)
@@ -112,7 +114,7 @@ class EpsArcDesign(RegressionDesign):
     def _geometry(self, L_value: int, B_value, lam, u, ops=np):
         """``(kappa, theta, phi, tau_1, M, |e_s|)`` at ``u`` (broadcast; ``ops`` numpy or a scalar
         module with ``sqrt``, ``log``): the module docstring's scale and tilt."""
-        d, eps = self.cell.d, self.cell.eps
+        d, eps = self.cell.d, (self.cell.eps if ops is np else mpmath.mpf(self.cell.eps))
         c = float(last_post.centre(L_value)) if ops is np else last_post.centre(L_value)
         s2 = d * eps
         sq = ops.sqrt
@@ -169,6 +171,7 @@ class EpsArcDesign(RegressionDesign):
                 log_lam = np.linspace(*box[0], LAM_POINTS)[:, None]
                 grid_u = np.linspace(*box[1], U_POINTS)[None, :]
                 score, A = self._margins(L_value, B_value, np.exp(log_lam), grid_u)
+                A = np.broadcast_to(A, score.shape)
                 i, j = np.unravel_index(int(np.argmax(score)), score.shape)
                 if not np.isfinite(score[i, j]):
                     break
@@ -256,6 +259,117 @@ class EpsArcDesign(RegressionDesign):
         else:
             reach = cell.kind.axis_reach(d, mpmath.sqrt)
             S = mpmath.sqrt(amplitude / (mpmath.sqrt(d) * reach))
+            e1 = _mp_vector(E1, d)
+            vectors["w"], vectors["g"] = S * e1, S * e1
+            if cell.affine.bias:
+                vectors["beta"] = np.array([mpmath.mpf(0)] * d, dtype=object)
+        return Params(cell, vectors, {"w0": c})
+
+
+# ---------------------------------------------------------------------- linear attention, post-LayerNorm
+class LinearEpsArcDesign(EpsArcDesign):
+    r"""Linear attention with post-LayerNorm and ``eps > 0``, the count task read last
+    (``d >= 3``, every affine).
+
+    *The outputs.*  For ``n >= 1`` the residual is ``r(n) = P + n Q`` (``P = e_a + gam e_s``, ``Q = k
+    e_a``, ``gam = tau <e_a, e_s>``, ``k = tau |e_a|^2``; :class:`constructions.last_post.LinearLastArcDesign`)
+    and the count 0 is ``r(0) = m e_s``, ``m = 1 + tau |e_s|^2``.  With ``s = sqrt(d eps)`` the norm is
+    ``sqrt(d) x_c/|(x_c, s)|``, so the counts ``1..L`` are read on the line ``X(n) = (P_c + n Q_c, s)`` of
+    ``R^{d+1}``, whose direction ``(Q_c, 0)`` has no last coordinate: no tilt of the read-out.
+
+    *Construction.*  The embeddings of ``LinearLastArcDesign`` on the residual line ``V' + n top``,
+    ``V' = lam' across - c top``: with ``E^2 = sqrt(d)/u``, ``mu = B/2``, ``beta = mu/sqrt(lam^2 + (c +
+    u)^2)``, ``M = sqrt(d)/(u beta) + beta (c + u)``,
+
+        e_a = alpha top + eta one,  alpha = mu E/sqrt(M^2 + mu^2),  eta = E M/sqrt(M^2 + mu^2),
+        e_s = beta (V' - u top) + mu one,
+
+    so ``|e_a| = E`` (``k = 1/u``), ``gam beta = alpha/u`` (as there) and the centred residual is
+    ``kappa (V' + n top)``, ``kappa = alpha/u``.  Then ``X(n) = kappa (lam' across + (n - c) top, s/kappa)``
+    is the symmetric arc of shape ``lam`` iff ``lam'^2 + s^2/kappa^2 = lam^2``: ``lam' = sqrt(lam^2 -
+    s^2/kappa^2)`` (``kappa lam > s``), and ``|e_s|^2 = beta^2 (lam'^2 + (c + u)^2) + mu^2 <= B^2/2``.
+    The read-out of ``eps = 0`` (along ``top``, or ``w = g = S e_1``) at amplitude ``A`` and ``w0 = c``
+    gives ``y(n) = c + A (n - c)/sqrt(lam^2 + (n - c)^2)`` at ``n = 1..L`` exactly, which counts iff ``A``
+    is in the BOS arc interval of ``L - 1`` (:func:`constructions.arc.interval`).  The count 0 is off
+    that arc: ``r(0)`` is along ``V' - u top`` with last coordinate ``s/(m beta)`` on the scale of its
+    centred part, so
+
+        y(0) = c - A (c + u)/sqrt(lam'^2 + (c + u)^2 + s^2/(m beta)^2),
+
+    and it counts iff ``|y(0)| < 1/2``.  ``u >= sqrt(d)/B^2`` keeps ``|e_a| <= B``.  At budget ``B`` the
+    construction takes the point of a grid over ``(lam, u)`` (around the ``eps = 0`` shape) with the
+    largest smallest margin (the amplitude's relative slack, ``1/2 - |y(0)|``, the budget of
+    ``e_a``), the amplitude the middle of its interval; a float screen, the judge certifies.
+    """
+
+    def __init__(self, cell: Cell):
+        if cell.readout != "regression" or not registry.eps_last_arc(cell) or cell.attention != "linear":
+            raise ValueError("LinearEpsArcDesign is for linear attention with post-LayerNorm and eps > 0 "
+                             "at d >= 3, the count task read last")
+        RegressionDesign.__init__(self, cell)
+        self.inner = last_post.LinearLastArcDesign(cell.replace(eps=0.0))
+        self._choices = {}
+
+    def tilts(self, L_value: int) -> bool:
+        """No tilt here (class docstring): every ``L`` may have a row."""
+        return True
+
+    def _linear_geometry(self, L_value: int, B_value, lam, u, ops=np):
+        """``(alpha, eta, beta, mu, lam', |e_s|^2, m)`` at ``(lam, u)`` (class docstring; broadcast
+        with numpy, scalars with mpmath)."""
+        d, eps = self.cell.d, (self.cell.eps if ops is np else mpmath.mpf(self.cell.eps))
+        c = float(last_post.centre(L_value)) if ops is np else last_post.centre(L_value)
+        sd = ops.sqrt(d)
+        E2 = sd / u
+        mu = B_value / 2
+        beta = mu / ops.sqrt(lam**2 + (c + u) ** 2)
+        M = sd / (u * beta) + beta * (c + u)
+        root = ops.sqrt(M**2 + mu**2)
+        alpha, eta = mu * ops.sqrt(E2) / root, ops.sqrt(E2) * M / root
+        lam_p2 = lam**2 - d * eps * u**2 / alpha**2
+        es2 = beta**2 * (lam_p2 + (c + u) ** 2) + mu**2
+        m = 1 + es2 / sd
+        return alpha, eta, beta, mu, lam_p2, es2, m
+
+    def _margins(self, L_value: int, B_value: float, lam: np.ndarray, u: np.ndarray):
+        """``(score, A)`` on the broadcast grid ``lam x u`` (class docstring; float64 screen)."""
+        from constructions import arc
+
+        c = float(last_post.centre(L_value))
+        d, eps = self.cell.d, self.cell.eps
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            _, _, beta, _, lam_p2, es2, m = self._linear_geometry(L_value, B_value, lam, u)
+            if L_value == 1:
+                lo, hi = np.zeros(np.shape(lam)), np.ones(np.shape(lam))
+            else:
+                lo, hi = arc.interval_float(lam, L_value - 1)
+            top = np.minimum(hi, self.inner.capacity(lam, B_value))
+            A = (lo + top) / 2
+            amp = np.where(lo > 0, (top - lo) / np.where(lo > 0, lo, 1.0), np.where(top > 0, 1.0, -1.0))
+            y0 = c - A * (c + u) / np.sqrt(lam_p2 + (c + u) ** 2 + d * eps / (m * beta) ** 2)
+            zero = np.where(lam_p2 > 0, 0.5 - np.abs(y0), np.nan)
+            budget = np.minimum((B_value - np.sqrt(math.sqrt(d) / u)) / B_value,
+                                (B_value - np.sqrt(es2)) / B_value)
+            score = np.minimum(np.minimum(zero, budget), amp)
+        return np.where(np.isfinite(score), score, -np.inf), A
+
+    def _params(self, L_value: int, Bv, lam, u, A) -> Params:
+        from constructions.classification import _mp_vector
+        from constructions.last_read import _unit_axes
+        from constructions.symbols import E1, ONE
+
+        cell, d = self.cell, self.cell.d
+        c = last_post.centre(L_value)
+        alpha, eta, beta, mu, lam_p2, _, _ = self._linear_geometry(L_value, Bv, lam, u, mpmath)
+        top, across = _unit_axes(cell)
+        one = _mp_vector(ONE, d)
+        V = mpmath.sqrt(lam_p2) * across - c * top
+        vectors = {"e_a": alpha * top + eta * one, "e_s": beta * (V - u * top) + mu * one}
+        if not cell.affine.gain:
+            vectors["w"] = (A / mpmath.sqrt(d)) * top
+        else:
+            reach = cell.kind.axis_reach(d, mpmath.sqrt)
+            S = mpmath.sqrt(A / (mpmath.sqrt(d) * reach))
             e1 = _mp_vector(E1, d)
             vectors["w"], vectors["g"] = S * e1, S * e1
             if cell.affine.bias:

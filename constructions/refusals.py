@@ -96,8 +96,9 @@ def refusal(cell: Cell) -> str | None:
             return None  # eps = 0: constructions.tasks.TaskDesign; eps > 0: last_eps.EpsGainDesign
         if cell.post:
             # constructions.last_post.LinearLastArcDesign (post-LayerNorm), constructions.last_foot
-            # (post-RMSNorm: its foot is tied to the budget)
-            return _linear_post(cell, what, "the arc, and the count 0 on it, use")
+            # (post-RMSNorm: its foot is tied to the budget); eps > 0 with LayerNorm:
+            # constructions.last_post_eps.LinearEpsArcDesign (post-RMSNorm is refused above)
+            return _linear_post(cell.replace(eps=0.0), what, "")
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
     if cell.attention == "softmax" and cell.pre and cell.kind.image_dim(cell.d) < 2:

@@ -127,11 +127,12 @@ def last_arc(cell: Cell) -> bool:
 
 
 def eps_last_arc(cell: Cell) -> bool:
-    """Softmax attention with post-norm at ``eps > 0``, at the arc's width (``d >= 3`` for
-    LayerNorm), every affine: the arc of :func:`last_arc` on a plane of ``R^{d+1}`` tilted by
-    ``eps`` (:mod:`constructions.last_post_eps`)."""
-    return (_count_last(cell) and cell.post and cell.eps > 0 and cell.attention == "softmax"
-            and cell.d >= laws.smallest_d(cell))
+    """Post-norm at ``eps > 0``, at the arc's width (``d >= 3`` for LayerNorm), every affine:
+    softmax attention (either kind: the arc of :func:`last_arc` on a plane of ``R^{d+1}`` tilted by
+    ``eps``) or linear attention with LayerNorm (the arc with ``eps`` across it), in
+    :mod:`constructions.last_post_eps`."""
+    return (_count_last(cell) and cell.post and cell.eps > 0 and cell.d >= laws.smallest_d(cell)
+            and (cell.attention == "softmax" or cell.kind.centred))
 
 
 def last_foot(cell: Cell) -> bool:
@@ -272,7 +273,8 @@ REGRESSION = (
     Entry("last_read", "LineDesign", line_read),
     Entry("last_post", "LastArcDesign", lambda cell: last_arc(cell) and cell.attention == "softmax"),
     Entry("last_post", "LinearLastArcDesign", lambda cell: last_arc(cell) and cell.attention == "linear"),
-    Entry("last_post_eps", "EpsArcDesign", eps_last_arc),
+    Entry("last_post_eps", "EpsArcDesign", lambda cell: eps_last_arc(cell) and cell.attention == "softmax"),
+    Entry("last_post_eps", "LinearEpsArcDesign", lambda cell: eps_last_arc(cell) and cell.attention == "linear"),
     Entry("last_foot", "LastFootDesign", last_foot),
     Entry("tasks", "TaskDesign", value_read),
     Entry("last_eps", "EpsGainDesign", eps_gain_read),

@@ -1,15 +1,18 @@
 """Post-norm with ``eps > 0`` read at the last position (:mod:`constructions.last_post_eps`).
 
 * the registry serves softmax attention with post-norm at ``eps > 0`` (either kind, every affine,
-  LayerNorm ``d >= 3``) with :class:`~constructions.last_post_eps.EpsArcDesign`, and the refusals
-  agree (LayerNorm at ``d = 2`` still refused);
+  LayerNorm ``d >= 3``) with :class:`~constructions.last_post_eps.EpsArcDesign` and linear attention
+  with post-LayerNorm with :class:`~constructions.last_post_eps.LinearEpsArcDesign`, and the
+  refusals agree (LayerNorm at ``d = 2``, linear post-RMSNorm and classification still refused);
 * the proof of the construction: the outputs of its parameters, through the verifier's pass with
   the cell's ``eps`` (50 digits), are exactly the ``eps = 0`` arc ``c + A (n - c)/sqrt(lam^2 + (n -
   c)^2)`` at ``n = -u, 1, ..., L`` (the count 0 at ``-u``), whatever the tilt;
 * the parameters built just above the float estimate are certified by the judge (balls) with the
   cell's ``eps``, within the budget, and count random sequences through the explicit pass;
-* the sweep's rows carry no ``B_lower``; RMSNorm's rows stop where the tilt has no ``u``, and
-  their note says so.
+* linear attention: the counts ``1..L`` are the arc exactly, and the count 0 its own formula;
+* the sweep's rows are certified above the ``eps = 0`` bound (its proof covers every ``eps``,
+  :func:`bounds.lower.last_post_lower`); RMSNorm's rows stop where the tilt has no ``u``, and their
+  note says so.
 """
 
 from __future__ import annotations
@@ -96,12 +99,49 @@ def test_eps_costs_the_tilt_and_the_eps_zero_arc_counts_no_longer():
     assert B > design.inner.estimate(16)
 
 
-def test_the_rows_carry_no_lower_bound_and_rmsnorm_says_where_it_stops():
+def test_the_rows_are_above_the_bound_and_rmsnorm_says_where_it_stops():
     cell = _cell("rmsnorm", "post_bare", None, 8, 1e-2)
     row = regression_row(cell, 8)
-    assert row["certified"] and row["B_lower"] is None and row["B_min"] > 0
+    assert row["certified"] and 0 < row["B_lower"] <= row["B_min"]
     design = regression.design(cell)
     assert design.tilts(8) and not design.tilts(64)
     far = regression_row(cell, 64)
     assert far["B_min"] is None and "the lifted arc" in far["note"]
     assert regression.design(cell.replace(norm="layernorm")).tilts(64)  # LayerNorm's kappa is free
+
+
+# ---------------------------------------------------------------------- linear attention
+LINEAR = [("post_bare", None), ("post_learned", "gain"), ("post_learned", "gain_bias")]
+
+
+@pytest.mark.parametrize("variant,affine", LINEAR)
+def test_the_registry_serves_linear_post_layernorm_at_eps(variant, affine):
+    for d in (3, 8):
+        cell = _cell("layernorm", variant, affine, d, attention="linear")
+        assert refusal(cell) is None and registry.serving(cell).name == "LinearEpsArcDesign"
+    assert refusal(_cell("layernorm", variant, affine, 2, attention="linear")) is not None
+    rms = _cell("rmsnorm", variant, affine, 8, attention="linear")
+    assert refusal(rms) is not None and registry.serving(rms) is None
+    for kind in ("layernorm", "rmsnorm"):
+        head = _cell(kind, variant, affine, 8).replace(readout="classification")
+        assert "eps > 0" in refusal(head) and registry.serving(head) is None
+
+
+@pytest.mark.parametrize("variant,affine", LINEAR)
+@pytest.mark.parametrize("d,eps,L", [(3, 1e-2, 5), (8, 1e-5, 16)])
+def test_linear_outputs_are_the_arc_and_the_count_0_counts(variant, affine, d, eps, L):
+    cell = _cell("layernorm", variant, affine, d, eps, attention="linear")
+    design, params, B, (lam, u, A, _) = _built(cell, L)
+    assert float(params.bound()) <= B * (1 + 1e-9)
+    c = last_post.centre(L)
+    with mpmath.workdps(50):
+        lam, A = mpmath.mpf(lam), mpmath.mpf(A)
+        y = reduced(params, list(range(L + 1)), backend="mp50")
+        for n in range(1, L + 1):
+            exact = c + A * (n - c) / mpmath.sqrt(lam**2 + (n - c) ** 2)
+            assert abs(y[n] - exact) <= mpmath.mpf(10) ** -30 * (1 + abs(exact))
+        assert abs(y[0]) < 0.5
+    assert counts_to(params, L, "arb256").counts
+    counts_random_sequences(params, L, 8)
+    row = regression_row(cell, L)
+    assert row["certified"] and row["B_lower"] <= row["B_min"]
