@@ -110,17 +110,26 @@ class EpsArcDesign(RegressionDesign):
     def best_shape(self, L_value: int, B_value: float):
         return self.inner.best_shape(L_value, float(B_value))
 
+    def centre(self, L_value: int):
+        """``c``, the centre of the arc's counts: :func:`constructions.last_post.centre` (mpf)."""
+        return last_post.centre(L_value)
+
+    @property
+    def free_kappa(self) -> bool:
+        """Whether the scale ``kappa`` is free (LayerNorm: the parts along ``one``) or tied to ``u``."""
+        return self.cell.kind.centred
+
     # ------------------------------------------------------------------ the geometry
     def _geometry(self, L_value: int, B_value, lam, u, ops=np):
         """``(kappa, theta, phi, tau_1, M, |e_s|)`` at ``u`` (broadcast; ``ops`` numpy or a scalar
         module with ``sqrt``, ``log``): the module docstring's scale and tilt."""
         d, eps = self.cell.d, (self.cell.eps if ops is np else mpmath.mpf(self.cell.eps))
-        c = float(last_post.centre(L_value)) if ops is np else last_post.centre(L_value)
+        c = float(self.centre(L_value)) if ops is np else self.centre(L_value)
         s2 = d * eps
         sq = ops.sqrt
         log_term = sq(d) * ops.log(1 / (2 * u))
         k0 = log_term / (u * (2 * u + c))
-        if self.cell.kind.centred:
+        if self.free_kappa:
             kb = (B_value**2 * (1 - SPARE) ** 2 + s2 / 4 + 4 * log_term) / (lam**2 + (c + u) ** 2
                                                                               + 4 * u * (2 * u + c))
             k2 = np.maximum(k0, kb) if ops is np else max(k0, kb)
@@ -135,7 +144,7 @@ class EpsArcDesign(RegressionDesign):
     def _margins(self, L_value: int, B_value: float, lam: np.ndarray, u: np.ndarray):
         """``(score, A)`` on the broadcast grid ``lam x u``: the smallest margin (positive iff the
         geometry counts there, module docstring) and the middle amplitude (float64 screen)."""
-        c = float(last_post.centre(L_value))
+        c = float(self.centre(L_value))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             _, theta2, phi2, es2, _ = self._geometry(L_value, B_value, lam, u)
             tilt = 1 - theta2 / (1 - phi2)
@@ -188,10 +197,10 @@ class EpsArcDesign(RegressionDesign):
         """Whether some ``u`` in ``(0, 1/2)`` leaves RMSNorm's tilt ``theta < 1``, ``sqrt(d) eps
         (2u + c) < 4 u log(1/(2u))`` (module docstring; always with LayerNorm, whose ``kappa`` is
         free).  A float screen on a grid of ``u``, finer than the search's."""
-        if self.cell.kind.centred:
+        if self.free_kappa:
             return True
         u = np.linspace(1e-6, 0.5 - 1e-9, 20001)
-        c = float(last_post.centre(L_value))
+        c = float(self.centre(L_value))
         return bool(np.any(math.sqrt(self.cell.d) * self.cell.eps * (2 * u + c) < 4 * u * np.log(1 / (2 * u))))
 
     def unreached(self, L_value: int) -> str | None:
@@ -200,8 +209,9 @@ class EpsArcDesign(RegressionDesign):
         if self.tilts(L_value):
             return None
         return (f"the lifted arc (constructions.last_post_eps) needs sqrt(d) eps (2u + c) < 4u log(1/(2u)) "
-                f"for some u in (0, 1/2), c = (L+1)/2, with RMSNorm: false at L = {L_value} (d = {self.cell.d}, "
-                f"eps = {self.cell.eps:g}); no construction is derived here")
+                f"for some u in (0, 1/2), c = {float(self.centre(L_value)):g} the arc's centre, where its scale "
+                f"is tied to u: false at L = {L_value} (d = {self.cell.d}, eps = {self.cell.eps:g}); no "
+                "construction is derived here")
 
     def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
         """The smallest budget at which some ``u`` counts on the screen (None if none up to
@@ -231,14 +241,14 @@ class EpsArcDesign(RegressionDesign):
             lam, u, A, _ = (mpmath.mpf(x) for x in choice)
             return self._params(L_value, Bv, lam, u, A)
 
-    def _params(self, L_value: int, Bv, lam, u, A) -> Params:
-        from constructions.classification import _mp_vector
+    def _tilted(self, L_value: int, Bv, lam, u):
+        """``(c_a, c_s, tau_1, M)``: the centred embeddings on the tilted plane (module docstring;
+        mpmath), the read-out's factor ``tau_1`` and ``M``."""
         from constructions.last_read import _unit_axes
-        from constructions.symbols import E1, ONE
 
         cell, d = self.cell, self.cell.d
-        c = last_post.centre(L_value)
-        k2, theta2, phi2, _, M = self._geometry(L_value, Bv, lam, u, mpmath)
+        c = self.centre(L_value)
+        k2, _, _, _, M = self._geometry(L_value, Bv, lam, u, mpmath)
         kappa = mpmath.sqrt(k2)
         s = mpmath.sqrt(d * mpmath.mpf(cell.eps))
         theta = s / (2 * u * kappa)
@@ -248,22 +258,37 @@ class EpsArcDesign(RegressionDesign):
         tau1 = mpmath.sqrt(1 - theta * theta - tau2 * tau2)
         top, across = _unit_axes(cell)
         T, N = tau1 * top + tau2 * across, nu * across
-        e_a, e_s = kappa * u * T, kappa * (lam * N - (c + u) * T)
-        if cell.kind.centred and M > 0:
-            one = _mp_vector(ONE, d)
+        return kappa * u * T, kappa * (lam * N - (c + u) * T), tau1, M
+
+    def _params(self, L_value: int, Bv, lam, u, A) -> Params:
+        from constructions.classification import _mp_vector
+        from constructions.symbols import ONE
+
+        e_a, e_s, tau1, M = self._tilted(L_value, Bv, lam, u)
+        if self.free_kappa and M > 0:
+            one = _mp_vector(ONE, self.cell.d)
             e_a, e_s = e_a + mpmath.sqrt(M) * one, e_s + 2 * mpmath.sqrt(M) * one
-        amplitude = A / tau1
-        vectors = {"e_s": e_s, "e_a": e_a}
-        if not cell.affine.gain:
-            vectors["w"] = (amplitude / mpmath.sqrt(d)) * top
-        else:
-            reach = cell.kind.axis_reach(d, mpmath.sqrt)
-            S = mpmath.sqrt(amplitude / (mpmath.sqrt(d) * reach))
-            e1 = _mp_vector(E1, d)
-            vectors["w"], vectors["g"] = S * e1, S * e1
-            if cell.affine.bias:
-                vectors["beta"] = np.array([mpmath.mpf(0)] * d, dtype=object)
-        return Params(cell, vectors, {"w0": c})
+        return Params(self.cell, {"e_s": e_s, "e_a": e_a, **readout(self.cell, A / tau1)},
+                      {"w0": self.centre(L_value)})
+
+
+def readout(cell: Cell, amplitude) -> dict:
+    """The read-out of :func:`constructions.steps.arc_readout_steps` at ``amplitude`` (mpmath):
+    ``w = (A/sqrt(d)) top`` bare; ``w = g = S e_1``, ``S = sqrt(A/(sqrt(d) reach))``, with a gain
+    (and ``beta = 0``)."""
+    from constructions.classification import _mp_vector
+    from constructions.last_read import _unit_axes
+    from constructions.symbols import E1
+
+    d = cell.d
+    if not cell.affine.gain:
+        return {"w": (amplitude / mpmath.sqrt(d)) * _unit_axes(cell)[0]}
+    S = mpmath.sqrt(amplitude / (mpmath.sqrt(d) * cell.kind.axis_reach(d, mpmath.sqrt)))
+    e1 = _mp_vector(E1, d)
+    out = {"w": S * e1, "g": S * e1}
+    if cell.affine.bias:
+        out["beta"] = np.array([mpmath.mpf(0)] * d, dtype=object)
+    return out
 
 
 # ---------------------------------------------------------------------- linear attention, post-LayerNorm
@@ -356,7 +381,7 @@ class LinearEpsArcDesign(EpsArcDesign):
     def _params(self, L_value: int, Bv, lam, u, A) -> Params:
         from constructions.classification import _mp_vector
         from constructions.last_read import _unit_axes
-        from constructions.symbols import E1, ONE
+        from constructions.symbols import ONE
 
         cell, d = self.cell, self.cell.d
         c = last_post.centre(L_value)
@@ -365,13 +390,4 @@ class LinearEpsArcDesign(EpsArcDesign):
         one = _mp_vector(ONE, d)
         V = mpmath.sqrt(lam_p2) * across - c * top
         vectors = {"e_a": alpha * top + eta * one, "e_s": beta * (V - u * top) + mu * one}
-        if not cell.affine.gain:
-            vectors["w"] = (A / mpmath.sqrt(d)) * top
-        else:
-            reach = cell.kind.axis_reach(d, mpmath.sqrt)
-            S = mpmath.sqrt(A / (mpmath.sqrt(d) * reach))
-            e1 = _mp_vector(E1, d)
-            vectors["w"], vectors["g"] = S * e1, S * e1
-            if cell.affine.bias:
-                vectors["beta"] = np.array([mpmath.mpf(0)] * d, dtype=object)
-        return Params(cell, vectors, {"w0": c})
+        return Params(cell, {**vectors, **readout(cell, A)}, {"w0": c})
