@@ -685,7 +685,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     if cell.readout == "classification":
         return 0.0
     if (registry.builds("select_last_post", cell) or registry.builds("select_last_rms", cell)
-            or registry.builds("select_last_linear_post", cell)):
+            or registry.builds("select_last_linear_post", cell)
+            or (cell.distractor and registry.builds("last_post_eps", cell))):
         if B_upper is None:
             return None
         if not cell.kind.centred and cell.attention == "linear":  # the one-sided arc, a sub-task

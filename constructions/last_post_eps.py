@@ -56,8 +56,8 @@ this geometry has no ``u`` once ``sqrt(d) eps (2u + c) >= 2/e``, about ``L >= 1.
 ``e_s`` has length ``kappa sqrt(lam^2 + (c + u)^2)`` and last coordinate ``s/2``), or ``kappa_0`` if that
 is smaller; a larger ``kappa`` tilts the plane less.  ``|e_a|^2 = kappa^2 u^2 - s^2/4 + M < |e_s|^2``.
 
-At budget ``B`` the construction takes the point of a grid over ``(lam, u)`` (``lam`` within a factor
-``LAM_SPAN`` of the ``eps = 0`` design's shape, zoomed) maximising the smallest of the margins (``u``
+At budget ``B`` the construction takes the point of zoomed grids over ``(lam, u)``
+(:meth:`EpsArcDesign._choose`) maximising the smallest of the margins (``u``
 inside its window, ``|e_s| <= B``, the amplitude's relative slack with the capacity cut by
 ``tau_1``), the amplitude the middle of the interval; a float
 screen, the judge certifies every row with the cell's ``eps``.  The proven ``B_lower`` is that of
@@ -76,12 +76,12 @@ from constructions import last_post, registry, zoom
 from constructions.cell import Cell, Params
 from constructions.regression import RegressionDesign, _check_budget, _check_count
 
-#: the points of the grid over ``u`` in ``(0, 1/2)`` and over ``log lam`` (within a factor
-#: ``LAM_SPAN`` of the ``eps = 0`` shape), and the rounds zoomed around the best point
+#: the points of the grids over ``u`` in ``(0, 1/2)`` and over ``log lam``, the rounds zoomed
+#: around the best point, and the factor of the local box of ``lam`` (:meth:`EpsArcDesign._choose`)
 U_POINTS = 129
 LAM_POINTS = 65
+ROUNDS = 6
 LAM_SPAN = 8.0
-ROUNDS = 5
 #: the share of the budget the embeddings leave unused (LayerNorm's ``|e_s| = B (1 - SPARE)``)
 SPARE = 2.0**-20
 
@@ -166,32 +166,41 @@ class EpsArcDesign(RegressionDesign):
         return np.where(np.isfinite(score), score, -np.inf), A
 
     def _choose(self, L_value: int, B_value: float):
-        """``(lam, u, A, score)``: the best point of a grid over ``lam`` (log-spaced, around the
-        ``eps = 0`` design's best shape) and ``u`` in ``(0, 1/2)``, zoomed ``ROUNDS`` times, or None
+        """``(lam, u, A, score)``: the best point of grids over ``log lam`` and ``u`` in ``(0, 1/2)``
+        zoomed ``ROUNDS`` times around their best, from two boxes of ``lam`` (the ``eps = 0``
+        design's domain of shapes, and within ``LAM_SPAN`` of its best shape at ``B``), or None
         where no point counts."""
         key = (L_value, float(B_value))
         if key not in self._choices:
-            lam0 = self.best_shape(L_value, B_value)[0]
             dom = self.inner.domain(L_value, B_value)
-            box = [(math.log(max(dom[0], lam0 / LAM_SPAN)), math.log(min(dom[1], lam0 * LAM_SPAN))),
-                   (1e-12, 0.5 - 1e-15)]
+            lam0 = self.best_shape(L_value, B_value)[0]
             best = (-np.inf, None, None, None)
-            for _ in range(ROUNDS):
-                log_lam = np.linspace(*box[0], LAM_POINTS)[:, None]
-                grid_u = np.linspace(*box[1], U_POINTS)[None, :]
-                score, A = self._margins(L_value, B_value, np.exp(log_lam), grid_u)
-                A = np.broadcast_to(A, score.shape)
-                i, j = np.unravel_index(int(np.argmax(score)), score.shape)
-                if not np.isfinite(score[i, j]):
-                    break
-                if score[i, j] > best[0]:
-                    best = (float(score[i, j]), float(log_lam[i, 0]), float(grid_u[0, j]), float(A[i, j]))
-                steps = [(hi - lo) / (n - 1) for (lo, hi), n in zip(box, (LAM_POINTS, U_POINTS))]
-                box = [(best[1] - 2 * steps[0], best[1] + 2 * steps[0]),
-                       (max(1e-12, best[2] - 2 * steps[1]), min(0.5 - 1e-15, best[2] + 2 * steps[1]))]
+            for lam_box in ((dom[0], dom[1]), (max(dom[0], lam0 / LAM_SPAN), min(dom[1], lam0 * LAM_SPAN))):
+                point = self._zoom(L_value, B_value, [(math.log(lam_box[0]), math.log(lam_box[1])),
+                                                      (1e-12, 0.5 - 1e-15)])
+                if point[0] > best[0]:
+                    best = point
             self._choices[key] = (None if not best[0] > 0
                                   else (math.exp(best[1]), best[2], best[3], best[0]))
         return self._choices[key]
+
+    def _zoom(self, L_value: int, B_value: float, box):
+        """``(score, log lam, u, A)``: the best of ``ROUNDS`` grids, each around the best so far."""
+        best = (-np.inf, None, None, None)
+        for _ in range(ROUNDS):
+            log_lam = np.linspace(*box[0], LAM_POINTS)[:, None]
+            grid_u = np.linspace(*box[1], U_POINTS)[None, :]
+            score, A = self._margins(L_value, B_value, np.exp(log_lam), grid_u)
+            A = np.broadcast_to(A, score.shape)
+            i, j = np.unravel_index(int(np.argmax(score)), score.shape)
+            if not np.isfinite(score[i, j]):
+                break
+            if score[i, j] > best[0]:
+                best = (float(score[i, j]), float(log_lam[i, 0]), float(grid_u[0, j]), float(A[i, j]))
+            steps = [(hi - lo) / (n - 1) for (lo, hi), n in zip(box, (LAM_POINTS, U_POINTS))]
+            box = [(best[1] - 2 * steps[0], best[1] + 2 * steps[0]),
+                   (max(1e-12, best[2] - 2 * steps[1]), min(0.5 - 1e-15, best[2] + 2 * steps[1]))]
+        return best
 
     def tilts(self, L_value: int) -> bool:
         """Whether some ``u`` in ``(0, 1/2)`` leaves RMSNorm's tilt ``theta < 1``, ``sqrt(d) eps
@@ -322,7 +331,7 @@ class LinearEpsArcDesign(EpsArcDesign):
         y(0) = c - A (c + u)/sqrt(lam'^2 + (c + u)^2 + s^2/(m beta)^2),
 
     and it counts iff ``|y(0)| < 1/2``.  ``u >= sqrt(d)/B^2`` keeps ``|e_a| <= B``.  At budget ``B`` the
-    construction takes the point of a grid over ``(lam, u)`` (around the ``eps = 0`` shape) with the
+    construction takes the point of a grid over ``(lam, u)`` (:meth:`EpsArcDesign._choose`) with the
     largest smallest margin (the amplitude's relative slack, ``1/2 - |y(0)|``, the budget of
     ``e_a``), the amplitude the middle of its interval; a float screen, the judge certifies.
     """
@@ -391,3 +400,103 @@ class LinearEpsArcDesign(EpsArcDesign):
         V = mpmath.sqrt(lam_p2) * across - c * top
         vectors = {"e_a": alpha * top + eta * one, "e_s": beta * (V - u * top) + mu * one}
         return Params(cell, {**vectors, **readout(cell, A)}, {"w0": c})
+
+
+# ---------------------------------------------------------------------- the select task, softmax, post-LayerNorm
+def select_interval_float(lam, L_value: int, eps_b: float):
+    """Vectorised float64 :func:`constructions.select_last_post.select_interval` over ``lam`` (a
+    screen): the amplitudes with ``y(n) > n - 1/2`` and ``y(n + eps_b (L - n)) < n + 1/2``, ``n =
+    0..L``, ``y(p) = c + A f(p)``, ``c = L/2`` (each condition bounds ``A`` by the sign of ``f``;
+    where ``f = 0`` and the condition fails, the empty ``(1, 0)``)."""
+    lam = np.asarray(lam, dtype=np.float64)[..., None]
+    c = L_value / 2
+    n = np.arange(L_value + 1, dtype=np.float64)
+    lo = np.zeros(lam.shape[:-1])
+    hi = np.full(lam.shape[:-1], np.inf)
+    bad = np.zeros(lam.shape[:-1], dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for p, g, above in ((n, n - 0.5 - c, True), (n + eps_b * (L_value - n), n + 0.5 - c, False)):
+            f = (p - c) / np.sqrt(lam**2 + (p - c) ** 2)
+            bound = g / f
+            raises = (f > 0) == above  # A f > g with f > 0 (or A f < g with f < 0) bounds A below
+            lo = np.maximum(lo, np.where((f != 0) & raises, bound, 0.0).max(axis=-1))
+            hi = np.minimum(hi, np.where((f != 0) & ~raises, bound, np.inf).min(axis=-1))
+            bad |= ((f == 0) & ((0 > g) != above)).any(axis=-1)
+    return np.where(bad, 1.0, lo), np.where(bad, 0.0, hi)
+
+
+class EpsSelectArcDesign(EpsArcDesign):
+    r"""The select task read last, softmax attention with post-LayerNorm and ``eps > 0`` (``d >= 3``,
+    every affine): the construction of :mod:`constructions.select_last_post` on the tilted plane.
+
+    *Why the lift holds.*  There (``c_b = c_a``, the parts along ``one`` ``m_s = m_a = M``, ``m_b =
+    M/2``) the centred residual of query ``a`` is ``w_as (P + p Q)`` with ``p = n_a + eps_a n_b`` and
+    ``Z = w_as + n_a w_aa + n_b w_ab = w_as (1 + p rho)``; of query ``b`` ``w_bs (P + p Q)``, ``p = n_a
+    + eps_b n_b``, ``Z = w_bs (1 + p rho)`` (``w_ba/w_bs = rho``, ``w_bb/w_ba = eps_b``); and ``(s)``
+    is ``p = -u`` (``2 (P - u Q) = (P - u Q)/(1 - u rho)``).  So every centred residual is ``(P_c +
+    p Q_c)/(1 + p rho)`` with ``1 + p rho > 0``, the count task's form in ``p``, and the lift of
+    :class:`EpsArcDesign` puts every output on the arc ``y(p) = c + A (p - c)/sqrt(lam^2 + (p -
+    c)^2)`` at ``eps > 0`` exactly, now with ``c = L/2`` (the counts ``0..L``).
+
+    *The scale is tied.*  ``w_ba/w_bs = rho`` needs ``m_a = m_s`` (``<e_b, e_a - e_s> = <c_a, c_a - c_s>
+    + m_b (m_a - m_s)``), so the parts along ``one`` do not enter ``rho`` and ``kappa = kappa_0`` (no
+    free ``kappa``): the tilt needs ``sqrt(d) eps (2u + c) < 4u log(1/(2u))``, as RMSNorm's count task
+    (:meth:`EpsArcDesign.tilts`).  The budget as there: ``|c_s| <= B/sqrt 2``, ``M = (1 - 2^-20)
+    sqrt(B^2 - |c_s|^2)``, so ``eps_b <= eps(B)`` (:func:`constructions.select_last_post.eps_bound`);
+    the amplitudes are :func:`constructions.select_last_post.select_interval` at ``eps(B)`` within
+    the capacity cut by ``tau_1``, and ``(s)`` needs ``u`` in the window of ``y(-u)``.  ``B_lower`` is
+    the count task's at the last read (a sub-task, :func:`bounds.lower.select_last_post_lower`).
+    """
+
+    def __init__(self, cell: Cell):
+        from constructions.select_last_post import SelectLastArcDesign
+
+        if cell.readout != "regression" or not registry.eps_select_last_arc(cell):
+            raise ValueError("EpsSelectArcDesign is for the select task read last, softmax attention "
+                             "with post-LayerNorm and eps > 0 at d >= 3")
+        RegressionDesign.__init__(self, cell)
+        self.inner = SelectLastArcDesign(cell.replace(eps=0.0))
+        self._choices = {}
+
+    def centre(self, L_value: int):
+        """``c = L/2``, the centre of the counts ``0..L`` (mpf)."""
+        return mpmath.mpf(L_value) / 2
+
+    @property
+    def free_kappa(self) -> bool:
+        """Tied (class docstring)."""
+        return False
+
+    def _margins(self, L_value: int, B_value: float, lam: np.ndarray, u: np.ndarray):
+        """``(score, A)`` on the broadcast grid ``lam x u`` (class docstring; float64 screen)."""
+        from constructions.select_last_post import EMB, eps_bound
+
+        c = L_value / 2
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            _, theta2, phi2, cs2, _ = self._geometry(L_value, B_value, lam, u)
+            tilt = 1 - theta2 / (1 - phi2)
+            tau1 = np.sqrt(np.where((phi2 < 1) & (tilt > 0), tilt, np.nan))
+            lo, hi = select_interval_float(lam[:, 0], L_value, float(eps_bound(self.cell, B_value)))
+            lo, hi = lo[:, None], hi[:, None]
+            top = np.minimum(hi, self.inner.capacity(lam, B_value) * tau1)
+            A = (lo + top) / 2
+            amp = np.where(lo > 0, (top - lo) / np.where(lo > 0, lo, 1.0), np.where(top > 0, 1.0, -1.0))
+
+            def n_at(v):
+                q = (v - c) / A
+                return np.where(q <= -1, -np.inf, np.where(q >= 1, np.inf, c + lam * q / np.sqrt(1 - q * q)))
+
+            window = np.minimum(u - np.maximum(0.0, -n_at(0.5)), np.minimum(0.5, -n_at(-0.5)) - u)
+            budget = (B_value * float(EMB) - np.sqrt(np.maximum(cs2, 0))) / B_value
+            score = np.minimum(np.minimum(window, budget), amp)
+        return np.where(np.isfinite(score), score, -np.inf), A
+
+    def _params(self, L_value: int, Bv, lam, u, A) -> Params:
+        from constructions.classification import _mp_vector
+        from constructions.symbols import ONE
+
+        c_a, c_s, tau1, _ = self._tilted(L_value, Bv, lam, u)
+        one = _mp_vector(ONE, self.cell.d)
+        M = (1 - mpmath.mpf(2) ** -20) * mpmath.sqrt(Bv**2 - mpmath.fsum(c_s * c_s))
+        vectors = {"e_s": c_s + M * one, "e_a": c_a + M * one, "e_b": c_a + (M / 2) * one}
+        return Params(self.cell, {**vectors, **readout(self.cell, A / tau1)}, {"w0": self.centre(L_value)})

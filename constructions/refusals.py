@@ -188,11 +188,13 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
     :mod:`constructions.select_last_rms` builds (post-RMSNorm, ``eps = 0``, every ``d``) and
     where :mod:`constructions.select_last_pair` builds (no norm, every ``d``)."""
     if cell.post:
-        # constructions.select_last_post: b with the centred part of a, suppressed along one
-        if cell.eps > 0:
-            return (f"{what} has no construction yet for softmax attention with post-norm and eps > 0 "
-                    "(the arc, and the b terms as shifts along it, use the norm's scale invariance, "
-                    "eps = 0)")
+        # constructions.select_last_post: b with the centred part of a, suppressed along one;
+        # eps > 0 (LayerNorm): constructions.last_post_eps.EpsSelectArcDesign, on the tilted plane
+        if cell.eps > 0 and not cell.kind.centred:
+            return (f"{what} has no construction yet for softmax attention with post-RMSNorm and "
+                    "eps > 0 (constructions.select_last_rms puts e_b = beta e_a on one line, its "
+                    "outputs N(r) with the scale of r, which eps no longer ignores: not derived; "
+                    "post-LayerNorm is built, constructions.last_post_eps)")
         if not cell.kind.centred:
             return None  # constructions.select_last_rms: e_b parallel to e_a, rho < 1, one line
         if cell.d < laws.smallest_d(cell):

@@ -249,6 +249,14 @@ def linear_select_last_foot(cell: Cell) -> bool:
             and not cell.kind.centred and cell.eps == 0)
 
 
+def eps_select_last_arc(cell: Cell) -> bool:
+    """The select task read last, softmax attention with post-LayerNorm at ``eps > 0`` and
+    ``d >= 3``, every affine (:mod:`constructions.last_post_eps`: :func:`select_last_arc` on the
+    tilted plane)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.post
+            and cell.kind.centred and cell.eps > 0 and cell.d >= laws.smallest_d(cell))
+
+
 def select_last_rms(cell: Cell) -> bool:
     """The select task read last, softmax attention with post-RMSNorm at ``eps = 0``, every ``d``
     and affine (:mod:`constructions.select_last_rms`: ``e_b`` parallel to ``e_a``, one line)."""
@@ -289,6 +297,7 @@ REGRESSION = (
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
     Entry("select_last_pair", "SelectPairDesign", pair_select_last),
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
+    Entry("last_post_eps", "EpsSelectArcDesign", eps_select_last_arc),
     Entry("select_last_linear_post", "LinearSelectLastArcDesign", linear_select_last_arc),
     Entry("select_last_linear_post", "SelectFootDesign", linear_select_last_foot),
     Entry("select_last_rms", "SelectLastRmsDesign", select_last_rms),
