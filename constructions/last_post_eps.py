@@ -90,6 +90,10 @@ class EpsArcDesign(RegressionDesign):
     """Softmax attention with post-norm and ``eps > 0``, the count task read last (module
     docstring): the symmetric arc of ``L - 1`` on a plane of ``R^{d+1}`` tilted by ``eps``."""
 
+    #: the searched range of ``u`` (``rho = 1/(2u) > 1``), on a linear grid (``U_LOG`` False) or of ``log u``
+    U_BOX = (1e-12, 0.5 - 1e-15)
+    U_LOG = False
+
     def __init__(self, cell: Cell):
         if cell.readout != "regression" or not registry.eps_last_arc(cell) or cell.attention != "softmax":
             raise ValueError("EpsArcDesign is for softmax attention with post-norm and eps > 0, the "
@@ -177,7 +181,7 @@ class EpsArcDesign(RegressionDesign):
             best = (-np.inf, None, None, None)
             for lam_box in ((dom[0], dom[1]), (max(dom[0], lam0 / LAM_SPAN), min(dom[1], lam0 * LAM_SPAN))):
                 point = self._zoom(L_value, B_value, [(math.log(lam_box[0]), math.log(lam_box[1])),
-                                                      (1e-12, 0.5 - 1e-15)])
+                                                      self.U_BOX])
                 if point[0] > best[0]:
                     best = point
             self._choices[key] = (None if not best[0] > 0
@@ -187,20 +191,21 @@ class EpsArcDesign(RegressionDesign):
     def _zoom(self, L_value: int, B_value: float, box):
         """``(score, log lam, u, A)``: the best of ``ROUNDS`` grids, each around the best so far."""
         best = (-np.inf, None, None, None)
+        to_u = np.exp if self.U_LOG else (lambda v: v)
         for _ in range(ROUNDS):
             log_lam = np.linspace(*box[0], LAM_POINTS)[:, None]
-            grid_u = np.linspace(*box[1], U_POINTS)[None, :]
-            score, A = self._margins(L_value, B_value, np.exp(log_lam), grid_u)
+            grid_v = np.linspace(*box[1], U_POINTS)[None, :]
+            score, A = self._margins(L_value, B_value, np.exp(log_lam), to_u(grid_v))
             A = np.broadcast_to(A, score.shape)
             i, j = np.unravel_index(int(np.argmax(score)), score.shape)
             if not np.isfinite(score[i, j]):
                 break
             if score[i, j] > best[0]:
-                best = (float(score[i, j]), float(log_lam[i, 0]), float(grid_u[0, j]), float(A[i, j]))
+                best = (float(score[i, j]), float(log_lam[i, 0]), float(grid_v[0, j]), float(A[i, j]))
             steps = [(hi - lo) / (n - 1) for (lo, hi), n in zip(box, (LAM_POINTS, U_POINTS))]
             box = [(best[1] - 2 * steps[0], best[1] + 2 * steps[0]),
-                   (max(1e-12, best[2] - 2 * steps[1]), min(0.5 - 1e-15, best[2] + 2 * steps[1]))]
-        return best
+                   (max(self.U_BOX[0], best[2] - 2 * steps[1]), min(self.U_BOX[1], best[2] + 2 * steps[1]))]
+        return best if best[2] is None else best[:2] + (float(to_u(best[2])),) + best[3:]
 
     def tilts(self, L_value: int) -> bool:
         """Whether some ``u`` in ``(0, 1/2)`` leaves RMSNorm's tilt ``theta < 1``, ``sqrt(d) eps
@@ -343,6 +348,10 @@ class LinearEpsArcDesign(EpsArcDesign):
         RegressionDesign.__init__(self, cell)
         self.inner = last_post.LinearLastArcDesign(cell.replace(eps=0.0))
         self._choices = {}
+
+    #: ``u = sqrt(d)/|e_a|^2`` has no upper limit here: the grid is of ``log u``
+    U_BOX = (math.log(1e-9), math.log(1e9))
+    U_LOG = True
 
     def tilts(self, L_value: int) -> bool:
         """No tilt here (class docstring): every ``L`` may have a row."""
