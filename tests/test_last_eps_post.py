@@ -203,3 +203,17 @@ def test_the_select_rows_are_above_the_count_task_s_bound_and_stop_where_the_til
     design = regression.design(cell)
     assert not design.free_kappa and not design.tilts(64)
     assert "the lifted arc" in design.unreached(64)
+
+
+def test_the_sweep_says_the_construction_is_derived_for_eps(capsys):
+    import json
+
+    from bounds import sweep
+
+    argv = ["--variant", "post_bare", "--read", "last", "--eps", "1e-5", "--Lmin", "4", "--Lmax", "4",
+            "--d", "3", "--json", "--jobs", "1"]
+    assert sweep.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "derived for eps > 0" in out["note"] and "upper bounds" in out["note"]
+    (row,) = out["rows"]
+    assert row["certified"] and row["B_lower"] <= row["B_min"]
