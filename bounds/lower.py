@@ -703,7 +703,7 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             if B_upper is None:
                 return None
             return (last_bare_eps_lower if cell.eps > 0 else last_bare_lower)(cell, L, B_upper)
-        if registry.builds("last_foot", cell):
+        if registry.builds("last_foot", cell) or registry.eps_last_foot(cell):
             return None if B_upper is None else last_foot_lower(cell, L, B_upper, arc_boxes)
         if registry.builds("last_post", cell) or registry.builds("last_post_eps", cell):
             # constructions.last_post (it loads sympy); eps > 0: the same bound (its proof)

@@ -67,6 +67,7 @@ its proof covers every ``eps``).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import mpmath
@@ -74,7 +75,8 @@ import numpy as np
 
 from constructions import last_post, registry, zoom
 from constructions.cell import Cell, Params
-from constructions.regression import RegressionDesign, _check_budget, _check_count
+from constructions.last_foot import LastFootDesign
+from constructions.regression import FootDesign, RegressionDesign, _check_budget, _check_count
 
 #: the points of the grids over ``u`` in ``(0, 1/2)`` and over ``log lam``, the rounds zoomed
 #: around the best point, and the factor of the local box of ``lam`` (:meth:`EpsArcDesign._choose`)
@@ -82,6 +84,9 @@ U_POINTS = 129
 LAM_POINTS = 65
 ROUNDS = 6
 LAM_SPAN = 8.0
+#: the shares of the capacity the one-sided read-out is placed below (:func:`_foot_choice`: halfway
+#: between ``R*`` and the share; 1 is the ``eps = 0`` design's)
+CAP_SHARES = (1.0, 0.8, 0.6, 0.45, 0.3, 0.2)
 #: the share of the budget the embeddings leave unused (LayerNorm's ``|e_s| = B (1 - SPARE)``)
 SPARE = 2.0**-20
 
@@ -509,3 +514,110 @@ class EpsSelectArcDesign(EpsArcDesign):
         M = (1 - mpmath.mpf(2) ** -20) * mpmath.sqrt(Bv**2 - mpmath.fsum(c_s * c_s))
         vectors = {"e_s": c_s + M * one, "e_a": c_a + M * one, "e_b": c_a + (M / 2) * one}
         return Params(self.cell, {**vectors, **readout(self.cell, A / tau1)}, {"w0": self.centre(L_value)})
+
+
+# ---------------------------------------------------------------------- linear attention, post-RMSNorm
+class EpsFootDesign(LastFootDesign):
+    r"""Linear attention with post-RMSNorm and ``eps > 0``, the count task read last (every ``d``
+    and affine): the one-sided arc of :class:`constructions.last_foot.LastFootDesign` lifted.
+
+    *The outputs.*  For ``n >= 1`` the residual is ``r(n) = P + n Q = k |e_a| ((n + F) along + lam
+    perp)`` (``k = tau |e_a|^2 = 1/u``, :mod:`constructions.last_foot`), and RMSNorm with ``eps``
+    reads it as the line ``X(n) = (P + n Q, s)`` of ``R^{d+1}`` (``s = sqrt(d eps)``): with ``sigma =
+    s/(k |e_a|) = s u^{3/2}/d^{1/4}``, ``X(n) = k |e_a| ((n + F) along + lam perp + sigma e_{d+1})``, the
+    one-sided arc with the same foot ``-F`` and the distance ``sqrt(lam^2 + sigma^2)``.  The read-out
+    ``(A_R/sqrt(d)) top`` (or ``w = g = S e_1``) gives
+
+        y(n) = w0 + A_R (lam cos psi_R + (n + F) sin psi_R)/sqrt(lam^2 + sigma^2 + (n + F)^2)
+
+    (``along = sin psi_R top + cos psi_R across``, ``perp = cos psi_R top - sin psi_R across``).
+
+    *Construction.*  The ``eps = 0`` design's choice ``(lam*, A, w0, psi, F, u)`` for the lifted
+    arc (its read-out of the one-sided arc of ``L - 1`` at the foot ``F + 1``, distance ``lam*``) is
+    realised with ``lam = sqrt(lam*^2 - sigma^2)`` in ``R^d``, ``A_R sin psi_R = A sin psi`` and ``A_R
+    lam cos psi_R = A lam* cos psi``: then ``y(n)`` is exactly the ``eps = 0`` choice's output at every
+    ``n >= 1``.  The count 0 is off that line: ``r(0) = m e_s``, ``m = 1 + tau |e_s|^2``, so
+
+        y(0) = w0 + A_R m <top, e_s>/sqrt(m^2 |e_s|^2 + s^2),
+
+    and ``u`` is the grid's (:func:`constructions.last_foot.zero_grid`) with the largest margin ``1/2
+    - |y(0)|`` among those the embeddings' budget ``(*)`` (:func:`constructions.last_foot.embedding_budget`
+    at ``lam``) admits, with ``A_R`` within the capacity; the read-out is the one-sided one halfway
+    between ``R*`` and a share of the capacity (``CAP_SHARES``: the count 0 moves with the amplitude,
+    and ``eps`` moves it off the line), the best of those.  ``B_lower`` is the ``eps = 0`` bound
+    (:func:`bounds.lower.last_foot_lower`: the foot of the lifted line is that of ``P + n Q``).
+    """
+
+    def __init__(self, cell: Cell):
+        if cell.readout != "regression" or not registry.eps_last_foot(cell):
+            raise ValueError("EpsFootDesign is for linear attention with post-RMSNorm and eps > 0, the "
+                             "count task read last")
+        FootDesign.__init__(self, cell)
+        self._geometries = {}
+        self.inner = LastFootDesign(cell.replace(eps=0.0))
+
+    def steps(self) -> list:
+        """The ``eps = 0`` steps (the construction's form); its numbers are carried numerically."""
+        return self.inner.steps()
+
+    def geometry(self, L_value: int):
+        """The ``eps = 0`` design's ``(F, lam*)`` (the lifted arc's)."""
+        return self.inner.geometry(L_value)
+
+    def choice(self, L_value: int, B_value: float):
+        """``(lam, A_R, w0, psi_R, F, u)`` (class docstring), or None: :func:`_foot_choice`."""
+        return _foot_choice(self, L_value, B_value)
+
+    def estimate(self, L_value: int, hi_B: float = 1e12, rtol: float = 1e-7):
+        """As at ``eps = 0`` (:meth:`LastFootDesign.estimate`); ``L = 1`` on the construction of
+        ``L = 2`` (with ``eps > 0`` no infimum 0 is claimed)."""
+        return super().estimate(max(L_value, 2), hi_B, rtol)
+
+    def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        """As at ``eps = 0`` with :meth:`choice`; ``L = 1`` on the construction of ``L = 2``."""
+        return super().build(max(_check_count(L_value), 2), B_value, dps)
+
+
+def _foot_choice(design, L_value: int, B_value: float):
+    """:meth:`EpsFootDesign.choice` (its docstring): ``(lam, A_R, w0, psi_R, F, u)`` or None."""
+    from constructions import one_sided
+    from constructions.last_foot import SHAPE_STEPS, embedding_budget, zero_grid, zero_output
+
+    cell, d = design.cell, design.cell.d
+    L_value, k = max(L_value, design.smallest_L), design.first
+    geo = design.geometry(L_value)
+    if geo is None:
+        return None
+    Fv, lam0 = geo
+    cap = float(design.capacity(1.0, B_value))
+    counts = np.arange(k, L_value + 1, dtype=np.float64)
+    s = math.sqrt(d * cell.eps)
+    best, margin = None, 0.0
+    for lam_star, share in itertools.product(lam0 * (1 + SHAPE_STEPS), CAP_SHARES):
+        lam_star = float(lam_star)
+        got = one_sided.readout(L_value - k, Fv + k, lam_star, cap * share)
+        if got is None:
+            continue
+        w0, A, angle = got[0] + k, got[1], got[2]
+        u = zero_grid(Fv)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sigma = s * u**1.5 / d**0.25
+            lam = np.sqrt(lam_star**2 - sigma**2)
+            sin_r, cos_r = A * math.sin(angle), A * lam_star * math.cos(angle) / lam
+            A_R = np.hypot(sin_r, cos_r)
+            psi_r = np.arctan2(sin_r, cos_r)
+            D = Fv - u
+            scale = np.sqrt(math.sqrt(d) / (u * D))
+            b = math.sqrt(d) * (D * D + lam * lam) / (u * D)
+            m = 1 + b / math.sqrt(d)
+            top_s = scale * (D * np.sin(psi_r) + lam * np.cos(psi_r))
+            y0 = w0 + A_R * m * top_s / np.sqrt(m * m * b + s * s)
+            ok = (lam > 0) & (A_R < cap * (1 - 1e-9)) & (embedding_budget(d, Fv, lam, u) <= B_value * (1 - 1e-9))
+            zero = np.where(ok, 0.5 - np.abs(y0), -np.inf)
+        j = int(np.argmax(zero))
+        if not zero[j] > 1e-12:
+            continue
+        here = min(0.5 - np.abs(zero_output(Fv, lam_star, (w0, A, angle), -counts) - counts).max(), float(zero[j]))
+        if here > margin:
+            best, margin = (float(lam[j]), float(A_R[j]), w0, float(psi_r[j]), Fv, float(u[j])), here
+    return best

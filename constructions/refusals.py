@@ -59,10 +59,6 @@ def refusal(cell: Cell) -> str | None:
         return refusal(cell.replace(readout="regression"))
     if task == "select" and read == "last":
         return _select_last(cell)
-    if laws.foot_distance(cell, 1) is not None and read == "last" and cell.eps > 0:
-        # constructions.last_foot at eps = 0
-        return (f"{what} has no construction yet for linear attention with post-RMSNorm and eps > 0 "
-                "(the one-sided arc, and the count 0 on it, use the norm's scale invariance, eps = 0)")
     if read == "last":
         if cell.attention == "softmax":
             if not cell.normed:
@@ -96,8 +92,8 @@ def refusal(cell: Cell) -> str | None:
             return None  # eps = 0: constructions.tasks.TaskDesign; eps > 0: last_eps.EpsGainDesign
         if cell.post:
             # constructions.last_post.LinearLastArcDesign (post-LayerNorm), constructions.last_foot
-            # (post-RMSNorm: its foot is tied to the budget); eps > 0 with LayerNorm:
-            # constructions.last_post_eps.LinearEpsArcDesign (post-RMSNorm is refused above)
+            # (post-RMSNorm: its foot is tied to the budget); eps > 0:
+            # constructions.last_post_eps.LinearEpsArcDesign, EpsFootDesign
             return _linear_post(cell.replace(eps=0.0), what, "")
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read

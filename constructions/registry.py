@@ -142,6 +142,13 @@ def last_foot(cell: Cell) -> bool:
             and not _foot_free(cell))
 
 
+def eps_last_foot(cell: Cell) -> bool:
+    """Linear attention with post-RMSNorm at ``eps > 0``, every ``d`` and affine: the one-sided arc
+    of :func:`last_foot` lifted (:mod:`constructions.last_post_eps`)."""
+    return (_count_last(cell) and cell.post and cell.eps > 0 and cell.attention == "linear"
+            and not _foot_free(cell))
+
+
 def value_read(cell: Cell) -> bool:
     """Pre-norm, the values read along one axis: linear attention (every affine, ``d`` and
     ``eps``), or softmax attention with a gain at ``eps = 0`` and a plane in the norm's image
@@ -284,6 +291,7 @@ REGRESSION = (
     Entry("last_post_eps", "EpsArcDesign", lambda cell: eps_last_arc(cell) and cell.attention == "softmax"),
     Entry("last_post_eps", "LinearEpsArcDesign", lambda cell: eps_last_arc(cell) and cell.attention == "linear"),
     Entry("last_foot", "LastFootDesign", last_foot),
+    Entry("last_post_eps", "EpsFootDesign", eps_last_foot),
     Entry("tasks", "TaskDesign", value_read),
     Entry("last_eps", "EpsGainDesign", eps_gain_read),
     Entry("tasks", "TaskDesign", free_select),

@@ -2,14 +2,16 @@
 
 * the registry serves softmax attention with post-norm at ``eps > 0`` (either kind, every affine,
   LayerNorm ``d >= 3``) with :class:`~constructions.last_post_eps.EpsArcDesign` and linear attention
-  with post-LayerNorm with :class:`~constructions.last_post_eps.LinearEpsArcDesign`, and the
-  refusals agree (LayerNorm at ``d = 2``, linear post-RMSNorm and classification still refused);
+  with post-LayerNorm with :class:`~constructions.last_post_eps.LinearEpsArcDesign`, with
+  post-RMSNorm with :class:`~constructions.last_post_eps.EpsFootDesign`, and the refusals agree
+  (LayerNorm at ``d = 2`` and classification still refused);
 * the proof of the construction: the outputs of its parameters, through the verifier's pass with
   the cell's ``eps`` (50 digits), are exactly the ``eps = 0`` arc ``c + A (n - c)/sqrt(lam^2 + (n -
   c)^2)`` at ``n = -u, 1, ..., L`` (the count 0 at ``-u``), whatever the tilt;
 * the parameters built just above the float estimate are certified by the judge (balls) with the
   cell's ``eps``, within the budget, and count random sequences through the explicit pass;
 * linear attention: the counts ``1..L`` are the arc exactly, and the count 0 its own formula;
+  with post-RMSNorm the one-sided arc of ``eps = 0`` exactly at ``n >= 1``;
 * the sweep's rows are certified above the ``eps = 0`` bound (its proof covers every ``eps``,
   :func:`bounds.lower.last_post_lower`); RMSNorm's rows stop where the tilt has no ``u``, and their
   note says so.
@@ -121,7 +123,7 @@ def test_the_registry_serves_linear_post_layernorm_at_eps(variant, affine):
         assert refusal(cell) is None and registry.serving(cell).name == "LinearEpsArcDesign"
     assert refusal(_cell("layernorm", variant, affine, 2, attention="linear")) is not None
     rms = _cell("rmsnorm", variant, affine, 8, attention="linear")
-    assert refusal(rms) is not None and registry.serving(rms) is None
+    assert refusal(rms) is None and registry.serving(rms).name == "EpsFootDesign"
     for kind in ("layernorm", "rmsnorm"):
         head = _cell(kind, variant, affine, 8).replace(readout="classification")
         assert "eps > 0" in refusal(head) and registry.serving(head) is None
@@ -217,3 +219,32 @@ def test_the_sweep_says_the_construction_is_derived_for_eps(capsys):
     assert "derived for eps > 0" in out["note"] and "upper bounds" in out["note"]
     (row,) = out["rows"]
     assert row["certified"] and row["B_lower"] <= row["B_min"]
+
+
+# ---------------------------------------------------------------------- linear attention, post-RMSNorm
+@pytest.mark.parametrize("variant,affine", [("post_bare", None), ("post_learned", "gain")])
+@pytest.mark.parametrize("d,eps,L", [(2, 1e-2, 5), (8, 1e-5, 8)])
+def test_the_lifted_one_sided_arc_has_the_eps_zero_outputs(variant, affine, d, eps, L):
+    """:class:`~constructions.last_post_eps.EpsFootDesign`: at ``n >= 1`` the outputs are those of
+    the ``eps = 0`` one-sided read-out it lifts, ``w0 + A (lam* cos psi + (n + F) sin psi)/sqrt(lam*^2
+    + (n + F)^2)``; the count 0 within 1/2; certified; random sequences."""
+    cell = _cell("rmsnorm", variant, affine, d, eps, attention="linear")
+    design = regression.design(cell)
+    B = design.estimate(L) * (1 + 1e-3)
+    params = design.build(L, B)
+    assert float(params.bound()) <= B * (1 + 1e-9)
+    lam_R, A_R, w0, psi_R, F, u = design.choice(L, B)
+    with mpmath.workdps(50):
+        s = mpmath.sqrt(d * mpmath.mpf(eps))
+        sigma = s * mpmath.mpf(u) ** 1.5 / mpmath.mpf(d) ** 0.25
+        lam_star = mpmath.sqrt(mpmath.mpf(lam_R) ** 2 + sigma**2)
+        A_R, lam_R = mpmath.mpf(A_R), mpmath.mpf(lam_R)
+        sin_, cos_ = A_R * mpmath.sin(psi_R), A_R * lam_R * mpmath.cos(psi_R) / lam_star  # A sin, A cos psi
+        y = reduced(params, list(range(L + 1)), backend="mp50")
+        for n in range(1, L + 1):
+            x = n + mpmath.mpf(F)
+            exact = w0 + (lam_star * cos_ + x * sin_) / mpmath.sqrt(lam_star**2 + x**2)
+            assert abs(y[n] - exact) <= mpmath.mpf(10) ** -30 * (1 + abs(exact))
+        assert abs(y[0]) < 0.5
+    assert counts_to(params, L, "arb256").counts
+    counts_random_sequences(params, L, 5)
