@@ -1,4 +1,9 @@
-r"""Softmax attention with post-norm and ``eps > 0``, the count task read last: the arc lifted.
+r"""Post-norm with ``eps > 0`` read last: the arcs of ``eps = 0`` lifted to ``R^{d+1}``.
+
+Softmax attention, the count task (:class:`EpsArcDesign`, below; either kind, every affine,
+LayerNorm ``d >= 3``) and the select task with post-LayerNorm (:class:`EpsSelectArcDesign`);
+linear attention with post-LayerNorm (:class:`LinearEpsArcDesign`) and with post-RMSNorm (the
+one-sided arc, :class:`EpsFootDesign`).  Each class docstring proves its outputs.
 
 *The outputs are an arc in one more dimension.*  At the last read (:mod:`constructions.last_post`)
 the residual of ``(s, a^n)`` is ``r(n) = (P + n Q)/(1 + n rho)`` with ``P = e_s + e_a``, ``Q = 2 rho

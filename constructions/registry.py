@@ -22,8 +22,9 @@ that the two agree on every cell of a grid of all parts).
 * the count task read last: :func:`pair_read`, :func:`rigid_read`, :func:`line_read`
   (:mod:`constructions.last_read`), :func:`eps_rigid_read` and :func:`eps_gain_read`
   (:mod:`constructions.last_eps`), :func:`last_arc` (:mod:`constructions.last_post`, softmax and
-  linear attention), :func:`last_foot` (:mod:`constructions.last_foot`), :func:`value_read`
-  (:class:`~constructions.tasks.TaskDesign`);
+  linear attention), :func:`last_foot` (:mod:`constructions.last_foot`), :func:`eps_last_arc` and
+  :func:`eps_last_foot` (:mod:`constructions.last_post_eps`: post-norm at ``eps > 0``),
+  :func:`value_read` (:class:`~constructions.tasks.TaskDesign`);
 * the select task read at ``s``: :func:`free_select` (:class:`~constructions.tasks.TaskDesign`, a
   distractor that changes nothing), :func:`foot_select` (:class:`~constructions.tasks.FootSelectDesign`),
   :func:`suppressed_select` (:mod:`constructions.select`), :func:`two_value_select`
@@ -32,7 +33,8 @@ that the two agree on every cell of a grid of all parts).
   :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
   :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
   :func:`pair_select_last` (:mod:`constructions.select_last_pair`),
-  :func:`select_last_arc` (:mod:`constructions.select_last_post`),
+  :func:`select_last_arc` (:mod:`constructions.select_last_post`), :func:`eps_select_last_arc`
+  (:mod:`constructions.last_post_eps`),
   :func:`linear_select_last_arc`, :func:`linear_select_last_foot`
   (:mod:`constructions.select_last_linear_post`),
   :func:`select_last_rms` (:mod:`constructions.select_last_rms`),
