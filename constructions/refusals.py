@@ -84,12 +84,9 @@ def refusal(cell: Cell) -> str | None:
                            "gives rho' < 2, so nothing counts beyond L = 4, as with bare pre-norm "
                            "(bounds.lstar.last_l_star)" if not cell.affine.bias else
                            "with a bias rho' is free: not derived"))
-            if cell.eps > 0 and not cell.kind.centred:
-                return (f"{what} has no construction yet for softmax attention with a learned "
-                        "pre-RMSNorm and eps > 0 (its offset is set by the embeddings' scales, which "
-                        "with eps > 0 also set the values' lengths; pre-LayerNorm is built, "
-                        "constructions.last_eps)")
-            return None  # eps = 0: constructions.tasks.TaskDesign; eps > 0: last_eps.EpsGainDesign
+            # eps = 0: constructions.tasks.TaskDesign; eps > 0: last_eps.EpsGainDesign (LayerNorm),
+            # last_eps.EpsRmsGainDesign (RMSNorm)
+            return None
         if cell.post:
             # constructions.last_post.LinearLastArcDesign (post-LayerNorm), constructions.last_foot
             # (post-RMSNorm: its foot is tied to the budget); eps > 0:

@@ -20,8 +20,8 @@ that the two agree on every cell of a grid of all parts).
 * :func:`count_bos`: :class:`~constructions.regression.RegressionDesign`, and
   :func:`count_foot`: :class:`~constructions.regression.FootDesign` (the one-sided arc);
 * the count task read last: :func:`pair_read`, :func:`rigid_read`, :func:`line_read`
-  (:mod:`constructions.last_read`), :func:`eps_rigid_read` and :func:`eps_gain_read`
-  (:mod:`constructions.last_eps`), :func:`last_arc` (:mod:`constructions.last_post`, softmax and
+  (:mod:`constructions.last_read`), :func:`eps_rigid_read`, :func:`eps_gain_read` and
+  :func:`eps_rms_gain_read` (:mod:`constructions.last_eps`), :func:`last_arc` (:mod:`constructions.last_post`, softmax and
   linear attention), :func:`last_foot` (:mod:`constructions.last_foot`), :func:`eps_last_arc` and
   :func:`eps_last_foot` (:mod:`constructions.last_post_eps`: post-norm at ``eps > 0``),
   :func:`value_read` (:class:`~constructions.tasks.TaskDesign`);
@@ -113,6 +113,13 @@ def eps_gain_read(cell: Cell) -> bool:
     :func:`value_read` construction of ``eps = 0`` carried exactly (:mod:`constructions.last_eps`)."""
     return (_count_last(cell) and cell.attention == "softmax" and cell.pre and cell.affine.gain
             and cell.kind.centred and cell.eps > 0 and cell.kind.image_dim(cell.d) >= 2)
+
+
+def eps_rms_gain_read(cell: Cell) -> bool:
+    """Softmax attention with pre-RMSNorm, a gain and ``eps > 0``, every ``d``: the
+    :func:`value_read` construction of ``eps = 0`` carried exactly (:mod:`constructions.last_eps`)."""
+    return (_count_last(cell) and cell.attention == "softmax" and cell.pre and cell.affine.gain
+            and not cell.kind.centred and cell.eps > 0)
 
 
 def line_read(cell: Cell) -> bool:
@@ -296,6 +303,7 @@ REGRESSION = (
     Entry("last_post_eps", "EpsFootDesign", eps_last_foot),
     Entry("tasks", "TaskDesign", value_read),
     Entry("last_eps", "EpsGainDesign", eps_gain_read),
+    Entry("last_eps", "EpsRmsGainDesign", eps_rms_gain_read),
     Entry("tasks", "TaskDesign", free_select),
     Entry("tasks", "FootSelectDesign", foot_select),
     Entry("select", "SelectDesign", suppressed_select),
