@@ -274,10 +274,23 @@ def last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) 
     ``B >= cap^{-1}(R*(L-1))``, which :func:`post_lower` of the BOS cell at ``L - 1`` bounds from
     below.  At ``L - 1 = 1`` ``R*(1) = 0`` (any positive amplitude separates two points), so
     the bound is 0 for ``L <= 2``.
+
+    *eps > 0* (:mod:`constructions.last_post_eps`).  With ``s = sqrt(d eps)`` the norm is ``N(x) =
+    sqrt(d) x_c/|(x_c, s)|``, ``(x_c, s)`` in ``R^{d+1}``.  Softmax: ``r(n) = (P + n Q)/(1 + n rho)``
+    with ``1 + n rho > 0``, so ``N(r(n)) = sqrt(d) (P_c + n Q_c)/|X(n)|`` with ``X(n) = (P_c, s) + n
+    (Q_c, s rho)``; linear: ``r(n) = P + n Q`` itself, ``X(n) = (P_c, s) + n (Q_c, 0)``.  Either way
+    ``y(n) = C + <(w * g, 0), sqrt(d) X(n)/|X(n)|>`` (``g = 1`` bare): the arc of the line ``X`` of
+    ``R^{d+1}`` on the sphere of radius ``sqrt(d)``, read by the projection ``u`` of ``(w * g, 0)`` on
+    its plane ``Pi`` (inside ``C x R``, ``C`` the norm's image).  The capacity is unchanged: ``|u| <=
+    |w|`` times ``sqrt(d)`` bare, and with a gain ``|P_Pi (e_i, 0)| <= |P_C e_i| = a`` for every basis
+    vector, so ``|u| <= sqrt(d) a |w * g|_1 <= sqrt(d) a |w| |g|``; where ``X(0), X(1)`` are
+    dependent every ``y(n)`` is one value.  The arc problem of ``L - 1`` and its bound ``R*(L-1)``
+    are those of a line in a plane, whatever the dimension around it, so the bound of ``eps = 0``
+    holds for every ``eps >= 0``.
     """
     if L <= 2:
         return 0.0
-    return post_lower(cell.replace(read="bos"), L - 1, B_upper, boxes)
+    return post_lower(cell.replace(read="bos", eps=0.0), L - 1, B_upper, boxes)
 
 
 def select_last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
@@ -666,12 +679,14 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
 
     The bounds with a gain and the line bounds only use ``max_i |N(e)_i| <= M`` and
     ``|N(e)| <= sqrt(d)``, which hold for every ``eps >= 0``; the bare pre-norm and post-norm
-    bounds need ``eps = 0``.
+    bounds need ``eps = 0``, but for the post-norm bound at the last read (:func:`last_post_lower`:
+    every ``eps``).
     """
     if cell.readout == "classification":
         return 0.0
     if (registry.builds("select_last_post", cell) or registry.builds("select_last_rms", cell)
-            or registry.builds("select_last_linear_post", cell)):
+            or registry.builds("select_last_linear_post", cell)
+            or (cell.distractor and registry.builds("last_post_eps", cell))):
         if B_upper is None:
             return None
         if not cell.kind.centred and cell.attention == "linear":  # the one-sided arc, a sub-task
@@ -688,9 +703,10 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             if B_upper is None:
                 return None
             return (last_bare_eps_lower if cell.eps > 0 else last_bare_lower)(cell, L, B_upper)
-        if registry.builds("last_foot", cell):
+        if registry.builds("last_foot", cell) or registry.eps_last_foot(cell):
             return None if B_upper is None else last_foot_lower(cell, L, B_upper, arc_boxes)
-        if registry.builds("last_post", cell):  # constructions.last_post (it loads sympy)
+        if registry.builds("last_post", cell) or registry.builds("last_post_eps", cell):
+            # constructions.last_post (it loads sympy); eps > 0: the same bound (its proof)
             return None if B_upper is None else last_post_lower(cell, L, B_upper, arc_boxes)
         if cell.distractor and registry.builds("select_last_softmax", cell):
             return last_select_softmax_lower(cell, L, B_upper, rtol)

@@ -331,8 +331,14 @@ def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6
         "lower_boxes": lower_boxes if cell.post and cell.readout == "regression" else None,
     }
     if cell.eps > 0 and cell.normed:
-        out["note"] = ("constructions are derived for eps = 0 (a scale-invariant norm); with "
-                       "eps > 0 the certified values are upper bounds, not proven minimal")
+        from constructions import registry
+
+        out["note"] = (("the construction is the eps = 0 arc lifted to R^{d+1}, derived for eps > 0 "
+                        "(constructions.last_post_eps); the certified values are upper bounds, not "
+                        "proven minimal")
+                       if registry.builds("last_post_eps", cell) else
+                       ("constructions are derived for eps = 0 (a scale-invariant norm); with "
+                        "eps > 0 the certified values are upper bounds, not proven minimal"))
     return out
 
 

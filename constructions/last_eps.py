@@ -292,6 +292,9 @@ class EpsBareDesign(RegressionDesign):
 
 #: the grid of the centred length ``nu`` (relative to ``sqrt(d eps)``) and of ``om`` (relative to |w|)
 NU_GRID = np.geomspace(1.0, 1e6, 241)
+#: the grid of ``nu`` at ``L = 1``, where the budget falls to 0: down to ``1e-12 sqrt(d eps)``, where
+#: a small gain (``|g|/sig``, ``sig ~ nu/sqrt(d eps)``) still fits
+NU_GRID_ONE = np.geomspace(1e-12, 1e6, 433)
 OM_GRID = np.concatenate([[0.0], np.geomspace(1e-4, 4.0, 120), -np.geomspace(1e-4, 4.0, 120)])
 
 
@@ -329,16 +332,36 @@ class _Carried(RegressionDesign):
 
     def estimate(self, L_value: int, hi_B: float = 1e6, rtol: float = 1e-7):
         est = self.inner.estimate(L_value, hi_B, rtol)
-        return None if est is None else (est if L_value == 1 else est * self.kappa(L_value))
+        if est is None or L_value == 1:
+            return est
+        kappa = self.kappa(L_value)
+        return est * kappa if math.isfinite(kappa) else None  # inf: no length carries it
 
     def build(self, L_value: int, B_value, dps: int = 50) -> Params:
+        """``P0`` built at ``B/kappa`` and carried; at ``L = 1`` (where every ``eps = 0`` budget
+        counts) at the largest inner budget, by bisection, whose carried bound is within ``B``
+        (the carried bound falls to 0 with the inner budget, though more slowly)."""
         L_value = _check_count(L_value)
         with mpmath.workdps(dps):
             Bv = _check_budget(B_value)
-            kappa = 1.0 if L_value == 1 else self.kappa(L_value)
-            return self._carry(self.inner.build(L_value, Bv / kappa, dps))
+            if L_value == 1:
+                return self._carry(self.inner.build(1, self._inner_budget_at_one(float(Bv)), dps),
+                                   grid=NU_GRID_ONE)
+            return self._carry(self.inner.build(L_value, Bv / self.kappa(L_value), dps))
 
-    def _carry(self, p0: Params, bound_only: bool = False):
+    def _inner_budget_at_one(self, B_value: float) -> float:
+        """The largest inner budget ``b <= B`` (to a factor ``1 + 1e-6``, down to ``1e-12 B``) whose
+        carried parameters at ``L = 1`` have a bound at most ``B`` (float; the floor if none)."""
+        within = lambda b: (self._carry(self.inner.build(1, b, dps=30), bound_only=True, grid=NU_GRID_ONE)
+                            <= B_value * (1 - 1e-9))
+        lo, hi = B_value * 1e-12, B_value
+        if within(hi):
+            return hi
+        if not within(lo):
+            return lo
+        return zoom.bisect_up(lambda b: not within(b), lo, hi, 1e-6)[0]
+
+    def _carry(self, p0: Params, bound_only: bool = False, grid=NU_GRID):
         raise NotImplementedError  # pragma: no cover - each subclass carries its own way
 
 
@@ -376,7 +399,7 @@ class EpsSelectDesign(_Carried):
                              "pre-LayerNorm and eps > 0 at d >= 3")
         super().__init__(cell)
 
-    def _carry(self, p0: Params, bound_only: bool = False):
+    def _carry(self, p0: Params, bound_only: bool = False, grid=NU_GRID):
         """The parameters of ``P0`` carried to ``eps`` (the class docstring), or
         (``bound_only``) their bound, as a float."""
         from constructions.classification import _mp_vector
@@ -398,7 +421,7 @@ class EpsSelectDesign(_Carried):
             parts[q] = (mpmath.fsum(w * vec[q]), c / size, mpmath.fsum(w * c) / size)  # <w, e>, unit c, <w, unit c>
         # the float grid over (nu, om)
         root = math.sqrt(d * cell.eps)
-        nu = root * NU_GRID[:, None]
+        nu = root * grid[:, None]
         s3 = (nu / np.sqrt(nu**2 + d * cell.eps)) ** 3
         wn = float(mpmath.sqrt(mpmath.fsum(w * w)))
         om = (np.zeros(1) if gain else wn * OM_GRID)[None, :]
@@ -454,7 +477,7 @@ class EpsGainDesign(_Carried):
                              "at d >= 3, the count task read last")
         super().__init__(cell)
 
-    def _carry(self, p0: Params, bound_only: bool = False):
+    def _carry(self, p0: Params, bound_only: bool = False, grid=NU_GRID):
         """``P0`` carried to ``eps`` (the class docstring), or
         (``bound_only``) the carried bound, as a float."""
         from constructions.classification import _mp_vector
@@ -474,7 +497,7 @@ class EpsGainDesign(_Carried):
             size = mpmath.sqrt(mpmath.fsum(c * c))
             parts[q] = (mpmath.fsum(w * vec[q]), c / size, mpmath.fsum(w * c) / size)
         norm = lambda v: float(mpmath.sqrt(mpmath.fsum(v * v)))
-        nu = math.sqrt(d * cell.eps) * NU_GRID
+        nu = math.sqrt(d * cell.eps) * grid
         s = nu / np.sqrt(nu**2 + d * cell.eps)
         fixed = max(norm(w), norm(vec["beta"]) if "beta" in vec else 0.0)
         worst = np.maximum(fixed, norm(g) / s)
@@ -490,3 +513,97 @@ class EpsGainDesign(_Carried):
         for q, (we, unit, wc) in parts.items():
             out[q] = nu_v * unit + ((we - nu_v * wc) / Omega) * one
         return Params(cell, out, dict(p0.scalars))
+
+
+# ---------------------------------------------------------------------- softmax, pre-RMSNorm with a gain
+
+
+class EpsRmsGainDesign(_Carried):
+    r"""*Softmax attention with pre-RMSNorm and a gain, ``eps > 0``, the count task read last*
+    (every ``d``, either affine): the ``eps = 0`` construction of :class:`constructions.tasks.TaskDesign`
+    carried exactly, the gain absorbing ``eps`` and a read-out direction the values miss restoring
+    the offsets.
+
+    Let ``P0`` count at ``eps = 0`` with embeddings ``e_q`` (``q = s, a``; unit directions ``u_q``),
+    gain ``g``, bias ``beta``, read-out ``w``, ``w0``; its values are ``h_q = g * N_0(e_q) + beta``,
+    ``N_0(e) = sqrt(d) e/|e|``, and its outputs ``y(n) = <w, e_a> + <w, A(n)> + w0`` (``n >= 1``, ``A``
+    a convex combination of ``h_s, h_a``) and ``y(0) = <w, e_s> + <w, h_s> + w0``.  Set both
+    embeddings to one length ``nu``, ``e'_q = nu u_q``: RMSNorm gives ``N_eps(e'_q) = sig N_0(e_q)``,
+    ``sig = nu/sqrt(nu^2 + d eps)``, the same for both, so the gain ``g/sig`` gives ``P0``'s values, and
+    the scores and every ``A(n)`` are ``P0``'s.  Let ``p`` be the unit vector along the part of ``u_s -
+    u_a`` orthogonal to ``h_s, h_a`` (``<p, A> = 0``; ``p = 0`` where ``h_s, h_a`` span it all), ``c_q
+    = <w, u_q>``, ``pi_q = <p, u_q>``, ``K_q = <w, e_q>``, and take ``w' = w + om p``, ``w0' = w0 + K_a -
+    nu (c_a + om pi_a)``.  Then ``y'(n) = nu (c_a + om pi_a) + <w, A(n)> + w0' = y(n)`` for ``n >= 1``,
+    and ``y'(0) - y(0) = nu (c_s - c_a + om (pi_s - pi_a)) - (K_s - K_a)``, which is 0 for
+
+        om = ((K_s - K_a)/nu - (c_s - c_a))/(pi_s - pi_a)   (pi_s != pi_a),
+
+    or, where ``p = 0``, at the one ``nu = (K_s - K_a)/(c_s - c_a)`` (if positive; ``om = 0``).  So
+    every output is ``P0``'s: the parameters count to ``L`` at ``eps`` iff ``P0`` does at ``eps = 0``.
+    The bound is ``max(|w'|, |g|/sig, |beta|, nu)``, ``nu`` minimising it on a grid; the budget as for
+    :class:`EpsSelectDesign`.  ``B_lower`` is :func:`bounds.lower.last_segment_lower` (it uses only
+    ``|N(e)_i| <= M`` with a gain, true for every ``eps``).
+    """
+
+    def __init__(self, cell: Cell):
+        if cell.readout != "regression" or not registry.eps_rms_gain_read(cell):
+            raise ValueError("EpsRmsGainDesign is for softmax attention with pre-RMSNorm, a gain and eps > 0, "
+                             "the count task read last")
+        super().__init__(cell)
+
+    def _carry(self, p0: Params, bound_only: bool = False, grid=NU_GRID):
+        """``P0`` carried to ``eps`` (the class docstring), or (``bound_only``) the carried bound,
+        as a float (``inf`` where no ``nu`` carries it)."""
+        from verify.forward import numbers
+
+        cell, d = self.cell, self.cell.d
+        vec = dict(p0.vectors)
+        w, g = vec["w"], vec["g"]
+        beta = vec.get("beta")
+        nums = numbers(Params(cell.replace(eps=0.0), vec, dict(p0.scalars)), "mp50")
+        h_s, h_a = (np.array([mpmath.mpf(x) for x in nums.h[q]], dtype=object) for q in ("s", "a"))
+        mp_norm = lambda v: mpmath.sqrt(mpmath.fsum(v * v))
+        u = {q: vec[q] / mp_norm(vec[q]) for q in ("e_s", "e_a")}
+        # p: u_s - u_a without its part in the span of h_s, h_a (Gram-Schmidt)
+        b1 = h_s / mp_norm(h_s)
+        b2 = h_a - mpmath.fsum(h_a * b1) * b1
+        basis = [b1] + ([b2 / mp_norm(b2)] if mp_norm(b2) > mp_norm(h_a) * mpmath.mpf(10) ** -30 else [])
+        p = u["e_s"] - u["e_a"]
+        for b in basis:
+            p = p - mpmath.fsum(p * b) * b
+        size = mp_norm(p)
+        p = p / size if size > mpmath.mpf(10) ** -30 else 0 * p
+        c = {q: mpmath.fsum(w * u[q]) for q in u}
+        pi = {q: mpmath.fsum(p * u[q]) for q in u}
+        K = {q: mpmath.fsum(w * vec[q]) for q in u}
+        dK, dc, dpi = K["e_s"] - K["e_a"], c["e_s"] - c["e_a"], pi["e_s"] - pi["e_a"]
+        fixed = max(float(mp_norm(beta)) if beta is not None else 0.0, 0.0)
+        gn = float(mp_norm(g))
+        if abs(dpi) > mpmath.mpf(10) ** -20:
+            nu = math.sqrt(d * cell.eps) * grid
+            om = (float(dK) / nu - float(dc)) / float(dpi)
+            wn2, wp = float(mpmath.fsum(w * w)), float(mpmath.fsum(w * p))
+            w_norm = np.sqrt(np.maximum(wn2 + 2 * om * wp + om * om, 0.0))
+            sig = nu / np.sqrt(nu**2 + d * cell.eps)
+            worst = np.maximum.reduce([w_norm, gn / sig, np.full_like(nu, fixed), nu])
+            i = int(np.argmin(worst))
+            if bound_only:
+                return float(worst[i])
+            nu_v = mpmath.mpf(float(nu[i]))
+            om_v = (dK / nu_v - dc) / dpi
+        else:
+            if dc == 0 or dK / dc <= 0:
+                if bound_only:
+                    return math.inf
+                raise ValueError(f"{cell.describe()}: no length carries this construction to eps > 0")
+            nu_v, om_v = dK / dc, mpmath.mpf(0)
+            if bound_only:
+                sig = float(nu_v) / math.sqrt(float(nu_v) ** 2 + d * cell.eps)
+                return max(float(mp_norm(w)), gn / sig, fixed, float(nu_v))
+        sig_v = nu_v / mpmath.sqrt(nu_v**2 + d * mpmath.mpf(cell.eps))
+        out = dict(vec)
+        out["e_s"], out["e_a"] = nu_v * u["e_s"], nu_v * u["e_a"]
+        out["g"] = g / sig_v
+        out["w"] = w + om_v * p
+        w0 = p0.scalars["w0"] + K["e_a"] - nu_v * (c["e_a"] + om_v * pi["e_a"])
+        return Params(cell, out, {"w0": w0})

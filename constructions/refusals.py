@@ -24,6 +24,12 @@ def refusal(cell: Cell) -> str | None:
                         "post-RMSNorm (regression is built, constructions.last_foot: its geometry ties "
                         "the foot and the distance of the one-sided arc to the budget, and no head is "
                         "derived on it)")
+            if cell.post and cell.eps > 0:
+                return (f"{what} has no construction yet for classification after post-norm with "
+                        "eps > 0 (the head of constructions.last_post.LastArcHead reads the arc at "
+                        "budget 1 and eps = 0; the lifted arc of constructions.last_post_eps, which "
+                        "regression uses, needs embeddings of length at least sqrt(d eps) lam: no head "
+                        "is derived on it)")
             if cell.post:  # constructions.last_post.LastArcHead on the last-read arc
                 return refusal(cell.replace(readout="regression"))
             # the head of constructions.last_read on the last-read regression geometry
@@ -53,10 +59,6 @@ def refusal(cell: Cell) -> str | None:
         return refusal(cell.replace(readout="regression"))
     if task == "select" and read == "last":
         return _select_last(cell)
-    if laws.foot_distance(cell, 1) is not None and read == "last" and cell.eps > 0:
-        # constructions.last_foot at eps = 0
-        return (f"{what} has no construction yet for linear attention with post-RMSNorm and eps > 0 "
-                "(the one-sided arc, and the count 0 on it, use the norm's scale invariance, eps = 0)")
     if read == "last":
         if cell.attention == "softmax":
             if not cell.normed:
@@ -66,11 +68,8 @@ def refusal(cell: Cell) -> str | None:
                 # constructions.last_eps.EpsBareDesign (eps > 0, up to bounds.lstar.last_l_star_eps)
                 return None
             if cell.post:
-                # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it
-                if cell.eps > 0:
-                    return (f"{what} has no construction yet for softmax attention with post-norm and "
-                            "eps > 0 (the arc, and the count 0 on it, use the norm's scale invariance, "
-                            "eps = 0)")
+                # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it;
+                # eps > 0: constructions.last_post_eps.EpsArcDesign, that arc lifted
                 if cell.d < laws.smallest_d(cell):
                     return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
                             "subspace must hold the 2-D arc: d >= 3)")
@@ -85,16 +84,14 @@ def refusal(cell: Cell) -> str | None:
                            "gives rho' < 2, so nothing counts beyond L = 4, as with bare pre-norm "
                            "(bounds.lstar.last_l_star)" if not cell.affine.bias else
                            "with a bias rho' is free: not derived"))
-            if cell.eps > 0 and not cell.kind.centred:
-                return (f"{what} has no construction yet for softmax attention with a learned "
-                        "pre-RMSNorm and eps > 0 (its offset is set by the embeddings' scales, which "
-                        "with eps > 0 also set the values' lengths; pre-LayerNorm is built, "
-                        "constructions.last_eps)")
-            return None  # eps = 0: constructions.tasks.TaskDesign; eps > 0: last_eps.EpsGainDesign
+            # eps = 0: constructions.tasks.TaskDesign; eps > 0: last_eps.EpsGainDesign (LayerNorm),
+            # last_eps.EpsRmsGainDesign (RMSNorm)
+            return None
         if cell.post:
             # constructions.last_post.LinearLastArcDesign (post-LayerNorm), constructions.last_foot
-            # (post-RMSNorm: its foot is tied to the budget)
-            return _linear_post(cell, what, "the arc, and the count 0 on it, use")
+            # (post-RMSNorm: its foot is tied to the budget); eps > 0:
+            # constructions.last_post_eps.LinearEpsArcDesign, EpsFootDesign
+            return _linear_post(cell.replace(eps=0.0), what, "")
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
     if cell.attention == "softmax" and cell.pre and cell.kind.image_dim(cell.d) < 2:
@@ -195,11 +192,13 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
     :mod:`constructions.select_last_rms` builds (post-RMSNorm, ``eps = 0``, every ``d``) and
     where :mod:`constructions.select_last_pair` builds (no norm, every ``d``)."""
     if cell.post:
-        # constructions.select_last_post: b with the centred part of a, suppressed along one
-        if cell.eps > 0:
-            return (f"{what} has no construction yet for softmax attention with post-norm and eps > 0 "
-                    "(the arc, and the b terms as shifts along it, use the norm's scale invariance, "
-                    "eps = 0)")
+        # constructions.select_last_post: b with the centred part of a, suppressed along one;
+        # eps > 0 (LayerNorm): constructions.last_post_eps.EpsSelectArcDesign, on the tilted plane
+        if cell.eps > 0 and not cell.kind.centred:
+            return (f"{what} has no construction yet for softmax attention with post-RMSNorm and "
+                    "eps > 0 (constructions.select_last_rms puts e_b = beta e_a on one line, its "
+                    "outputs N(r) with the scale of r, which eps no longer ignores: not derived; "
+                    "post-LayerNorm is built, constructions.last_post_eps)")
         if not cell.kind.centred:
             return None  # constructions.select_last_rms: e_b parallel to e_a, rho < 1, one line
         if cell.d < laws.smallest_d(cell):

@@ -20,10 +20,11 @@ that the two agree on every cell of a grid of all parts).
 * :func:`count_bos`: :class:`~constructions.regression.RegressionDesign`, and
   :func:`count_foot`: :class:`~constructions.regression.FootDesign` (the one-sided arc);
 * the count task read last: :func:`pair_read`, :func:`rigid_read`, :func:`line_read`
-  (:mod:`constructions.last_read`), :func:`eps_rigid_read` and :func:`eps_gain_read`
-  (:mod:`constructions.last_eps`), :func:`last_arc` (:mod:`constructions.last_post`, softmax and
-  linear attention), :func:`last_foot` (:mod:`constructions.last_foot`), :func:`value_read`
-  (:class:`~constructions.tasks.TaskDesign`);
+  (:mod:`constructions.last_read`), :func:`eps_rigid_read`, :func:`eps_gain_read` and
+  :func:`eps_rms_gain_read` (:mod:`constructions.last_eps`), :func:`last_arc` (:mod:`constructions.last_post`, softmax and
+  linear attention), :func:`last_foot` (:mod:`constructions.last_foot`), :func:`eps_last_arc` and
+  :func:`eps_last_foot` (:mod:`constructions.last_post_eps`: post-norm at ``eps > 0``),
+  :func:`value_read` (:class:`~constructions.tasks.TaskDesign`);
 * the select task read at ``s``: :func:`free_select` (:class:`~constructions.tasks.TaskDesign`, a
   distractor that changes nothing), :func:`foot_select` (:class:`~constructions.tasks.FootSelectDesign`),
   :func:`suppressed_select` (:mod:`constructions.select`), :func:`two_value_select`
@@ -32,7 +33,8 @@ that the two agree on every cell of a grid of all parts).
   :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
   :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
   :func:`pair_select_last` (:mod:`constructions.select_last_pair`),
-  :func:`select_last_arc` (:mod:`constructions.select_last_post`),
+  :func:`select_last_arc` (:mod:`constructions.select_last_post`), :func:`eps_select_last_arc`
+  (:mod:`constructions.last_post_eps`),
   :func:`linear_select_last_arc`, :func:`linear_select_last_foot`
   (:mod:`constructions.select_last_linear_post`),
   :func:`select_last_rms` (:mod:`constructions.select_last_rms`),
@@ -115,6 +117,13 @@ def eps_gain_read(cell: Cell) -> bool:
             and cell.kind.centred and cell.eps > 0 and cell.kind.image_dim(cell.d) >= 2)
 
 
+def eps_rms_gain_read(cell: Cell) -> bool:
+    """Softmax attention with pre-RMSNorm, a gain and ``eps > 0``, every ``d``: the
+    :func:`value_read` construction of ``eps = 0`` carried exactly (:mod:`constructions.last_eps`)."""
+    return (_count_last(cell) and cell.attention == "softmax" and cell.pre and cell.affine.gain
+            and not cell.kind.centred and cell.eps > 0)
+
+
 def line_read(cell: Cell) -> bool:
     """Linear attention without a norm."""
     return _count_last(cell) and cell.attention == "linear" and not cell.normed
@@ -128,10 +137,26 @@ def last_arc(cell: Cell) -> bool:
             and (cell.attention == "softmax" or cell.kind.centred))
 
 
+def eps_last_arc(cell: Cell) -> bool:
+    """Post-norm at ``eps > 0``, at the arc's width (``d >= 3`` for LayerNorm), every affine:
+    softmax attention (either kind: the arc of :func:`last_arc` on a plane of ``R^{d+1}`` tilted by
+    ``eps``) or linear attention with LayerNorm (the arc with ``eps`` across it), in
+    :mod:`constructions.last_post_eps`."""
+    return (_count_last(cell) and cell.post and cell.eps > 0 and cell.d >= laws.smallest_d(cell)
+            and (cell.attention == "softmax" or cell.kind.centred))
+
+
 def last_foot(cell: Cell) -> bool:
     """Linear attention with post-RMSNorm at ``eps = 0`` (the one-sided arc of ``L - 1`` and the
     count 0 on it, its foot and distance tied to the budget), every ``d`` and affine."""
     return (_count_last(cell) and cell.post and cell.eps == 0 and cell.attention == "linear"
+            and not _foot_free(cell))
+
+
+def eps_last_foot(cell: Cell) -> bool:
+    """Linear attention with post-RMSNorm at ``eps > 0``, every ``d`` and affine: the one-sided arc
+    of :func:`last_foot` lifted (:mod:`constructions.last_post_eps`)."""
+    return (_count_last(cell) and cell.post and cell.eps > 0 and cell.attention == "linear"
             and not _foot_free(cell))
 
 
@@ -242,6 +267,14 @@ def linear_select_last_foot(cell: Cell) -> bool:
             and not cell.kind.centred and cell.eps == 0)
 
 
+def eps_select_last_arc(cell: Cell) -> bool:
+    """The select task read last, softmax attention with post-LayerNorm at ``eps > 0`` and
+    ``d >= 3``, every affine (:mod:`constructions.last_post_eps`: :func:`select_last_arc` on the
+    tilted plane)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.post
+            and cell.kind.centred and cell.eps > 0 and cell.d >= laws.smallest_d(cell))
+
+
 def select_last_rms(cell: Cell) -> bool:
     """The select task read last, softmax attention with post-RMSNorm at ``eps = 0``, every ``d``
     and affine (:mod:`constructions.select_last_rms`: ``e_b`` parallel to ``e_a``, one line)."""
@@ -266,9 +299,13 @@ REGRESSION = (
     Entry("last_read", "LineDesign", line_read),
     Entry("last_post", "LastArcDesign", lambda cell: last_arc(cell) and cell.attention == "softmax"),
     Entry("last_post", "LinearLastArcDesign", lambda cell: last_arc(cell) and cell.attention == "linear"),
+    Entry("last_post_eps", "EpsArcDesign", lambda cell: eps_last_arc(cell) and cell.attention == "softmax"),
+    Entry("last_post_eps", "LinearEpsArcDesign", lambda cell: eps_last_arc(cell) and cell.attention == "linear"),
     Entry("last_foot", "LastFootDesign", last_foot),
+    Entry("last_post_eps", "EpsFootDesign", eps_last_foot),
     Entry("tasks", "TaskDesign", value_read),
     Entry("last_eps", "EpsGainDesign", eps_gain_read),
+    Entry("last_eps", "EpsRmsGainDesign", eps_rms_gain_read),
     Entry("tasks", "TaskDesign", free_select),
     Entry("tasks", "FootSelectDesign", foot_select),
     Entry("select", "SelectDesign", suppressed_select),
@@ -280,6 +317,7 @@ REGRESSION = (
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
     Entry("select_last_pair", "SelectPairDesign", pair_select_last),
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
+    Entry("last_post_eps", "EpsSelectArcDesign", eps_select_last_arc),
     Entry("select_last_linear_post", "LinearSelectLastArcDesign", linear_select_last_arc),
     Entry("select_last_linear_post", "SelectFootDesign", linear_select_last_foot),
     Entry("select_last_rms", "SelectLastRmsDesign", select_last_rms),

@@ -239,5 +239,8 @@ def test_the_refused_and_the_built_cells_agree():
                                         norm=norm, eps=eps, task="select", read="last")
                             built = any(e.serves(cell) for e in registry.REGRESSION)
                             assert built == (refusal(cell) is None), cell
-                            expect = eps == 0 and (norm == "rmsnorm" or d >= 3)
+                            expect = ((eps == 0 and (norm == "rmsnorm" or d >= 3))
+                                      # eps > 0: constructions.last_post_eps (softmax, LayerNorm)
+                                      or (eps > 0 and attention == "softmax" and norm == "layernorm"
+                                          and d >= 3))
                             assert built == expect, cell

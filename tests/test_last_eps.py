@@ -224,12 +224,13 @@ def _gain(affine, d=8, eps=1e-5, norm="layernorm") -> Cell:
 
 
 @pytest.mark.parametrize("affine", GAIN)
-def test_softmax_with_a_gain_at_eps_is_served_with_layernorm_at_d_3(affine):
+def test_softmax_with_a_gain_at_eps_is_served_with_layernorm_at_d_3_and_rmsnorm(affine):
     for d in (3, 8):
         assert registry.serving(_gain(affine, d)).name == "EpsGainDesign" and refusal(_gain(affine, d)) is None
     assert refusal(_gain(affine, 2)) is not None
-    rms = _gain(affine, norm="rmsnorm")
-    assert "pre-RMSNorm and eps > 0" in refusal(rms) and registry.serving(rms) is None
+    for d in (2, 3, 8):  # RMSNorm: constructions.last_eps.EpsRmsGainDesign, every d
+        rms = _gain(affine, d, norm="rmsnorm")
+        assert refusal(rms) is None and registry.serving(rms).name == "EpsRmsGainDesign"
     head = _gain(affine).replace(readout="classification")
     assert refusal(head) is not None and registry.serving(head) is None
 
@@ -252,6 +253,48 @@ def test_the_carried_gain_construction_has_the_eps_zero_outputs(data, affine, ep
     y0, y = (explicit(p, seq, "mp50") for p in (p0, carried))
     assert abs(y - y0) <= 1e-25 * (1 + abs(y0))
     assert abs(float(y) - target(seq)) < 0.5
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), affine=st.sampled_from(GAIN), eps=st.sampled_from([1e-5, 0.01, 1.0]),
+       d=st.sampled_from([2, 3, 5]))
+def test_the_carried_rms_gain_construction_has_the_eps_zero_outputs(data, affine, eps, d):
+    """The proof of :class:`~constructions.last_eps.EpsRmsGainDesign`: the gain ``g/sig`` gives the
+    ``eps = 0`` values, the read-out's part ``om p`` (orthogonal to the values) and ``w0`` the
+    ``eps = 0`` offsets, so every output is the ``eps = 0`` construction's (50 digits)."""
+    cell = _gain(affine, d, eps, norm="rmsnorm")
+    design = regression.design(cell)
+    L = data.draw(st.sampled_from([2, 5, 16]))
+    with mpmath.workdps(60):
+        p0 = design.inner.build(L, design.inner.estimate(L) * 1.01, dps=60)
+        try:
+            carried = design._carry(p0)
+        except ValueError:  # d = 2 without an orthogonal direction: no positive length carries it
+            assert d == 2 and design._carry(p0, bound_only=True) == math.inf
+            return
+    with get_backend("mp50").context():
+        h0, h = (numbers(p, "mp50").h for p in (p0, carried))
+        assert all(abs(x - y) <= 1e-25 for t in "sa" for x, y in zip(h0[t], h[t]))
+    seq = data.draw(sequences(cell, max_length=L))
+    y0, y = (explicit(p, seq, "mp50") for p in (p0, carried))
+    assert abs(y - y0) <= 1e-25 * (1 + abs(y0))
+    assert abs(float(y) - target(seq)) < 0.5
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_the_carried_witness_at_one_is_within_its_budget(norm):
+    """``L = 1``: the carried parameters at budget ``B`` have a bound at most ``B`` and count."""
+    design = regression.design(_gain("gain", 8, 0.01, norm=norm))
+    params = design.build(1, 1e-3)
+    assert float(params.bound()) <= 1e-3 and counts_to(params, 1, "arb256").counts
+
+
+@pytest.mark.parametrize("affine", GAIN)
+def test_the_rms_gain_rows_at_eps_are_certified_above_the_bound(affine):
+    cell = _gain(affine, 8, 0.01, norm="rmsnorm")
+    for L in (2, 16):
+        row = regression_row(cell, L)
+        assert row["certified"] and row["B_lower"] is not None and row["B_lower"] <= row["B_min"], row
 
 
 @pytest.mark.parametrize("affine", GAIN[1:])  # gain alone: the carried outputs above

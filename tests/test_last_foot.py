@@ -10,7 +10,8 @@
 * the lemma of the lower bound on random parameter sets: the foot of the counts ``1..L`` lies at
   ``n0 <= -sqrt(d)/|e_a|^2``, so at ``m0 <= -(1 + sqrt(d)/B^2)`` in ``m = n - 1``;
 * ``B_lower <= B_min`` on certified constructions;
-* the registry serves every affine at ``eps = 0``, and the rest is refused with its reason.
+* the registry serves every affine at ``eps = 0`` (``eps > 0``: :mod:`constructions.last_post_eps`),
+  and the rest is refused with its reason.
 """
 
 from __future__ import annotations
@@ -135,7 +136,9 @@ def test_served_and_refused():
             cell = _cell(kw, d=d)
             assert refusal(cell) is None
             assert registry.serving(cell).load() is LastFootDesign
-        assert refusal(_cell(kw, eps=0.01))
+        # eps > 0: the one-sided arc lifted (constructions.last_post_eps)
+        assert refusal(_cell(kw, eps=0.01)) is None
+        assert registry.serving(_cell(kw, eps=0.01)).name == "EpsFootDesign"
         assert refusal(_cell(kw).replace(readout="classification"))
     with pytest.raises(ValueError):
         LastFootDesign(_cell(KW[0]).replace(read="bos"))

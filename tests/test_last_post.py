@@ -12,8 +12,9 @@ attention with LayerNorm (:mod:`constructions.last_post`):
   (linear, the sign of ``<e_a, e_s>``);
 * ``B_lower <= B_min`` on certified rows, the bound below the BOS construction of ``L - 1``
   (an independent upper bound on what it bounds), and the two meeting from ``L = 32``;
-* the refusals of what is not built (``d = 2`` LayerNorm, ``eps > 0``, classification with
-  linear attention and post-RMSNorm, the select task).
+* the refusals of what is not built (``d = 2`` LayerNorm, classification with ``eps > 0``,
+  classification with linear attention and post-RMSNorm, the select task); the regression cells
+  at ``eps > 0`` are built (:mod:`constructions.last_post_eps`).
 """
 
 from __future__ import annotations
@@ -197,16 +198,17 @@ def test_the_lower_bound_is_below_the_certified_rows(kw):
 
 
 def test_the_lower_bound_needs_what_it_uses():
-    assert b_lower(_cell(KW[0], eps=0.1), 8, 1.0) is None
+    # eps > 0: the same bound (bounds.lower.last_post_lower: the arc of the lifted line)
+    assert b_lower(_cell(KW[0], eps=0.1), 8, 1.0) == b_lower(_cell(KW[0]), 8, 1.0)
+    assert b_lower(_cell(KW[3], eps=0.1), 8, None) is None
     assert b_lower(_cell(KW[0]), 8, None) is None
     assert b_lower(_cell(KW[0]), 2, 1.0) == 0.0
 
 
 # --------------------------------------------------------------------------- refusals
 @pytest.mark.parametrize("cell", [
-    _cell(KW[0], d=2), _cell(KW[1], d=2), _cell(KW[0], eps=0.01), _cell(KW[3], eps=0.01),
-    _cell(KW[6], d=2), _cell(KW[7], eps=0.01),
-    Cell(attention="linear", variant="post_bare", norm="rmsnorm", read="last", eps=0.01),
+    _cell(KW[0], d=2), _cell(KW[1], d=2),
+    _cell(KW[6], d=2),
     Cell(attention="softmax", variant="post_bare", norm="rmsnorm", read="last", task="select", eps=0.01),
     Cell(attention="linear", variant="post_bare", norm="rmsnorm", read="last", readout="classification"),
     Cell(attention="softmax", variant="post_learned", read="last", readout="classification", eps=0.01)])
@@ -219,6 +221,10 @@ def test_every_built_cell_is_not_refused():
         for d in (3, 8):
             assert refusal(_cell(kw, d=d)) is None
     assert refusal(_cell(KW[3], d=2)) is None  # RMSNorm holds the arc at d = 2
+    # softmax with eps > 0: constructions.last_post_eps
+    assert refusal(_cell(KW[0], eps=0.01)) is None and refusal(_cell(KW[3], eps=0.01)) is None
+    assert refusal(_cell(KW[7], eps=0.01)) is None  # linear, post-LayerNorm
+    assert refusal(_cell(dict(attention="linear", variant="post_bare", norm="rmsnorm"), eps=0.01)) is None
 
 
 def test_the_sweep_refuses_d_2_layernorm_in_one_line(capsys):

@@ -93,7 +93,7 @@ def test_the_select_interval_is_the_bos_arc_at_eps_0():
 
 @pytest.mark.parametrize("kw, words", [
     (dict(d=2), "d = 2"),
-    (dict(eps=1e-3), "eps > 0"),
+    (dict(eps=1e-3, norm="rmsnorm"), "eps > 0"),
     (dict(attention="linear", eps=1e-3), "linear attention with post-norm and eps > 0"),
     (dict(readout="classification"), "classification"),
 ])
@@ -106,6 +106,13 @@ def test_refusals(kw, words):
     assert not select_last_post.built(cell)
     with pytest.raises(ValueError):
         design(cell)
+
+
+def test_eps_has_its_own_construction():
+    """Post-LayerNorm with eps > 0: constructions.last_post_eps serves it, not this module."""
+    cell = Cell("softmax", "post_bare", "regression", d=8, eps=1e-3, task="select", read="last")
+    assert refusal(cell) is None and not select_last_post.built(cell)
+    assert type(design(cell)).__name__ == "EpsSelectArcDesign"
 
 
 def test_rmsnorm_has_its_own_construction():

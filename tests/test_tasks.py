@@ -213,14 +213,13 @@ def test_the_last_read_bound_meets_the_construction_where_the_offset_is_free(cas
 REFUSED = [dict(attention="softmax", variant="pre_learned", task="select", d=2, eps=0.01),
            dict(attention="softmax", variant="pre_bare", task="select", d=2, eps=0.01),
            dict(attention="linear", variant="pre_bare", task="select", d=2),
-           dict(attention="softmax", variant="post_bare", read="last", eps=0.01),
-           dict(attention="linear", variant="post_learned", read="last", norm="rmsnorm", eps=0.01),
-           dict(attention="linear", variant="post_bare", read="last", eps=0.01),
+           dict(attention="softmax", variant="post_bare", read="last", eps=0.01, readout="classification"),
+           dict(attention="softmax", variant="post_bare", task="select", read="last", norm="rmsnorm", eps=0.01),
+           dict(attention="linear", variant="post_bare", task="select", read="last", eps=0.01),
            dict(attention="linear", variant="post_learned", task="select", read="last", eps=0.01),
            dict(attention="softmax", variant="pre_bare", eps=0.01, readout="classification", read="last"),
            dict(attention="softmax", variant="pre_learned", readout="classification", task="select", d=2),
-           dict(attention="linear", variant="pre_learned", affine="gain", task="select", d=2),
-           dict(attention="softmax", variant="pre_learned", norm="rmsnorm", read="last", eps=0.01)]
+           dict(attention="linear", variant="pre_learned", affine="gain", task="select", d=2)]
 
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[4], CASES[10]] + [(*c, "select", "bos") for c in FOOT[:2]],
