@@ -173,6 +173,9 @@ def l_star_reason(cell: Cell) -> str:
         return "softmax without a norm at the last read (e = h ties y(0) to the amplitude)"
     if cell.read.last and cell.eps > 0:
         return "bare pre-norm with eps > 0 at the last read (rho < exp(sqrt(d)/4))"
+    if cell.read.last and cell.distractor:
+        return ("bare pre-norm at the last read (its count task, the sub-task n_b = 0: scores from "
+                "h_a favour a, rho <= 1)")
     if cell.read.last:
         return "bare pre-norm at the last read (scores from h_a favour a: rho <= 1)"
     if cell.post:
@@ -219,8 +222,8 @@ def cell_l_star(cell: Cell) -> int | None:
     if cell.read.last:
         if cell.readout != "regression" or laws.family(cell) != "segment":
             return None
-        if cell.distractor:
-            return last_select_free_l_star(cell)  # None but without a norm
+        if cell.distractor:  # None but without a norm and with bare pre-norm (eps = 0)
+            return last_select_free_l_star(cell) or last_select_bare_l_star(cell)
         if not cell.normed:
             from constructions.last_read import PAIR_L_STAR
 
@@ -277,3 +280,18 @@ def last_select_free_l_star(cell: Cell) -> int | None:
     from constructions.last_read import PAIR_L_STAR  # sympy: only the last read loads it
 
     return PAIR_L_STAR
+
+
+def last_select_bare_l_star(cell: Cell) -> int | None:
+    """The exact ``L*`` of the select task read last with softmax attention and bare pre-norm at
+    ``eps = 0`` (regression; LayerNorm ``d >= 3``, RMSNorm every ``d``): 4, the count task's
+    :func:`last_l_star`; None for other cells.  *Proof.*  The count task read last is the
+    sub-task ``n_b = 0`` (the inputs ``(s)`` and ``(s, a^n)`` with their targets and queries), so
+    nothing solves select beyond ``last_l_star(d) = 4``;
+    :class:`constructions.select_last_bare.BareSelectLastDesign` (three values on one great
+    circle) solves it at ``L = 1..4``, certified in ball arithmetic by the judge
+    (``tests/test_select_last_pre.py``).  LayerNorm at ``d = 2`` (two values) is not derived."""
+    if (cell.readout != "regression" or cell.attention != "softmax" or not laws.rigid(cell)
+            or cell.eps != 0 or not cell.distractor or not cell.read.last or laws.two_values(cell)):
+        return None
+    return last_l_star(cell.d, cell.kind.centred)

@@ -180,6 +180,8 @@ def _select_last(cell: Cell) -> str | None:
 def _select_last_softmax(cell: Cell, what: str) -> str | None:
     """Softmax attention (regression): None where :mod:`constructions.select_last_softmax`
     builds (pre-norm with a gain, ``eps = 0``, RMSNorm ``d >= 3``, LayerNorm ``d >= 4``), where
+    :mod:`constructions.select_last_bare` builds (bare pre-norm, ``eps = 0``, LayerNorm ``d >= 3``,
+    RMSNorm every ``d``), where
     :mod:`constructions.select_last_post` builds (post-LayerNorm, ``eps = 0``, ``d >= 3``), where
     :mod:`constructions.select_last_rms` builds (post-RMSNorm, ``eps = 0``, every ``d``) and
     where :mod:`constructions.select_last_pair` builds (no norm, every ``d``)."""
@@ -198,9 +200,18 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
     if not cell.normed:
         return None  # constructions.select_last_pair: b a copy of s, L* = 2
     if not cell.affine.gain:
-        return (f"{what} has no construction yet for softmax attention with bare pre-norm (the "
-                "count task at the last read, its sub-task n_b = 0, stops at L* = 4 with eps = 0, so "
-                "select's L* <= 4; its exact L* per kind and d is not derived)")
+        # constructions.select_last_bare: three values on one great circle, L* = 4
+        if cell.eps > 0:
+            return (f"{what} has no construction yet for softmax attention with bare pre-norm and "
+                    "eps > 0 (the count task at the last read, its sub-task n_b = 0, stops at "
+                    "bounds.lstar.last_l_star_eps, so select's L* is at most that; eps = 0 is built, "
+                    "L* = 4, constructions.select_last_bare)")
+        if laws.two_values(cell):
+            return (f"{what} has no construction at d = 2 with bare pre-LayerNorm and softmax "
+                    "attention (its two values +-h: the count task at the last read, its sub-task "
+                    "n_b = 0, bounds select's L* by its own; not derived: d >= 3, and pre-RMSNorm at "
+                    "every d, are built, L* = 4)")
+        return None
     if cell.eps > 0:
         return (f"{what} has no construction yet for softmax attention with a learned pre-norm and "
                 "eps > 0 (the construction uses the norm's exact invariances, eps = 0)")

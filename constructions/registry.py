@@ -32,6 +32,7 @@ that the two agree on every cell of a grid of all parts).
   :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
   :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
   :func:`pair_select_last` (:mod:`constructions.select_last_pair`),
+  :func:`bare_softmax_select_last` (:mod:`constructions.select_last_bare`),
   :func:`select_last_arc` (:mod:`constructions.select_last_post`),
   :func:`linear_select_last_arc`, :func:`linear_select_last_foot`
   (:mod:`constructions.select_last_linear_post`),
@@ -219,6 +220,13 @@ def pair_select_last(cell: Cell) -> bool:
     return cell.distractor and cell.read.last and cell.attention == "softmax" and not cell.normed
 
 
+def bare_softmax_select_last(cell: Cell) -> bool:
+    """Softmax attention with bare pre-norm at ``eps = 0``: LayerNorm ``d >= 3``, RMSNorm every
+    ``d`` (``L* = 4``: three values on one great circle, :mod:`constructions.select_last_bare`)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and laws.rigid(cell)
+            and cell.eps == 0 and not laws.two_values(cell))
+
+
 def select_last_arc(cell: Cell) -> bool:
     """The select task read last, softmax attention with post-LayerNorm at ``eps = 0`` and
     ``d >= 3`` (:mod:`constructions.select_last_post`: b with the centred part of a)."""
@@ -277,6 +285,7 @@ REGRESSION = (
     Entry("select_last", "GainSelectDesign", gain_select_last),
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
     Entry("select_last_pair", "SelectPairDesign", pair_select_last),
+    Entry("select_last_bare", "BareSelectLastDesign", bare_softmax_select_last),
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
     Entry("select_last_linear_post", "LinearSelectLastArcDesign", linear_select_last_arc),
     Entry("select_last_linear_post", "SelectFootDesign", linear_select_last_foot),
