@@ -192,7 +192,7 @@ class BareSelectLastDesign(RegressionDesign):
 
     def _polish(self, L: int, B: float, start, stop: bool = False):
         """Nelder-Mead on ``-slack`` from ``start``: ``(x, slack)`` (``stop``: at the first point
-        of positive slack, enough for a feasibility test)."""
+        of positive slack or after 800 steps, enough for a feasibility test)."""
         f = self._f(L, B)
 
         def done(intermediate_result):
@@ -200,7 +200,7 @@ class BareSelectLastDesign(RegressionDesign):
                 raise StopIteration
 
         res = minimize(f, np.asarray(start, dtype=float), method="Nelder-Mead", callback=done,
-                       options={"maxiter": 3000, "xatol": 1e-10, "fatol": 1e-12})
+                       options={"maxiter": 800 if stop else 3000, "xatol": 1e-10, "fatol": 1e-12})
         return np.asarray(res.x, dtype=float), -float(res.fun)
 
     def _grid(self, L: int, B: float, keep: int = 3):
@@ -247,7 +247,8 @@ class BareSelectLastDesign(RegressionDesign):
     def estimate(self, L_value: int, hi_B: float = 1e6, rtol: float = 1e-7):
         """The smallest budget at which the plan has positive slack (``1e-12`` at ``L = 1``, None
         beyond ``L*``): bisection on ``B``, each test Nelder-Mead from the last feasible point
-        (a continuation), which becomes the seed of :meth:`plan` at this ``L``."""
+        (a continuation) and, to a relative ``1e-3``, from the grid's two best points; the optimum
+        at the end becomes the seed of :meth:`plan` at this ``L``."""
         if L_value > self.l_star:
             return None
         if L_value == 1:
@@ -266,13 +267,18 @@ class BareSelectLastDesign(RegressionDesign):
                 return None
         state = {"x": x}
 
-        def feasible(b):
-            y, sl = self._polish(L_value, b, state["x"], stop=True)
-            if sl > 0:
-                state["x"] = y
-            return sl > 0
+        def feasible(b, grid=True):
+            # from the last feasible point, then (a basin it may miss) from the grid's best points
+            for start in [state["x"]] + (self._grid(L_value, b, keep=2) if grid else []):
+                y, sl = self._polish(L_value, b, start, stop=True)
+                if sl > 0:
+                    state["x"] = y
+                    return True
+            return False
 
-        lo, up = zoom.bisect_up(feasible, B_top / 1e3, B_top, rtol)
+        # the basin to 1e-3 with the grid, then the continuation alone
+        lo, up = zoom.bisect_up(feasible, B_top / 1e3, B_top, max(rtol, 1e-3))
+        lo, up = zoom.bisect_up(lambda b: feasible(b, grid=False), lo, up, rtol)
         # the seed: the optimum at the estimate (positive there: it starts from a feasible point)
         self._estimates[L_value] = (up, self._polish(L_value, up, state["x"])[0])
         return up
