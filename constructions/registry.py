@@ -221,10 +221,11 @@ def pair_select_last(cell: Cell) -> bool:
 
 
 def bare_softmax_select_last(cell: Cell) -> bool:
-    """Softmax attention with bare pre-norm at ``eps = 0``: LayerNorm ``d >= 3``, RMSNorm every
-    ``d`` (``L* = 4``: three values on one great circle, :mod:`constructions.select_last_bare`)."""
+    """Softmax attention with bare pre-norm at ``eps = 0``, either kind, every ``d`` (``L* = 4``:
+    three values on one great circle; LayerNorm at ``d = 2``, two values, ``L* = 2``;
+    :mod:`constructions.select_last_bare`)."""
     return (cell.distractor and cell.read.last and cell.attention == "softmax" and laws.rigid(cell)
-            and cell.eps == 0 and not laws.two_values(cell))
+            and cell.eps == 0)
 
 
 def select_last_arc(cell: Cell) -> bool:

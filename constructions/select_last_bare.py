@@ -1,5 +1,5 @@
 r"""The select task read at the last position, softmax attention with bare pre-norm (``eps = 0``):
-three values on one great circle, ``L* = 4``.
+three values on one great circle, ``L* = 4`` (LayerNorm at ``d = 2``: two values, ``L* = 2``).
 
 Inputs ``(s, x_1..x_m)``, ``x_i`` in {a, b}, ``m <= L``, read at the last position: the query
 is ``h_q``, ``q = x_m`` (``s`` when ``m = 0``), the residual ``e_q + A`` (:mod:`verify.inputs`).
@@ -20,6 +20,13 @@ every ``d``).  *Something solves it at every L <= 4*: the construction below, ce
 judge in ball arithmetic at ``L = 1, 2, 3, 4`` (``tests/test_select_last_pre.py``), for
 LayerNorm at ``d >= 3`` and RMSNorm at every ``d >= 2``.  So ``L* = 4`` exactly
 (:func:`bounds.lstar.cell_l_star`).
+
+*LayerNorm at d = 2: two values, L* = 2.*  Its values are ``+-v`` only; ``h_a = -h_s`` (else
+``(s, a)`` and ``(s, a, a)`` have one output), ``h_b = h_s`` (``h_b = h_a`` gives ``(s, a, b)``
+and ``(s, b, b)`` one output), and at ``L = 3`` the inputs ``(s, a)``, ``(s, a, a, a)`` and
+``(s, b, b, a)`` of the query ``a`` ask for amplitudes that do not meet
+(:func:`bounds.lstar.last_select_bare_l_star`).  The construction below with ``(th_a, th_b) =
+(pi, 0)`` and ``Q = 0`` (no second centred direction) solves ``L = 2``, certified.
 
 **The geometry.**  Two orthonormal directions ``top, across`` of the norm's image (LayerNorm:
 ``(e_1 - e_2)/sqrt 2`` and ``(e_1 + e_2 - 2 e_3)/sqrt 6``, centred, ``d >= 3``; RMSNorm: ``e_1,
@@ -70,9 +77,9 @@ import math
 
 import mpmath
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 
-from constructions import registry, zoom
+from constructions import laws, registry, zoom
 from constructions.cell import Cell, Params
 from constructions.refusals import refusal
 from constructions.regression import RegressionDesign, _check_budget, _check_count
@@ -171,15 +178,18 @@ def slack(cell: Cell, L: int, B, th_a, th_b, P, Q, num=np):
 
 class BareSelectLastDesign(RegressionDesign):
     """Softmax attention with bare pre-norm (``eps = 0``), the select task read last (module
-    docstring): three values on one great circle; solves select up to ``L* = 4``."""
+    docstring): three values on one great circle; solves select up to ``L* = 4`` (LayerNorm at
+    ``d = 2``: ``h_a = -h_s``, ``h_b = h_s``, up to ``L* = 2``)."""
 
     def __init__(self, cell: Cell):
         if not built(cell):
             raise ValueError(f"{cell.describe()}: {refusal(cell)}")
         super().__init__(cell)
-        from bounds.lstar import last_l_star  # the count task's L*, a sub-task (module docstring)
+        from bounds.lstar import last_select_bare_l_star  # proven there (module docstring)
 
-        self.l_star = last_l_star(cell.d, cell.kind.centred)
+        self.l_star = last_select_bare_l_star(cell)
+        #: LayerNorm at d = 2: the values +-h_s only, h_a = -h_s and h_b = h_s (module docstring)
+        self.fixed = laws.two_values(cell)
         self._plans = {}
         #: per L: the estimate and the optimum there (the seed of :meth:`plan`)
         self._estimates = {}
@@ -221,6 +231,8 @@ class BareSelectLastDesign(RegressionDesign):
         (module docstring): Nelder-Mead from the seed of :meth:`estimate`, and from the grid's
         best points where that has no positive slack."""
         key = (L, float(B))
+        if key not in self._plans and self.fixed:
+            self._plans[key] = self._line(L, float(B))
         if key not in self._plans:
             seed = self._seed(L)
             best = (None, -math.inf) if seed is None else self._polish(L, float(B), seed)
@@ -229,6 +241,14 @@ class BareSelectLastDesign(RegressionDesign):
                            key=lambda p: p[1])
             self._plans[key] = best
         return self._plans[key]
+
+    def _line(self, L: int, B: float):
+        """LayerNorm at ``d = 2``: ``(th_a, th_b, P, Q) = (pi, 0, P, 0)``, the slack (concave in
+        ``P``) maximised over ``|P| < B``."""
+        f = lambda P: -slack(self.cell, L, B, math.pi, 0.0, P, 0.0, num=math)
+        res = minimize_scalar(f, bounds=(-B * (1 - 1e-12), B * (1 - 1e-12)), method="bounded",
+                              options={"xatol": 1e-12 * max(B, 1e-300)})
+        return np.array([math.pi, 0.0, float(res.x), 0.0]), -float(res.fun)
 
     def _seed(self, L: int):
         """The optimum at the estimate's budget (None before the estimate ran, or beyond L*)."""
@@ -255,6 +275,11 @@ class BareSelectLastDesign(RegressionDesign):
             return 1e-12
         if L_value in self._estimates:
             return self._estimates[L_value][0]
+        if self.fixed:
+            feasible = lambda b: self._line(L_value, b)[1] > 0
+            up = zoom.threshold(feasible, 1e-6, 1e-3, hi_B, rtol)
+            self._estimates[L_value] = (up, None)
+            return up
         B_top = 1.0
         while True:
             starts = self._grid(L_value, B_top)
@@ -293,11 +318,14 @@ class BareSelectLastDesign(RegressionDesign):
         with mpmath.workdps(dps):
             Bv = _check_budget(B_value)
             L_plan = min(L_value, self.l_star)
-            if L_plan == 1:
+            if L_plan == 1 and not self.fixed:
                 x = self._witness_point(float(Bv))
             else:
                 x = self.plan(L_plan, float(Bv))[0]
-            return self._params(L_value, Bv, *(mpmath.mpf(float(v)) for v in x))
+            th_a, th_b, P, Q = (mpmath.mpf(float(v)) for v in x)
+            if self.fixed:
+                th_a, th_b, Q = mpmath.pi, mpmath.mpf(0), mpmath.mpf(0)
+            return self._params(L_value, Bv, th_a, th_b, P, Q)
 
     def _witness_point(self, B: float):
         """``L = 1``: the grid's best point, polished (every budget has positive slack: ``w_c``
@@ -322,7 +350,8 @@ class BareSelectLastDesign(RegressionDesign):
         if cell.kind.centred:
             r2, r6 = 1 / mpmath.sqrt(2), 1 / mpmath.sqrt(6)
             top_v = arr([r2, -r2] + zero[2:])
-            across = arr([r6, r6, -2 * r6] + zero[3:])
+            # d = 2: no second centred direction (the values are +-h_s, sin th_x = 0)
+            across = arr([r6, r6, -2 * r6] + zero[3:]) if d >= 3 else arr(zero)
             one = arr([1 / mpmath.sqrt(d)] * d)
         else:
             top_v, across, one = arr([mpmath.mpf(1)] + zero[1:]), arr([mpmath.mpf(0), mpmath.mpf(1)] + zero[2:]), None

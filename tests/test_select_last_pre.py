@@ -15,6 +15,8 @@ import itertools
 import json
 import math
 
+import flint
+
 import mpmath
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ from scipy.optimize import linprog
 
 from bounds import sweep as sweep_mod
 from bounds.lower import b_lower, last_bare_lower
-from bounds.lstar import cell_l_star, l_star_status, last_l_star
+from bounds.lstar import cell_l_star, l_star_status, last_l_star, last_l_star_eps
 from constructions import registry, select_last_bare as slb
 from constructions.cell import Cell
 from constructions.refusals import refusal
@@ -126,15 +128,15 @@ def test_the_lower_bound_is_the_count_task_s_and_below_the_certified_bound(at_fo
 
 
 def test_the_cells_built_and_the_cells_refused():
-    for norm, d in (("layernorm", 3), ("layernorm", 8), ("rmsnorm", 2), ("rmsnorm", 8)):
+    for norm, d in (("layernorm", 2), ("layernorm", 3), ("layernorm", 8), ("rmsnorm", 2), ("rmsnorm", 8)):
         cell = _cell(norm, d)
         assert refusal(cell) is None and slb.built(cell)
         assert registry.serving(cell).name == "BareSelectLastDesign"
         assert type(design(cell)) is slb.BareSelectLastDesign
-    for cell in (_cell("layernorm", 2), _cell("rmsnorm", 3, eps=0.1),
+    for cell in (_cell("rmsnorm", 3, eps=0.1), _cell("layernorm", 2, eps=0.1),
                  _cell("layernorm", 3).replace(readout="classification")):
         assert refusal(cell) is not None and registry.serving(cell) is None
-    assert l_star_status(_cell("layernorm", 2)) == ("finite", 4)
+    assert l_star_status(_cell("rmsnorm", 3, eps=0.1)) == ("finite", last_l_star_eps(3))
     with pytest.raises(ValueError):
         slb.BareSelectLastDesign(_cell().replace(task="count"))
 
@@ -154,3 +156,23 @@ def test_the_witness_at_L_1_within_a_tiny_budget():
     params = design(_cell("rmsnorm", 3)).build(1, B)
     assert counts_to(params, 1, "arb256").certified
     assert max(mp_norm(v) for v in params.vectors.values()) <= mpmath.mpf(B) * (1 + 1e-12)
+
+
+def test_two_values_at_d_2_solve_two_and_not_three():
+    """LayerNorm at d = 2 (values +-v): the construction (h_a = -h_s, h_b = h_s) is certified at
+    L = 2, and the proof's inequality at L = 3 holds in ball arithmetic, 2/(rho+1) > 3/(rho+3) +
+    1/(3 rho+1) at rho = exp(-2 sqrt 2); the LP at h_a = -h_s, h_b = h_s finds a margin at 2 and
+    none at 3 (h_b = h_a gives (s, a, b) and (s, b, b) one output, the proof's other case)."""
+    cell = _cell("layernorm", 2)
+    assert cell_l_star(cell) == 2 and l_star_status(cell) == ("exact", 2)
+    dz = design(cell)
+    B = dz.estimate(2) * 1.01
+    params = dz.build(2, B)
+    assert counts_to(params, 2, "arb256").certified
+    assert max(mp_norm(v) for v in params.vectors.values()) <= B * (1 + 1e-12)
+    assert not counts_to(params, 3, "arb256").counts and dz.estimate(3) is None
+    counts_random_sequences(params, 2, 15)
+    rho = (-2 * flint.arb(2).sqrt()).exp()
+    assert 2 / (rho + 1) > 3 / (rho + 3) + 1 / (3 * rho + 1)
+    G = np.array([[2, -2, 2], [-2, 2, -2], [2, -2, 2]], dtype=float)  # h_a = -h_s, h_b = h_s
+    assert _select_lp(G, 3, 2) <= 1e-9 and _select_lp(G, 2, 2) > 0
