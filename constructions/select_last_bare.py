@@ -63,7 +63,9 @@ the optimum at the budget of the estimate (the continuation of :meth:`~BareSelec
 estimate`).  *Build*: the plan's point in mpmath, ``w0`` the middle of the common interval and
 each ``C_q`` the middle of its interval clipped to its reach.  Every reported parameter set is
 judged on every select input.  At the budgets of the rows the read-out's part in the plane takes
-nearly all of ``B`` and the three values lie on one side of ``s`` (``b`` beyond ``a``).
+nearly all of ``B``; at ``L = 2`` the plan is ``h_a = -h_s``, ``h_b = h_s`` (``b`` a copy of ``s``,
+as without a norm, :mod:`constructions.select_last_pair`), at ``L = 4`` ``a`` and ``b`` lie on one
+side of ``s``, ``b`` beyond ``a``.
 
 *Lower bound.*  The count task read last is the sub-task ``n_b = 0``, so its proven bound
 (:func:`bounds.lower.last_bare_lower`) holds (:func:`bounds.lower.last_select_bare_lower`).  The
