@@ -304,9 +304,11 @@ def last_select_bare_l_star(cell: Cell) -> int | None:
     3`` the inputs ``(s, a)``, ``(s, a, a, a)`` (targets 1, 3) need ``D (psi_30 - psi_10) > 1`` and
     ``(s, a)``, ``(s, b, b, a)`` (both 1) need ``D (psi_10 - psi_12) < 1``, with ``psi_10 = 1/(rho +
     1)``, ``psi_30 = 3/(rho + 3)``, ``psi_12 = 1/(3 rho + 1)``: both hold only if ``psi_10 - psi_12
-    < psi_30 - psi_10``, i.e. ``2/(rho + 1) < 3/(rho + 3) + 1/(3 rho + 1)``, false at ``rho =
-    exp(-2 sqrt 2)`` (1.888 against 1.830; checked in ball arithmetic by the tests).  The
-    construction with ``h_a = -h_s``, ``h_b = h_s`` solves ``L = 2`` (certified)."""
+    < psi_30 - psi_10``, i.e. ``2/(rho + 1) < 3/(rho + 3) + 1/(3 rho + 1)``, but the difference
+    ``2/(rho + 1) - 3/(rho + 3) - 1/(3 rho + 1) = 4 rho (1 - rho)/((rho + 1)(rho + 3)(3 rho + 1))``
+    is positive for every ``0 < rho < 1`` (checked in sympy and, at ``rho = exp(-2 sqrt 2)``, in
+    ball arithmetic by the tests).  The construction with ``h_a = -h_s``, ``h_b = h_s`` solves
+    ``L = 2`` (certified)."""
     if (cell.readout != "regression" or cell.attention != "softmax" or not laws.rigid(cell)
             or cell.eps != 0 or not cell.distractor or not cell.read.last):
         return None

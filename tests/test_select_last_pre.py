@@ -20,6 +20,7 @@ import flint
 import mpmath
 import numpy as np
 import pytest
+import sympy
 from scipy.optimize import linprog
 
 from bounds import sweep as sweep_mod
@@ -174,5 +175,8 @@ def test_two_values_at_d_2_solve_two_and_not_three():
     counts_random_sequences(params, 2, 15)
     rho = (-2 * flint.arb(2).sqrt()).exp()
     assert 2 / (rho + 1) > 3 / (rho + 3) + 1 / (3 * rho + 1)
+    r = sympy.Symbol("rho", positive=True)
+    gap = 2 / (r + 1) - 3 / (r + 3) - 1 / (3 * r + 1)
+    assert sympy.simplify(gap - 4 * r * (1 - r) / ((r + 1) * (r + 3) * (3 * r + 1))) == 0
     G = np.array([[2, -2, 2], [-2, 2, -2], [2, -2, 2]], dtype=float)  # h_a = -h_s, h_b = h_s
     assert _select_lp(G, 3, 2) <= 1e-9 and _select_lp(G, 2, 2) > 0
