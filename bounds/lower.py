@@ -652,6 +652,22 @@ def last_select_softmax_lower(cell: Cell, L: int, B_upper: float | None, rtol: f
     return last_segment_lower(count, L, B_upper if est is None else min(B_upper, est), rtol)
 
 
+def last_select_bare_lower(cell: Cell, L: int, B_upper: float | None) -> float | None:
+    """The select task read last, softmax attention with bare pre-norm at ``eps = 0``
+    (:mod:`constructions.select_last_bare`): the count task's bound at the last read,
+    :func:`last_bare_lower`.  *Proof.*  The count task's inputs at the last read, ``(s)`` and
+    ``(s, a^n)`` read at the last ``a``, are select inputs (``n_b = 0``) with the same targets and
+    the same query: parameters that solve select to ``L`` count to ``L``.  The branch and bound is
+    valid for any cap (shapes it drops need more than the cap, and it returns at most the cap); it
+    is run towards the count task's own optimum (a float estimate), below which every lower bound
+    lies (None without a cap)."""
+    if B_upper is None:
+        return None
+    count = cell.replace(task="count")
+    est = regression.design(count).estimate(L)
+    return last_bare_lower(count, L, B_upper if est is None else min(B_upper, est))
+
+
 def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES,
             rtol: float = 1e-6) -> float | None:
     """The proven lower bound for a sweep row (None where no proof is implemented).
@@ -665,7 +681,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     not cover need more than ``B_upper``, and it returns at most ``B_upper``).  The count task at the
     last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``; the select task's too,
     its sub-task ``n_b = 0``, met by :mod:`constructions.select_last_pair`),
-    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``; with ``eps > 0``
+    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``; the select task's too,
+    :func:`last_select_bare_lower`, its sub-task ``n_b = 0``; with ``eps > 0``
     :func:`last_bare_eps_lower`, ``L <= L*``), :func:`last_post_lower`
     (post-norm, the arc of ``L - 1``), :func:`last_foot_lower` (linear attention with
     post-RMSNorm, the one-sided arc of ``L - 1``), :func:`last_free_line_lower`
@@ -699,6 +716,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             return last_pair_lower(cell, L)  # the select task too: its sub-task n_b = 0
         if cell.attention == "linear" and not cell.normed and not cell.distractor:
             return last_free_line_lower(cell, L)
+        if cell.attention == "softmax" and laws.rigid(cell) and cell.distractor:
+            return last_select_bare_lower(cell, L, B_upper) if cell.eps == 0 else None
         if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:
             if B_upper is None:
                 return None

@@ -173,6 +173,12 @@ def l_star_reason(cell: Cell) -> str:
         return "softmax without a norm at the last read (e = h ties y(0) to the amplitude)"
     if cell.read.last and cell.eps > 0:
         return "bare pre-norm with eps > 0 at the last read (rho < exp(sqrt(d)/4))"
+    if cell.read.last and cell.distractor and laws.two_values(cell):
+        return ("bare pre-LayerNorm at d = 2 at the last read (two values: b is a copy of a or "
+                "of s)")
+    if cell.read.last and cell.distractor:
+        return ("bare pre-norm at the last read (its count task, the sub-task n_b = 0: scores from "
+                "h_a favour a, rho <= 1)")
     if cell.read.last:
         return "bare pre-norm at the last read (scores from h_a favour a: rho <= 1)"
     if cell.post:
@@ -219,8 +225,8 @@ def cell_l_star(cell: Cell) -> int | None:
     if cell.read.last:
         if cell.readout != "regression" or laws.family(cell) != "segment":
             return None
-        if cell.distractor:
-            return last_select_free_l_star(cell)  # None but without a norm
+        if cell.distractor:  # None but without a norm and with bare pre-norm (eps = 0)
+            return last_select_free_l_star(cell) or last_select_bare_l_star(cell)
         if not cell.normed:
             from constructions.last_read import PAIR_L_STAR
 
@@ -277,3 +283,35 @@ def last_select_free_l_star(cell: Cell) -> int | None:
     from constructions.last_read import PAIR_L_STAR  # sympy: only the last read loads it
 
     return PAIR_L_STAR
+
+
+def last_select_bare_l_star(cell: Cell) -> int | None:
+    """The exact ``L*`` of the select task read last with softmax attention and bare pre-norm at
+    ``eps = 0`` (regression; LayerNorm ``d >= 3``, RMSNorm every ``d``): 4, the count task's
+    :func:`last_l_star`; None for other cells.  *Proof.*  The count task read last is the
+    sub-task ``n_b = 0`` (the inputs ``(s)`` and ``(s, a^n)`` with their targets and queries), so
+    nothing solves select beyond ``last_l_star(d) = 4``;
+    :class:`constructions.select_last_bare.BareSelectLastDesign` (three values on one great
+    circle) solves it at ``L = 1..4``, certified in ball arithmetic by the judge
+    (``tests/test_select_last_pre.py``).
+
+    LayerNorm at ``d = 2`` has the two values ``+-v`` only: 2.  *Proof.*  Counting ``(s, a)``
+    against ``(s, a, a)`` needs ``h_a = -h_s`` (``h_a = h_s`` gives both one output).  ``h_b = h_a``
+    gives ``(s, a, b)`` and ``(s, b, b)`` one query, one multiset of values and one residual
+    ``e_b + A``, so one output for the targets 1 and 0: nothing solves ``L = 2``.  So ``h_b = h_s``,
+    and from the query ``a`` the tokens ``s`` and ``b`` weigh ``rho = exp(-2 sqrt 2)`` of an ``a``:
+    ``y = K_a + D psi`` with ``psi = n_a/((1 + n_b) rho + n_a)``, ``D = <w, h_a - h_s>``.  At ``L =
+    3`` the inputs ``(s, a)``, ``(s, a, a, a)`` (targets 1, 3) need ``D (psi_30 - psi_10) > 1`` and
+    ``(s, a)``, ``(s, b, b, a)`` (both 1) need ``D (psi_10 - psi_12) < 1``, with ``psi_10 = 1/(rho +
+    1)``, ``psi_30 = 3/(rho + 3)``, ``psi_12 = 1/(3 rho + 1)``: both hold only if ``psi_10 - psi_12
+    < psi_30 - psi_10``, i.e. ``2/(rho + 1) < 3/(rho + 3) + 1/(3 rho + 1)``, but the difference
+    ``2/(rho + 1) - 3/(rho + 3) - 1/(3 rho + 1) = 4 rho (1 - rho)/((rho + 1)(rho + 3)(3 rho + 1))``
+    is positive for every ``0 < rho < 1`` (checked in sympy and, at ``rho = exp(-2 sqrt 2)``, in
+    ball arithmetic by the tests).  The construction with ``h_a = -h_s``, ``h_b = h_s`` solves
+    ``L = 2`` (certified)."""
+    if (cell.readout != "regression" or cell.attention != "softmax" or not laws.rigid(cell)
+            or cell.eps != 0 or not cell.distractor or not cell.read.last):
+        return None
+    if laws.two_values(cell):
+        return 2
+    return last_l_star(cell.d, cell.kind.centred)

@@ -154,7 +154,8 @@ def _select_last(cell: Cell) -> str | None:
                 "no head on it is derived; the regression constructions are linear attention "
                 "without a norm or with pre-norm, constructions.select_last, with pre-LayerNorm and "
                 "eps > 0, constructions.last_eps, softmax attention without a norm, "
-                "constructions.select_last_pair, with a learned pre-norm, "
+                "constructions.select_last_pair, with bare pre-norm, constructions.select_last_bare, "
+                "with a learned pre-norm, "
                 "constructions.select_last_softmax, with post-LayerNorm, "
                 "constructions.select_last_post, with post-RMSNorm, constructions.select_last_rms, "
                 "and linear attention with post-norm, constructions.select_last_linear_post)")
@@ -188,6 +189,8 @@ def _select_last(cell: Cell) -> str | None:
 def _select_last_softmax(cell: Cell, what: str) -> str | None:
     """Softmax attention (regression): None where :mod:`constructions.select_last_softmax`
     builds (pre-norm with a gain, ``eps = 0``, RMSNorm ``d >= 3``, LayerNorm ``d >= 4``), where
+    :mod:`constructions.select_last_bare` builds (bare pre-norm, ``eps = 0``, either kind, every
+    ``d``), where
     :mod:`constructions.select_last_post` builds (post-LayerNorm, ``eps = 0``, ``d >= 3``), where
     :mod:`constructions.select_last_rms` builds (post-RMSNorm, ``eps = 0``, every ``d``) and
     where :mod:`constructions.select_last_pair` builds (no norm, every ``d``)."""
@@ -208,9 +211,14 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
     if not cell.normed:
         return None  # constructions.select_last_pair: b a copy of s, L* = 2
     if not cell.affine.gain:
-        return (f"{what} has no construction yet for softmax attention with bare pre-norm (the "
-                "count task at the last read, its sub-task n_b = 0, stops at L* = 4 with eps = 0, so "
-                "select's L* <= 4; its exact L* per kind and d is not derived)")
+        # constructions.select_last_bare: three values on one great circle, L* = 4 (LayerNorm
+        # at d = 2: two values, L* = 2)
+        if cell.eps > 0:
+            return (f"{what} has no construction yet for softmax attention with bare pre-norm and "
+                    "eps > 0 (the count task at the last read, its sub-task n_b = 0, stops at "
+                    "bounds.lstar.last_l_star_eps, so select's L* is at most that; eps = 0 is built, "
+                    "L* = 4, 2 with LayerNorm at d = 2, constructions.select_last_bare)")
+        return None
     if cell.eps > 0:
         return (f"{what} has no construction yet for softmax attention with a learned pre-norm and "
                 "eps > 0 (the construction uses the norm's exact invariances, eps = 0)")

@@ -33,6 +33,7 @@ that the two agree on every cell of a grid of all parts).
   :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
   :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
   :func:`pair_select_last` (:mod:`constructions.select_last_pair`),
+  :func:`bare_softmax_select_last` (:mod:`constructions.select_last_bare`),
   :func:`select_last_arc` (:mod:`constructions.select_last_post`), :func:`eps_select_last_arc`
   (:mod:`constructions.last_post_eps`),
   :func:`linear_select_last_arc`, :func:`linear_select_last_foot`
@@ -246,6 +247,14 @@ def pair_select_last(cell: Cell) -> bool:
     return cell.distractor and cell.read.last and cell.attention == "softmax" and not cell.normed
 
 
+def bare_softmax_select_last(cell: Cell) -> bool:
+    """Softmax attention with bare pre-norm at ``eps = 0``, either kind, every ``d`` (``L* = 4``:
+    three values on one great circle; LayerNorm at ``d = 2``, two values, ``L* = 2``;
+    :mod:`constructions.select_last_bare`)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and laws.rigid(cell)
+            and cell.eps == 0)
+
+
 def select_last_arc(cell: Cell) -> bool:
     """The select task read last, softmax attention with post-LayerNorm at ``eps = 0`` and
     ``d >= 3`` (:mod:`constructions.select_last_post`: b with the centred part of a)."""
@@ -316,6 +325,7 @@ REGRESSION = (
     Entry("select_last", "GainSelectDesign", gain_select_last),
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
     Entry("select_last_pair", "SelectPairDesign", pair_select_last),
+    Entry("select_last_bare", "BareSelectLastDesign", bare_softmax_select_last),
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
     Entry("last_post_eps", "EpsSelectArcDesign", eps_select_last_arc),
     Entry("select_last_linear_post", "LinearSelectLastArcDesign", linear_select_last_arc),

@@ -85,8 +85,9 @@ def test_a_refused_cell_names_what_is_known_of_its_l_star(capsys, monkeypatch):
 
 def test_the_select_task_beyond_its_count_tasks_l_star_is_bounded_by_it(capsys, monkeypatch):
     """The count task is a sub-task of select: the refused select cell's upper bound is the
-    count task's exact L* at the same read."""
-    for d, eps, read in ((8, 0.0, "last"), (2, 0.01, "bos")):
+    count task's exact L* at the same read (softmax with bare pre-norm read last is built at
+    eps = 0, constructions.select_last_bare)."""
+    for d, eps, read in ((8, 0.01, "last"), (2, 0.01, "last"), (2, 0.01, "bos")):
         cell = Cell("softmax", "pre_bare", "regression", d, eps, task="select", read=read)
         count = lstar.cell_l_star(cell.replace(task="count"))
         assert count is not None
