@@ -668,92 +668,17 @@ def last_select_bare_lower(cell: Cell, L: int, B_upper: float | None) -> float |
     return last_bare_lower(count, L, B_upper if est is None else min(B_upper, est))
 
 
-def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES,
-            rtol: float = 1e-6) -> float | None:
-    """The proven lower bound for a sweep row (None where no proof is implemented).
-
-    The select task at the BOS read: the bound of the count task.  *Proof.*  The inputs of the
-    count task, ``(s, a^n)`` for ``n <= L``, are inputs of the select task (``n_b = 0``) with
-    the same targets, read at the same position: parameters that solve select to ``L`` count
-    to ``L``, so ``B_min(select) >= B_min(count) >= B_lower(count)``.  Where the distractor
-    costs (:mod:`constructions.select`) the count task's branch and bound is run towards the
-    count task's optimum (:func:`segment_lower` is valid whatever its ``B_upper``: shapes it does
-    not cover need more than ``B_upper``, and it returns at most ``B_upper``).  The count task at the
-    last read: :func:`last_pair_lower` (softmax without a norm, ``L <= 2``; the select task's too,
-    its sub-task ``n_b = 0``, met by :mod:`constructions.select_last_pair`),
-    :func:`last_bare_lower` (softmax with bare pre-norm, ``L <= 4``; the select task's too,
-    :func:`last_select_bare_lower`, its sub-task ``n_b = 0``; with ``eps > 0``
-    :func:`last_bare_eps_lower`, ``L <= L*``), :func:`last_post_lower`
-    (post-norm, the arc of ``L - 1``), :func:`last_foot_lower` (linear attention with
-    post-RMSNorm, the one-sided arc of ``L - 1``), :func:`last_free_line_lower`
-    (linear attention without a norm),
-    :func:`last_line_lower` (linear attention with pre-norm) and
-    :func:`last_segment_lower` (softmax with pre-norm and a gain; both use only ``|N(e)_i| <= M``
-    with a gain, true for every ``eps``); None elsewhere.
-
-    Where the reduced problem is solved exactly (segment), the branch and bound runs to the
-    bisection tolerance ``rtol`` of ``B_upper``; the arc stops at ``1e-4``.
-
-    The bounds with a gain and the line bounds only use ``max_i |N(e)_i| <= M`` and
-    ``|N(e)| <= sqrt(d)``, which hold for every ``eps >= 0``; the bare pre-norm and post-norm
-    bounds need ``eps = 0``, but for the post-norm bound at the last read (:func:`last_post_lower`:
-    every ``eps``).
-    """
-    if cell.readout == "classification":
-        return 0.0
-    if (registry.builds("select_last_post", cell) or registry.builds("select_last_rms", cell)
-            or registry.builds("select_last_linear_post", cell)
-            or (cell.distractor and registry.builds("last_post_eps", cell))):
-        if B_upper is None:
-            return None
-        if not cell.kind.centred and cell.attention == "linear":  # the one-sided arc, a sub-task
-            return last_foot_lower(cell.replace(task="count"), L, B_upper, arc_boxes)
-        return select_last_post_lower(cell, L, B_upper, arc_boxes)
-    if cell.read.last and cell.distractor and cell.attention == "linear":
-        return last_select_line_lower(cell, L)
-    if cell.read.last:
-        if cell.attention == "softmax" and not cell.normed:
-            return last_pair_lower(cell, L)  # the select task too: its sub-task n_b = 0
-        if cell.attention == "linear" and not cell.normed and not cell.distractor:
-            return last_free_line_lower(cell, L)
-        if cell.attention == "softmax" and laws.rigid(cell) and cell.distractor:
-            return last_select_bare_lower(cell, L, B_upper) if cell.eps == 0 else None
-        if cell.attention == "softmax" and laws.rigid(cell) and not cell.distractor:
-            if B_upper is None:
-                return None
-            return (last_bare_eps_lower if cell.eps > 0 else last_bare_lower)(cell, L, B_upper)
-        if registry.builds("last_foot", cell) or registry.eps_last_foot(cell):
-            return None if B_upper is None else last_foot_lower(cell, L, B_upper, arc_boxes)
-        if registry.builds("last_post", cell) or registry.builds("last_post_eps", cell):
-            # constructions.last_post (it loads sympy); eps > 0: the same bound (its proof)
-            return None if B_upper is None else last_post_lower(cell, L, B_upper, arc_boxes)
-        if cell.distractor and registry.builds("select_last_softmax", cell):
-            return last_select_softmax_lower(cell, L, B_upper, rtol)
-        if cell.distractor or not cell.pre or (cell.eps > 0 and laws.rigid(cell)):
-            return None
-        if cell.attention == "linear":
-            return last_line_lower(cell, L)
-        if not cell.affine.gain or B_upper is None:
-            return None
-        return last_segment_lower(cell, L, B_upper, rtol)
-    if cell.distractor:
-        from constructions.select import suppresses  # sympy: only the select task loads it
-
-        count = cell.replace(task="count")
-        if B_upper is not None and suppresses(cell):
-            # the bound is valid for any B_upper; the count task's own optimum (a float
-            # estimate) lets the branch and bound stop at its tolerance below it (a cap above the
-            # optimum would be out of reach of every lower bound: the search would spend all
-            # its boxes)
-            est = regression.design(count).estimate(L)
-            B_upper = B_upper if est is None else min(B_upper, est)
-        return b_lower(count, L, B_upper, arc_boxes, rtol)
+def _count_bos(cell: Cell, L: int, B_upper, arc_boxes: int, rtol: float):
+    """The count task read at ``s``: :func:`post_lower` (post-norm, ``eps = 0``),
+    :func:`line_lower` (linear attention), :func:`segment_lower` (softmax; bare pre-norm where
+    it counts); None at ``eps > 0`` with bare pre-norm or post-norm (the proofs use
+    ``|N(e)| = sqrt(d)``, true only for ``eps = 0``)."""
     if cell.post:
         if cell.eps > 0 or cell.d < laws.smallest_d(cell) or B_upper is None:
             return None
         return post_lower(cell, L, B_upper, arc_boxes)
     if cell.eps > 0 and laws.rigid(cell):
-        return None  # the proofs below use |N(e)| = sqrt(d), true only for eps = 0
+        return None
     if cell.attention == "linear":
         return line_lower(cell, L)
     if laws.rigid(cell) and not bare_pre_feasible(cell.d, L):
@@ -761,6 +686,120 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     if B_upper is None:
         return None
     return segment_lower(cell, L, B_upper, rtol)
+
+
+def _select_bos(cell: Cell, L: int, B_upper, arc_boxes: int, rtol: float):
+    """The select task read at ``s``: the count task's bound.  *Proof.*  The inputs of the count
+    task, ``(s, a^n)`` for ``n <= L``, are inputs of the select task (``n_b = 0``) with the same
+    targets, read at the same position: parameters that solve select to ``L`` count to ``L``, so
+    ``B_min(select) >= B_min(count) >= B_lower(count)``.  Where the distractor costs
+    (:mod:`constructions.select`) the count task's branch and bound is run towards the count
+    task's optimum, a float estimate (:func:`segment_lower` is valid whatever its ``B_upper``:
+    shapes it does not cover need more than ``B_upper``, and it returns at most ``B_upper``; a cap
+    above the optimum would be out of reach of every lower bound, and the search would spend all
+    its boxes)."""
+    from constructions.select import suppresses  # sympy: only the select task loads it
+
+    count = cell.replace(task="count")
+    if B_upper is not None and suppresses(cell):
+        est = regression.design(count).estimate(L)
+        B_upper = B_upper if est is None else min(B_upper, est)
+    return b_lower(count, L, B_upper, arc_boxes, rtol)
+
+
+def _capped(bound):
+    """``bound(cell, L, B_upper, ...)`` of a branch and bound that needs a cap (None without one)."""
+    return lambda cell, L, B_upper, arc_boxes, rtol: (
+        None if B_upper is None else bound(cell, L, B_upper, arc_boxes))
+
+
+def _value_read(cell: Cell, L: int, B_upper, arc_boxes: int, rtol: float):
+    """The count task read last with pre-norm, values along one axis: :func:`last_line_lower`
+    (linear attention; None with bare pre-norm at ``eps > 0``) and :func:`last_segment_lower`
+    (softmax with a gain; both use only ``|N(e)_i| <= M`` with a gain, true for every ``eps``)."""
+    if cell.eps > 0 and laws.rigid(cell):
+        return None
+    if cell.attention == "linear":
+        return last_line_lower(cell, L)
+    if not cell.affine.gain or B_upper is None:
+        return None
+    return last_segment_lower(cell, L, B_upper, rtol)
+
+
+def _rigid_read(cell: Cell, L: int, B_upper, arc_boxes: int, rtol: float):
+    """Softmax with bare pre-norm read last: :func:`last_bare_lower` (``L <= 4``), with
+    ``eps > 0`` :func:`last_bare_eps_lower` (``L <= L*``)."""
+    if B_upper is None:
+        return None
+    return (last_bare_eps_lower if cell.eps > 0 else last_bare_lower)(cell, L, B_upper)
+
+
+def _select_foot(cell: Cell, L: int, B_upper, arc_boxes: int, rtol: float):
+    """The select task read last, linear attention with post-RMSNorm: the count task's one-sided
+    arc (:func:`last_foot_lower`; a sub-task, ``n_b = 0``)."""
+    if B_upper is None:
+        return None
+    return last_foot_lower(cell.replace(task="count"), L, B_upper, arc_boxes)
+
+
+#: the proven lower bound of each regression construction, keyed by its entry of
+#: :data:`constructions.registry.REGRESSION` (:attr:`~constructions.registry.Entry.key`); each
+#: is called as ``bound(cell, L, B_upper, arc_boxes, rtol)`` and returns a float or None (no proof)
+LOWER = {
+    # the count task read at s
+    "count_bos": _count_bos,
+    "count_foot": _count_bos,
+    # the count task read last
+    "pair_read": lambda cell, L, *_: last_pair_lower(cell, L),
+    "rigid_read": _rigid_read,
+    "eps_rigid_read": _rigid_read,
+    "line_read": lambda cell, L, *_: last_free_line_lower(cell, L),
+    "softmax_last_arc": _capped(last_post_lower),
+    "linear_last_arc": _capped(last_post_lower),
+    "softmax_eps_last_arc": _capped(last_post_lower),  # its proof holds for every eps
+    "linear_eps_last_arc": _capped(last_post_lower),
+    "last_foot": _capped(last_foot_lower),
+    "eps_last_foot": _capped(last_foot_lower),
+    "value_read": _value_read,
+    "eps_gain_read": _value_read,
+    "eps_rms_gain_read": _value_read,
+    # the select task read at s
+    "free_select": _select_bos,
+    "foot_select": _select_bos,
+    "suppressed_select": _select_bos,
+    "two_value_select": _select_bos,
+    # the select task read last
+    "free_select_last": lambda cell, L, *_: last_select_line_lower(cell, L),
+    "bare_select_last": lambda cell, L, *_: last_select_line_lower(cell, L),
+    "scale_select_last": lambda cell, L, *_: last_select_line_lower(cell, L),
+    "gain_select_last": lambda cell, L, *_: last_select_line_lower(cell, L),
+    "eps_select_last": lambda cell, L, *_: last_select_line_lower(cell, L),
+    "gain_softmax_select_last": lambda cell, L, B_upper, arc_boxes, rtol: (
+        last_select_softmax_lower(cell, L, B_upper, rtol)),
+    "pair_select_last": lambda cell, L, *_: last_pair_lower(cell, L),  # its sub-task n_b = 0
+    "bare_softmax_select_last": lambda cell, L, B_upper, *_: last_select_bare_lower(cell, L, B_upper),
+    "select_last_arc": _capped(select_last_post_lower),
+    "eps_select_last_arc": _capped(select_last_post_lower),
+    "linear_select_last_arc": _capped(select_last_post_lower),
+    "select_last_rms": _capped(select_last_post_lower),
+    "linear_select_last_foot": _select_foot,
+}
+
+
+def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXES,
+            rtol: float = 1e-6) -> float | None:
+    """The proven lower bound for a sweep row: that of the regression construction serving the
+    cell (:data:`LOWER`; 0 for classification, whose rows report a margin; None where no
+    construction serves the cell or no proof is implemented).
+
+    ``B_upper`` is the row's certified ``B_min`` (None: none), the cap of the branch and bounds.
+    Where the reduced problem is solved exactly (segment), the branch and bound runs to the
+    bisection tolerance ``rtol`` of ``B_upper``; the arc stops at ``1e-4``.
+    """
+    if cell.readout == "classification":
+        return 0.0
+    entry = registry.serving(cell)
+    return None if entry is None else LOWER[entry.key](cell, L, B_upper, arc_boxes, rtol)
 
 
 def _branch_and_bound(bound, low: float, high: float, B_upper: float, rtol: float,

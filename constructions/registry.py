@@ -68,6 +68,12 @@ class Entry:
     name: str
     serves: Callable[[Cell], bool]
 
+    @property
+    def key(self) -> str:
+        """The entry's name in tables keyed by entry (its predicate's name: unique in a table),
+        e.g. :data:`bounds.lower.LOWER`."""
+        return self.serves.__name__
+
     def load(self) -> type:
         """The design class (its module imported on first use)."""
         return getattr(importlib.import_module(f"constructions.{self.module}"), self.name)
@@ -298,6 +304,26 @@ def eps_select_last(cell: Cell) -> bool:
             and cell.kind.image_dim(cell.d) >= 2)
 
 
+def softmax_last_arc(cell: Cell) -> bool:
+    """:func:`last_arc` with softmax attention."""
+    return last_arc(cell) and cell.attention == "softmax"
+
+
+def linear_last_arc(cell: Cell) -> bool:
+    """:func:`last_arc` with linear attention."""
+    return last_arc(cell) and cell.attention == "linear"
+
+
+def softmax_eps_last_arc(cell: Cell) -> bool:
+    """:func:`eps_last_arc` with softmax attention."""
+    return eps_last_arc(cell) and cell.attention == "softmax"
+
+
+def linear_eps_last_arc(cell: Cell) -> bool:
+    """:func:`eps_last_arc` with linear attention."""
+    return eps_last_arc(cell) and cell.attention == "linear"
+
+
 #: the regression constructions (module docstring)
 REGRESSION = (
     Entry("regression", "RegressionDesign", count_bos),
@@ -306,10 +332,10 @@ REGRESSION = (
     Entry("last_read", "BareDesign", rigid_read),
     Entry("last_eps", "EpsBareDesign", eps_rigid_read),
     Entry("last_read", "LineDesign", line_read),
-    Entry("last_post", "LastArcDesign", lambda cell: last_arc(cell) and cell.attention == "softmax"),
-    Entry("last_post", "LinearLastArcDesign", lambda cell: last_arc(cell) and cell.attention == "linear"),
-    Entry("last_post_eps", "EpsArcDesign", lambda cell: eps_last_arc(cell) and cell.attention == "softmax"),
-    Entry("last_post_eps", "LinearEpsArcDesign", lambda cell: eps_last_arc(cell) and cell.attention == "linear"),
+    Entry("last_post", "LastArcDesign", softmax_last_arc),
+    Entry("last_post", "LinearLastArcDesign", linear_last_arc),
+    Entry("last_post_eps", "EpsArcDesign", softmax_eps_last_arc),
+    Entry("last_post_eps", "LinearEpsArcDesign", linear_eps_last_arc),
     Entry("last_foot", "LastFootDesign", last_foot),
     Entry("last_post_eps", "EpsFootDesign", eps_last_foot),
     Entry("tasks", "TaskDesign", value_read),

@@ -136,3 +136,23 @@ def test_asking_the_registry_loads_no_design_and_no_sympy():
     out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(registry.__file__)))).stdout
     assert out.strip() == "NONE"
+
+
+def test_every_regression_entry_has_its_lower_bound():
+    """bounds.lower.LOWER is keyed by the regression entries, one each: an entry added without
+    its bound (or a bound left behind by a removed entry) fails here, not in a sweep."""
+    from bounds.lower import LOWER
+
+    for table in registry.TABLES.values():
+        keys = [e.key for e in table]
+        assert len(keys) == len(set(keys))
+    assert set(LOWER) == {e.key for e in registry.REGRESSION}
+
+
+@pytest.mark.parametrize("cell", [c for c in GRID if c.readout == "regression"
+                                  and registry.serving(c) is None][:40])
+def test_an_unserved_cell_has_no_lower_bound(cell):
+    """A cell no construction serves has no row, so no B_lower either."""
+    from bounds.lower import b_lower
+
+    assert b_lower(cell, 4, 1.0) is None
