@@ -193,3 +193,39 @@ def test_the_learned_placement_search_finds_its_families_optimum():
         assert -res.fun <= found * (1 + 1e-6)
     row = counts_to(design.build(L, 30), L, backend="arb256")
     assert row.verdict == "counts" and row.min_margin <= margin_upper(cell, L)
+
+
+def test_the_chord_is_the_second_value_orthogonal_to_h_a():
+    """:func:`constructions.select_last_head._chord` against brute force: on random ellipses of
+    values ``K c + b`` the point ``c_b`` is a unit vector other than ``c_a`` with ``<h_b - h_a,
+    h_a> = 0``, and a dense scan of the unit circle finds no third such point."""
+    from constructions.select_last_head import _chord, _turn
+
+    rng = np.random.default_rng(7)
+    scan = np.linspace(0, 2 * math.pi, 20001)
+    circle = np.stack([np.cos(scan), np.sin(scan)])
+    for _ in range(20):
+        K, b = rng.normal(size=(2, 2)), rng.normal(size=2)
+        ca = circle[:, rng.integers(len(scan))]
+        ha = K @ ca + b
+        cb = np.array(_chord(ca, np.linalg.solve(K, _turn(ha))))
+        hb = K @ cb + b
+        assert abs(cb @ cb - 1) < 1e-9 and abs((hb - ha) @ ha) < 1e-9 * (1 + ha @ ha)
+        f = (K @ circle + b[:, None] - ha[:, None]).T @ ha  # sign changes: the roots on the circle
+        roots = circle[:, np.nonzero(np.sign(f[1:]) != np.sign(f[:-1]))[0]]
+        assert all(min(np.linalg.norm(r - ca), np.linalg.norm(r - cb)) < 1e-3 for r in roots.T)
+
+
+def test_the_select_last_head_uses_the_bias():
+    """Read last with linear attention: with a bias the head's step ``kappa'`` (and so its margin
+    ``kappa'/L``) is above the best step of the same cell without one, and its certified margin
+    at ``L = 3`` is at most ``margin_upper``."""
+    from constructions import classification
+
+    cells = [Cell("linear", "pre_learned", "classification", d=8, task="select", read="last",
+                  affine=affine) for affine in ("gain_bias", "gain")]
+    biased, plain = (classification.design(c) for c in cells)
+    assert float(biased.step()) > 1.5 * float(plain.step())
+    row = counts_to(biased.build(3), 3, backend="arb256")
+    assert row.verdict == "counts" and row.min_margin <= margin_upper(cells[0], 3)
+    assert row.min_margin == pytest.approx(float(biased.step()) / 3, rel=1e-9)
