@@ -58,11 +58,12 @@ maximising the float margin is searched (Nelder-Mead from the best of a grid) at
 ``min(L, FIT_L)``; with a gain from every split of :data:`GAIN_SPLITS`, the gains of two
 coordinates of opposite signs (``chi > pi/2``) included: at ``d = 8`` an independent float
 max-min over every parameter (the epigraph problem of ``tests/test_select_margin_gap.py``, many
-random starts) meets the level head on the
-best of these placements (its margin ``0.09471`` at ``L = 4``, ``0.022997`` at ``L = 8``, with
-a bias), 6% and 1.8% above the split ``chi < pi/2`` alone.  :mod:`bounds.select_margin` bounds every placement, up to what it cannot
-see: what keeps ``H`` off the count line costs distractor weight (``beta``), and the supremum of
-its bound sits where ``H`` is on that line or ``beta`` is the smallest any values allow.
+random starts) meets the level head on the best of these placements to ``1e-4`` (its margin
+``0.09471`` at ``L = 4``, ``0.022997`` at ``L = 8``, with a bias), 6% and 1.8% above a search
+from the splits 0.4 and 0.7 alone on a coarser grid of angles.  :mod:`bounds.select_margin`
+bounds every placement, up to what it cannot see: what keeps ``H`` off the count line costs
+distractor weight (``beta``), and the supremum of its bound sits where ``H`` is on that line or
+``beta`` is the smallest any values allow (the gap of the cell's ratio is the bound's).
 """
 
 from __future__ import annotations
