@@ -63,7 +63,7 @@ random starts) meets the level head on the best of these placements to ``1e-4`` 
 from the splits 0.4 and 0.7 alone on a coarser grid of angles.  :mod:`bounds.select_margin`
 bounds every placement, up to what it cannot see: what keeps ``H`` off the count line costs
 distractor weight (``beta``), and the supremum of its bound sits where ``H`` is on that line or
-``beta`` is the smallest any values allow (the gap of the cell's ratio is the bound's).
+``beta`` is the smallest any values allow.
 """
 
 from __future__ import annotations
