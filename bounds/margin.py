@@ -255,15 +255,18 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     a parameter set of the count cell with every vector of norm at most 1.  The select task read
     last with linear attention: the count task's bound at the last read, by the same argument
     (``(s, a^n)`` read at its last token is the select input ``n_b = 0`` with query ``a``, ``(s)``
-    at ``s``).  With softmax
+    at ``s``), or the bound of its query-``b`` inputs
+    (:func:`bounds.last_margin.select_linear_upper`) where that is smaller.  With softmax
     attention without post-norm the smaller of that and the level bound of
     :mod:`bounds.select_margin`, which sees the distractor."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
     if cell.read.last and (not cell.distractor or cell.attention == "linear"):
-        from bounds.last_margin import last_margin_upper  # it builds on this module
+        from bounds.last_margin import last_margin_upper, select_linear_upper  # it builds on this module
 
-        return last_margin_upper(cell.replace(task="count"), L)
+        bounds = [b for b in (last_margin_upper(cell.replace(task="count"), L),
+                              select_linear_upper(cell, L)) if b is not None]
+        return min(bounds) if bounds else None
     if (cell.eps > 0 and cell.normed) or cell.read.last:
         return None
     level = None

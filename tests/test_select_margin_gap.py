@@ -229,3 +229,20 @@ def test_the_select_last_head_uses_the_bias():
     row = counts_to(biased.build(3), 3, backend="arb256")
     assert row.verdict == "counts" and row.min_margin <= margin_upper(cells[0], 3)
     assert row.min_margin == pytest.approx(float(biased.step()) / 3, rel=1e-9)
+
+
+def test_the_query_b_lemma_against_a_scan():
+    """:func:`bounds.last_margin.select_linear_upper`'s lemma: ``min_{0 <= j <= 1} |gamma h_a - j
+    q^2 h_b| <= max(p^2 q, p^3)/2`` for random values (a dense scan of ``j``), and the pair step
+    ``D_j`` it rests on is the difference of the written-out outputs ``z_b(n+1, 1) - z_b(n, 1 + j)``."""
+    rng = np.random.default_rng(11)
+    js = np.linspace(0, 1, 4001)
+    d, tau = 4, 0.5
+    for _ in range(200):
+        h_s, h_a, h_b, e_b = rng.normal(size=(4, d)) * rng.uniform(0.1, 2, size=(4, 1))
+        p, q, gamma = np.linalg.norm(h_a), np.linalg.norm(h_b), h_a @ h_b
+        scan = np.linalg.norm(gamma * h_a[None] - js[:, None] * q * q * h_b[None], axis=1).min()
+        assert scan <= max(p * p * q, p**3) / 2 * (1 + 1e-12)
+        z = lambda n, k: e_b + tau * ((h_b @ h_s) * h_s + n * gamma * h_a + k * (h_b @ h_b) * h_b)
+        j = rng.uniform()
+        assert np.allclose(z(3, 1) - z(2, 1 + j), tau * (gamma * h_a - j * q * q * h_b))
