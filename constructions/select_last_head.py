@@ -62,14 +62,18 @@ the judge certifies every row).  ``kappa'`` does not depend on ``L``.
 *The bound.*  The count task at the last read is the sub-task ``n_b = 0`` of this one
 (:func:`bounds.margin.margin_upper`), so its bound ``cap(1, 1)/(L - 1)``
 (:func:`bounds.last_margin.last_margin_upper`) holds: ``cap(1, 1) = tau H^3`` with ``H`` the
-largest value at unit gain.  The ratio ``margin_upper/margin`` is ``L/(L - 1)`` times
-``cap(1, 1)/kappa'``: the price of a chord orthogonal to ``h_a`` inside the ellipse of values (a
-bounded factor: the rate ``-1`` of the count task is kept).  No head of this form escapes a
-factor: ``|h_b| = |h_a|/cos(psi) <= H`` (``psi`` the angle of ``h_a, h_b``) gives ``kappa' = tau
-|h_a|^3 sin(psi) <= tau H^3 max_x x^3 sqrt(1 - x^2) = tau H^3 (3/4)^(3/2)/2``, a ratio of at least
-3.08.  The grid's ``kappa'`` is within ``2e-4`` of the float maximum of ``tau |h_a|^3 |h_b -
-h_a|/|h_b|`` under ``<h_b - h_a, h_a> = 0`` over every gain and bias of the whole space (SLSQP from
-many starts) at ``d = 8``, 1.5% below it at ``d = 3`` (where a gain off ``e_1, e_2`` helps); an
+largest value at unit budget.  The query-``b`` inputs halve it
+(:func:`bounds.last_margin.select_linear_upper`: the classes ``n, n+1`` read at ``b`` differ by
+``tau (<h_b, h_a> h_a - j |h_b|^2 h_b)`` for every ``j`` in ``[0, 1]``, at most ``tau H^3/2``
+long for the best ``j``): ``tau H^3/(2 (L - 1))`` from ``L = 2``, and ``margin_upper`` is the
+smaller of the two (this one at ``d = 8`` in every cell of the head).  The ratio
+``margin_upper/margin`` is then ``L/(L - 1)`` times ``tau H^3/(2 kappa')``: the price of a chord
+orthogonal to ``h_a`` inside the ellipse of values (a bounded factor: the rate ``-1`` of the
+count task is kept).  No head of this form escapes a factor: ``|h_b| = |h_a|/cos(psi) <= H``
+(``psi`` the angle of ``h_a, h_b``) gives ``kappa' = tau |h_a|^3 sin(psi) <= tau H^3 max_x x^3
+sqrt(1 - x^2) = tau H^3 (3/4)^(3/2)/2``, a ratio of at least 1.54.  The grid's ``kappa'`` is
+within ``2e-4`` of the float maximum of ``tau |h_a|^3 |h_b - h_a|/|h_b|`` under ``<h_b - h_a,
+h_a> = 0`` over every gain and bias of the whole space (SLSQP from many starts) at ``d = 8``, 1.5% below it at ``d = 3`` (where a gain off ``e_1, e_2`` helps); an
 independent float max-min over every parameter (the epigraph problem of
 ``tests/test_select_margin_gap.py``) finds heads that read the distractor and beat this one
 (``0.66`` against ``0.43`` at ``d = 3``, ``L = 4``, LayerNorm with a bias): no head of this form
