@@ -105,7 +105,7 @@ KEEP = 1 - mpmath.mpf(2) ** -40
 #: the grids of gain splits, embedding angles and bias angles screened
 PHI_POINTS = 157
 THETA_POINTS = 314
-OMEGA_POINTS = 32
+OMEGA_POINTS = 16
 #: the shapes kept per split and bias (best first), tried in order until the embeddings exist
 KEPT = 8
 
