@@ -427,3 +427,47 @@ def last_margin_upper(cell: Cell, L: int) -> float | None:
         else:
             value = _segment(cell, L)
         return arb_ceil(value)
+
+
+def select_linear_upper(cell: Cell, L: int) -> float | None:
+    """A float ``U >= m`` for every parameter set of the *select* task read last with linear
+    attention without post-norm (classification, every vector of norm <= 1, free biases), from
+    its query-``b`` inputs; None where it does not apply (another cell, post-norm, ``L < 2``).
+
+    *The inputs.*  Read at a last token ``b`` with ``n`` tokens ``a`` and ``k >= 1`` tokens
+    ``b`` (the query among them), linear attention gives
+
+        z_b(n, k) = e_b + tau (<h_b, h_s> h_s + n <h_b, h_a> h_a + k |h_b|^2 h_b),
+
+    of class ``n``, for ``1 <= k <= L - n``; it is affine in ``k``, and every margin condition is
+    affine in ``z``, so the conditions hold for every real ``k`` in that range.
+
+    *The pairs.*  For ``n = 0..L-2`` and any ``j`` in ``[0, 1]`` take ``z_b(n+1, 1)`` (class
+    ``n+1``: ``1 <= L - n - 1``) and ``z_b(n, 1 + j)`` (class ``n``: ``1 + j <= 2 <= L - n``).
+    Their two margin conditions add up to (the biases cancel)
+    ``<u_{n+1} - u_n, D_j> >= 2 m`` with ``D_j = tau (<h_b, h_a> h_a - j |h_b|^2 h_b)``, one vector
+    for every ``n``; summing over ``n`` telescopes to ``2 m (L - 1) <= <u_{L-1} - u_0, D_j> <= 2
+    |D_j|``, so ``m <= tau B/(L - 1)``, ``B = min_{0 <= j <= 1} |gamma h_a - j q^2 h_b|``, with
+    ``p = |h_a|``, ``q = |h_b|``, ``gamma = <h_a, h_b> = p q cos(psi)``.
+
+    *The lemma* ``B <= max(p^2 q, p^3)/2``.  Write ``u = gamma h_a``, ``v = q^2 h_b``: ``<u, v> =
+    gamma^2 q^2 >= 0``, and the nearest point of the segment ``{j v}`` to ``u`` is at ``j* =
+    gamma^2/q^4`` if that is at most 1: then ``B = |u| sin(psi) = p^2 q |cos(psi)| sin(psi) <= p^2
+    q/2``.  Else (``gamma^2 > q^4``) ``B = |u - v|``, ``B^2 = gamma^2 p^2 - 2 gamma^2 q^2 + q^6``;
+    with ``c = cos(psi)^2``, ``q^2 = p^2 y`` (``gamma^2 = p^4 c y``, and ``gamma^2 > q^4`` reads ``y <
+    c``) it is ``p^6 y (c - 2 c y + y^2) < p^6 y (c - c y) = p^6 c y (1 - y) <= p^6/4`` (``y^2 < c
+    y``).  Every value has ``|h| <= H`` (:func:`constructions.laws.value_reach` at unit budget;
+    ``sqrt(d)`` for bare pre-norm, whose ``|N(v)| <= sqrt(d)`` at every ``eps``), so
+
+        m <= tau H^3 / (2 (L - 1)),
+
+    half of the count task's ``cap(1, 1)/(L - 1)`` (``cap(1, 1) = tau H^3``).  The bound is met
+    with equality by no head of :mod:`constructions.select_last_head` (whose step is at most
+    ``tau H^3 (3/4)^(3/2)/2``), and it sees neither ``z_a`` nor the realisable values."""
+    if not (cell.distractor and cell.read.last and cell.attention == "linear" and not cell.post
+            and cell.readout == "classification" and L >= 2):
+        return None
+    with flint.ctx.workprec(PREC):
+        sd = flint.arb(cell.d).sqrt()
+        H = sd if laws.rigid(cell) else _arb(laws.value_reach(cell, laws.ARB)[0])
+        return arb_ceil(H ** 3 / (2 * sd * (L - 1)))

@@ -256,13 +256,15 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     last with linear attention: the count task's bound at the last read, by the same argument
     (``(s, a^n)`` read at its last token is the select input ``n_b = 0`` with query ``a``, ``(s)``
     at ``s``); after post-RMSNorm (``eps = 0``), where the count task has no bound of its own,
-    the arc bound of :func:`bounds.last_margin._post`, whose proof covers every arc.  With softmax
+    the arc bound of :func:`bounds.last_margin._post`, whose proof covers every arc; or the bound
+    of its query-``b`` inputs (:func:`bounds.last_margin.select_linear_upper`) where that is
+    smaller.  With softmax
     attention without post-norm the smaller of that and the level bound of
     :mod:`bounds.select_margin`, which sees the distractor."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
     if cell.read.last and (not cell.distractor or cell.attention == "linear"):
-        from bounds.last_margin import _post, last_margin_upper  # they build on this module
+        from bounds.last_margin import _post, last_margin_upper, select_linear_upper  # they build on this module
 
         count = cell.replace(task="count")
         bound = last_margin_upper(count, L)
@@ -270,7 +272,9 @@ def margin_upper(cell: Cell, L: int) -> float | None:
             # linear attention after post-RMSNorm: the count task's z_1..z_L are an arc R unit(P + n Q)
             # (r(n) = e_a + tau <e_a, e_s> e_s + n tau |e_a|^2 e_a), so _post's proof holds
             bound = _post(count, L)
-        return bound
+        bounds = [b for b in (bound, select_linear_upper(cell, L) if cell.distractor else None)
+                  if b is not None]
+        return min(bounds) if bounds else None
     if (cell.eps > 0 and cell.normed) or cell.read.last:
         return None
     level = None

@@ -110,11 +110,15 @@ def test_random_sequences_are_classified_as_their_count_rmsnorm(seq):
     assert int(np.argmax(logit)) == target(seq)
 
 
-def test_the_bound_is_the_count_sub_tasks():
+def test_the_bound_is_the_smaller_of_the_count_sub_tasks_and_the_query_b_bound():
+    from bounds.last_margin import select_linear_upper
+
     for case in CASES:
         cell = _cell(*case)
-        for L in (1, 2, 5):
-            assert margin_upper(cell, L) == margin_upper(cell.replace(task="count"), L)
+        assert margin_upper(cell, 1) == margin_upper(cell.replace(task="count"), 1)
+        for L in (2, 5):
+            count, query_b = margin_upper(cell.replace(task="count"), L), select_linear_upper(cell, L)
+            assert margin_upper(cell, L) == min(count, query_b) and query_b < count
 
 
 @pytest.mark.parametrize("kw", [dict(variant="none"), dict(variant="pre_bare"),
