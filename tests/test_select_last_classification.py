@@ -120,7 +120,12 @@ def test_the_interval_head_keeps_its_margin(steps):
 def test_the_bound_is_the_count_sub_tasks():
     for case in CASES[:4]:
         cell = _cell(*case)
-        assert margin_upper(cell, 3) == margin_upper(cell.replace(task="count"), 3)
+        count = margin_upper(cell.replace(task="count"), 3)
+        # the count task's bound (a sub-task), or before post-norm the smaller bound of the
+        # inputs read at a last b (bounds.last_margin.select_linear_upper)
+        assert margin_upper(cell, 3) <= count
+        if cell.post:
+            assert margin_upper(cell, 3) == count
 
 
 @pytest.mark.parametrize("kw", [dict(variant="none", norm="layernorm", affine=None),
