@@ -71,8 +71,7 @@ def refusal(cell: Cell) -> str | None:
                 # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it;
                 # eps > 0: constructions.last_post_eps.EpsArcDesign, that arc lifted
                 if cell.d < laws.smallest_d(cell):
-                    return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred "
-                            "subspace must hold the 2-D arc: d >= 3)")
+                    return _narrow_post(what, cell)
                 return None
             if cell.kind.image_dim(cell.d) < 2:
                 # the values are beta +- v (v = g * (1, -1)); with h_s != h_a the counts 1..L
@@ -114,6 +113,16 @@ def refusal(cell: Cell) -> str | None:
     return None
 
 
+def _narrow_post(what: str, cell: Cell) -> str:
+    """Post-LayerNorm below the arc's width (``d = 2``: the centred subspace is a line)."""
+    if cell.eps == 0:
+        return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred subspace, a "
+                "line, must hold the 2-D arc: d >= 3)")
+    return (f"{what} has no construction yet at d = 2 with post-LayerNorm and eps > 0 (the arc "
+            "needs a 2-D centred subspace at eps = 0; with eps > 0 the outputs x_c/sqrt(|x_c|^2/d + "
+            "eps) of the centred line are no longer two points, and whether they count is not derived)")
+
+
 def _linear_post(cell: Cell, what: str, uses: str) -> str | None:
     """Linear attention with post-norm read last (None: built at eps = 0, LayerNorm d >= 3):
     ``uses`` names what of the construction needs the norm's exact scale invariance."""
@@ -121,8 +130,7 @@ def _linear_post(cell: Cell, what: str, uses: str) -> str | None:
         return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
                 f"({uses} the norm's scale invariance, eps = 0)")
     if cell.d < laws.smallest_d(cell):
-        return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred subspace "
-                "must hold the 2-D arc: d >= 3)")
+        return _narrow_post(what, cell)
     return None
 
 
@@ -205,8 +213,7 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
         if not cell.kind.centred:
             return None  # constructions.select_last_rms: e_b parallel to e_a, rho < 1, one line
         if cell.d < laws.smallest_d(cell):
-            return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred subspace "
-                    "must hold the 2-D arc: d >= 3)")
+            return _narrow_post(what, cell)
         return None
     if not cell.normed:
         return None  # constructions.select_last_pair: b a copy of s, L* = 2

@@ -156,3 +156,13 @@ def test_an_unserved_cell_has_no_lower_bound(cell):
     from bounds.lower import b_lower
 
     assert b_lower(cell, 4, 1.0) is None
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_post_layernorm_at_d_2_is_not_called_impossible_at_eps(task):
+    """At d = 2 with eps = 0 post-LayerNorm has two outputs (nothing counts beyond L = 1); with
+    eps > 0 its outputs fill a segment, so the refusal may only say that no construction is
+    derived."""
+    for eps, said in ((0.0, "must hold the 2-D arc"), (0.01, "not derived")):
+        cell = Cell("softmax", "post_bare", d=2, eps=eps, task=task, read="last")
+        assert said in refusal(cell)
