@@ -96,6 +96,28 @@ CAP_SHARES = (1.0, 0.8, 0.6, 0.45, 0.3, 0.2)
 SPARE = 2.0**-20
 
 
+
+def _tilted_window(c, lam, u, theta2, phi2, lo, hi, cap):
+    """The float screen of the tilted arcs (:class:`EpsArcDesign`, :class:`EpsSelectArcDesign`) on
+    a grid of ``(lam, u)``: ``(A, amp, window)``.  The tilt ``tau1 = sqrt(1 - theta^2/(1 - phi^2))``
+    (nan where it has no room) scales the read-out's capacity ``cap``; ``A`` is the middle of the
+    counting amplitudes ``[lo, min(hi, cap tau1)]`` and ``amp`` their relative width (its sign
+    where ``lo <= 0``); with ``n(v) = c + lam q/sqrt(1 - q^2)``, ``q = (v - c)/A``, the count at
+    which the read-out of the arc about ``c`` reaches ``v``, ``window`` is the distance of ``u``
+    from the ends of ``(max(0, -n(1/2)), min(1/2, -n(-1/2)))``."""
+    tilt = 1 - theta2 / (1 - phi2)
+    tau1 = np.sqrt(np.where((phi2 < 1) & (tilt > 0), tilt, np.nan))
+    top = np.minimum(hi, cap * tau1)
+    A = (lo + top) / 2
+    amp = np.where(lo > 0, (top - lo) / np.where(lo > 0, lo, 1.0), np.where(top > 0, 1.0, -1.0))
+
+    def n_at(v):
+        q = (v - c) / A
+        return np.where(q <= -1, -np.inf, np.where(q >= 1, np.inf, c + lam * q / np.sqrt(1 - q * q)))
+
+    return A, amp, np.minimum(u - np.maximum(0.0, -n_at(0.5)), np.minimum(0.5, -n_at(-0.5)) - u)
+
+
 class EpsArcDesign(RegressionDesign):
     """Softmax attention with post-norm and ``eps > 0``, the count task read last (module
     docstring): the symmetric arc of ``L - 1`` on a plane of ``R^{d+1}`` tilted by ``eps``."""
@@ -161,20 +183,9 @@ class EpsArcDesign(RegressionDesign):
         c = float(self.centre(L_value))
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             _, theta2, phi2, es2, _ = self._geometry(L_value, B_value, lam, u)
-            tilt = 1 - theta2 / (1 - phi2)
-            tau1 = np.sqrt(np.where((phi2 < 1) & (tilt > 0), tilt, np.nan))
             lo, hi = self.inner.interval_float(lam, L_value)
-            top = np.minimum(hi, self.inner.capacity(lam, B_value) * tau1)
-            A = (lo + top) / 2
-            amp = np.where(lo > 0, (top - lo) / np.where(lo > 0, lo, 1.0), np.where(top > 0, 1.0, -1.0))
-
-            def n_at(v):
-                q = (v - c) / A
-                return np.where(q <= -1, -np.inf, np.where(q >= 1, np.inf, c + lam * q / np.sqrt(1 - q * q)))
-
-            u_lo = np.maximum(0.0, -n_at(0.5))
-            u_hi = np.minimum(0.5, -n_at(-0.5))
-            window = np.minimum(u - u_lo, u_hi - u)
+            A, amp, window = _tilted_window(c, lam, u, theta2, phi2, lo, hi,
+                                            self.inner.capacity(lam, B_value))
             budget = (B_value - np.sqrt(np.maximum(es2, 0))) / B_value
             score = np.minimum(np.minimum(window, budget), amp)
         return np.where(np.isfinite(score), score, -np.inf), A
@@ -493,19 +504,9 @@ class EpsSelectArcDesign(EpsArcDesign):
         c = L_value / 2
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
             _, theta2, phi2, cs2, _ = self._geometry(L_value, B_value, lam, u)
-            tilt = 1 - theta2 / (1 - phi2)
-            tau1 = np.sqrt(np.where((phi2 < 1) & (tilt > 0), tilt, np.nan))
             lo, hi = select_interval_float(lam[:, 0], L_value, float(eps_bound(self.cell, B_value)))
-            lo, hi = lo[:, None], hi[:, None]
-            top = np.minimum(hi, self.inner.capacity(lam, B_value) * tau1)
-            A = (lo + top) / 2
-            amp = np.where(lo > 0, (top - lo) / np.where(lo > 0, lo, 1.0), np.where(top > 0, 1.0, -1.0))
-
-            def n_at(v):
-                q = (v - c) / A
-                return np.where(q <= -1, -np.inf, np.where(q >= 1, np.inf, c + lam * q / np.sqrt(1 - q * q)))
-
-            window = np.minimum(u - np.maximum(0.0, -n_at(0.5)), np.minimum(0.5, -n_at(-0.5)) - u)
+            A, amp, window = _tilted_window(c, lam, u, theta2, phi2, lo[:, None], hi[:, None],
+                                            self.inner.capacity(lam, B_value))
             budget = (B_value * float(EMB) - np.sqrt(np.maximum(cs2, 0))) / B_value
             score = np.minimum(np.minimum(window, budget), amp)
         return np.where(np.isfinite(score), score, -np.inf), A

@@ -417,3 +417,16 @@ def params_at_estimate(cell: Cell, L: int, factor=1 + 1e-4):
     dz = design(cell)
     est = dz.estimate(L)
     return dz.build(L, est * factor), est
+
+
+def select_last_inputs(L: int) -> list[str]:
+    """Every select input of length at most ``L`` as a token string, one order per composition
+    and last token (read last, the output depends on the counts and the last token only)."""
+    out = ["s"]
+    for n_a, n_b in itertools.product(range(L + 1), repeat=2):
+        if 0 < n_a + n_b <= L:
+            if n_a:
+                out.append("s" + "b" * n_b + "a" * n_a)
+            if n_b:
+                out.append("s" + "a" * n_a + "b" * n_b)
+    return out

@@ -11,7 +11,6 @@ by position) in mpmath, and the interval margin ``1/sum 1/gap`` from random inte
 
 from __future__ import annotations
 
-import itertools
 
 import mpmath
 import numpy as np
@@ -26,6 +25,7 @@ from constructions.cell import Cell
 from constructions.classification import collinear_head
 from constructions.refusals import refusal
 from verify import explicit
+from tests.helpers import mp_norm, select_last_inputs
 from verify.strategies import sequences, target
 
 #: (variant, norm, affine, d, eps): one cell of every regression construction the head reads
@@ -37,23 +37,6 @@ CASES = [("pre_bare", "layernorm", None, 3, 0.0), ("pre_bare", "rmsnorm", None, 
 def _cell(variant, norm, affine, d, eps, attention="linear") -> Cell:
     return Cell(attention, variant, "classification", d=d, norm=norm, affine=affine, eps=eps,
                 task="select", read="last")
-
-
-def _norm(v) -> float:
-    return float(mpmath.sqrt(mpmath.fsum(x * x for x in np.ravel(v))))
-
-
-def _inputs(L: int):
-    """Every select input of length at most ``L`` as a token string, one order per composition
-    and last token (the output depends on these only)."""
-    out = ["s"]
-    for n_a, n_b in itertools.product(range(L + 1), repeat=2):
-        if 0 < n_a + n_b <= L:
-            if n_a:
-                out.append("s" + "b" * n_b + "a" * n_a)
-            if n_b:
-                out.append("s" + "a" * n_a + "b" * n_b)
-    return out
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
@@ -68,13 +51,13 @@ def test_sweep_rows_are_certified_below_the_bound(case):
         assert row["margin_upper"] is not None and row["margin"] <= row["margin_upper"]
         params = row["witness"]
         # every trainable vector (each row of the head) within the unit ball
-        assert all(_norm(v) <= 1 for k, v in params.vectors.items() if k != "u")
-        assert all(_norm(r) <= 1 for r in params.vectors["u"])
+        assert all(mp_norm(v) <= 1 for k, v in params.vectors.items() if k != "u")
+        assert all(mp_norm(r) <= 1 for r in params.vectors["u"])
         # the explicit pass on every input: the argmax is the count, and the smallest logit gap
         # is the judge's margin
         with mpmath.workdps(60):
             gaps = []
-            for seq in _inputs(L):
+            for seq in select_last_inputs(L):
                 logit = [mpmath.mpf(x) for x in explicit(params, seq, "mp60")]
                 n = target(seq)
                 gaps.append(logit[n] - max(x for c, x in enumerate(logit) if c != n))

@@ -10,7 +10,6 @@ every input, and the margin's ``1/L`` law of the head's equally spaced positions
 
 from __future__ import annotations
 
-import itertools
 
 import mpmath
 import numpy as np
@@ -22,6 +21,7 @@ from constructions import classification, select_last_head
 from constructions.cell import Cell
 from constructions.refusals import refusal
 from verify import counts_to, explicit
+from tests.helpers import mp_norm, select_last_inputs
 from verify.strategies import sequences, target
 
 CASES = [("layernorm", "gain", 3), ("layernorm", "gain_bias", 8), ("rmsnorm", "gain", 2),
@@ -31,23 +31,6 @@ CASES = [("layernorm", "gain", 3), ("layernorm", "gain_bias", 8), ("rmsnorm", "g
 def _cell(norm, affine, d, variant="pre_learned", attention="linear", eps=0.0) -> Cell:
     return Cell(attention, variant, "classification", d=d, norm=norm, affine=affine, eps=eps,
                 task="select", read="last")
-
-
-def _norm(v) -> float:
-    return float(mpmath.sqrt(mpmath.fsum(x * x for x in np.ravel(v))))
-
-
-def _inputs(L: int):
-    """Every select input of length at most ``L`` as a token string (one order per
-    composition and last token: the output depends on the counts and the last token only)."""
-    out = ["s"]
-    for n_a, n_b in itertools.product(range(L + 1), repeat=2):
-        if 0 < n_a + n_b <= L:
-            if n_a:
-                out.append("s" + "b" * n_b + "a" * n_a)
-            if n_b:
-                out.append("s" + "a" * n_a + "b" * n_b)
-    return out
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
@@ -61,15 +44,15 @@ def test_the_head_is_certified_and_below_the_bound(case):
         res = counts_to(params, L, "arb256")
         assert res.certified, (L, res.first_failure)
         # every trainable vector (each row of the head) within the unit ball
-        assert all(_norm(v) <= 1 for k, v in params.vectors.items() if k != "u")
-        assert all(_norm(row) <= 1 for row in params.vectors["u"])
+        assert all(mp_norm(v) <= 1 for k, v in params.vectors.items() if k != "u")
+        assert all(mp_norm(row) <= 1 for row in params.vectors["u"])
         upper = margin_upper(cell, L)
         assert upper is not None and res.min_margin <= upper
         # the explicit pass (mpmath, 60 digits) on every input: the argmax is the count, and
         # the smallest logit gap is the judge's margin
         with mpmath.workdps(60):
             gaps = []
-            for seq in _inputs(L):
+            for seq in select_last_inputs(L):
                 logit = [mpmath.mpf(x) for x in explicit(params, seq, "mp60")]
                 n = target(seq)
                 gaps.append(logit[n] - max(x for c, x in enumerate(logit) if c != n))
