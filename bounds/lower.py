@@ -225,9 +225,28 @@ def _foot_arc(L: int, target: float, boxes: int, F: float) -> float:
     return max(_arc(L, target, boxes, F, None if counts is None else tuple(counts)) for counts in fours)
 
 
+def _ends_lower(cell: Cell, L: int) -> float:
+    """Post-norm read last, from the counts ``0`` and ``L`` alone: ``B >= budget((L - 1)/2)``
+    (:func:`constructions.laws.budget`, the inverse of the capacity), every ``eps >= 0``.
+
+    *Proof.*  ``y(0) < 1/2`` and ``y(L) > L - 1/2``, so ``<w * g, N_L - N_0> = y(L) - y(0) > L - 1``
+    (``g = 1`` bare; the bias and ``w0`` cancel), where ``N_0`` (the input ``(s)``, read at ``s``)
+    and ``N_L`` are outputs of the norm, in its image ``C`` and of length at most ``sqrt(d)`` (equal
+    at ``eps = 0``), so ``N_L - N_0 = t p`` with ``p`` a unit vector of ``C`` and ``0 <= t <= 2
+    sqrt(d)``.  The read-out along ``p`` is bounded as the arc's is along its plane (:func:`
+    last_post_lower`: ``|<w * g, p>| <= |w|`` bare, ``<= a |w * g|_1 <= a |w| |g|`` with a gain,
+    ``|P_C e_i| <= a``), that is ``|<w * g, p>| sqrt(d) <= cap(B)``; so ``L - 1 < 2 cap(B)``.
+    Unlike the arc of ``L - 1`` it sees the count ``0``, and at small ``L`` it is the larger.
+    """
+    if L < 2:
+        return 0.0
+    return max(arb_floor(laws.budget(cell, flint.arb(L - 1) / 2, laws.ARB)), 0.0)
+
+
 def last_foot_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
     """Linear attention with post-RMSNorm read at the last position (``eps = 0``):
-    ``B >= cap^{-1}(R*_F(L - 1))`` with the foot ``F = 1 + sqrt(d)/B_upper^2``; 0 for ``L <= 2``.
+    ``B >= cap^{-1}(R*_F(L - 1))`` with the foot ``F = 1 + sqrt(d)/B_upper^2`` (0 for ``L <= 2``),
+    or the bound of the counts ``0, L`` (:func:`_ends_lower`) where that is larger.
 
     *Proof* (:mod:`constructions.last_foot`).  For ``n >= 1`` the residual is ``r(n) = P + n Q``
     with ``P = e_a + tau <e_a, e_s> e_s``, ``Q = tau |e_a|^2 e_a``, and RMSNorm (``eps = 0``) is
@@ -245,19 +264,20 @@ def last_foot_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) 
     = 1`` that bound is 0 (two points on any arc are separated by every amplitude).
     """
     if L <= 2:
-        return 0.0
+        return _ends_lower(cell, L)
     with flint.ctx.workprec(PREC):
         R_up = laws.capacity(cell, None, flint.arb(B_upper), laws.ARB)
         target = float(R_up.upper().mid()) * (1 + 1e-12)
         foot = 1 + laws.foot_distance(cell, flint.arb(B_upper), laws.ARB)
         R_low = _foot_arc(L - 1, target, boxes, arb_floor(foot))
-        return min(arb_floor(laws.budget(cell, flint.arb(R_low), laws.ARB)), B_upper)
+        return max(min(arb_floor(laws.budget(cell, flint.arb(R_low), laws.ARB)), B_upper),
+                   _ends_lower(cell, L))
 
 
 def last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:
     """Post-norm read at the last position (``eps = 0``; softmax attention, and linear attention
-    with LayerNorm): the post-norm bound of the BOS read at ``L - 1`` (:func:`post_lower`), 0 for
-    ``L <= 2``.
+    with LayerNorm): the post-norm bound of the BOS read at ``L - 1`` (:func:`post_lower`; 0 for
+    ``L <= 2``), or the bound of the counts ``0, L`` (:func:`_ends_lower`) where that is larger.
 
     *Proof* (:mod:`constructions.last_post`).  For ``n >= 1`` the query is ``e_a`` and the
     residual a positive multiple of ``P + n Q`` for fixed ``P, Q`` (softmax: ``Z r(n) = w_s ((e_s
@@ -273,7 +293,7 @@ def last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) 
     arc problem of ``L - 1`` (dropping ``n = 0`` only relaxes it), so ``|u| >= R*(L-1)`` and
     ``B >= cap^{-1}(R*(L-1))``, which :func:`post_lower` of the BOS cell at ``L - 1`` bounds from
     below.  At ``L - 1 = 1`` ``R*(1) = 0`` (any positive amplitude separates two points), so
-    the bound is 0 for ``L <= 2``.
+    the arc's bound is 0 for ``L <= 2``.
 
     *eps > 0* (:mod:`constructions.last_post_eps`).  With ``s = sqrt(d eps)`` the norm is ``N(x) =
     sqrt(d) x_c/|(x_c, s)|``, ``(x_c, s)`` in ``R^{d+1}``.  Softmax: ``r(n) = (P + n Q)/(1 + n rho)``
@@ -289,8 +309,9 @@ def last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) 
     holds for every ``eps >= 0``.
     """
     if L <= 2:
-        return 0.0
-    return post_lower(cell.replace(read="bos", eps=0.0), L - 1, B_upper, boxes)
+        return _ends_lower(cell, L)
+    return max(post_lower(cell.replace(read="bos", eps=0.0), L - 1, B_upper, boxes),
+               _ends_lower(cell, L))
 
 
 def select_last_post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> float:

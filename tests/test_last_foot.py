@@ -121,7 +121,9 @@ def test_the_bound_lemma_on_random_parameters(seed, d, scale):
 @pytest.mark.parametrize("kw", KW[:2])
 def test_the_lower_bound_is_below_the_certified_construction(kw):
     cell = _cell(kw)
-    assert b_lower(cell, 2, 1.0) == 0.0
+    # L = 2: the counts 0 and 2 alone, |<w * g, N_2 - N_0>| <= 2 sqrt(d) |w| (|g|) > 1
+    ends = 1 / (2 * math.sqrt(cell.d))
+    assert b_lower(cell, 2, 1.0) == pytest.approx(math.sqrt(ends) if cell.affine.gain else ends, rel=1e-12)
     for L in (3, 6):
         params, B = _certified(cell, L)
         assert counts_to(params, L, "arb256").counts

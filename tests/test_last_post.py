@@ -19,6 +19,8 @@ attention with LayerNorm (:mod:`constructions.last_post`):
 
 from __future__ import annotations
 
+import math
+
 import mpmath
 import numpy as np
 import pytest
@@ -26,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bounds import sweep as sweep_mod
-from bounds.lower import b_lower
+from bounds.lower import _ends_lower, b_lower
 from bounds.search import regression_row
 from constructions import Cell, regression
 from constructions.last_post import LastArcDesign, LinearLastArcDesign, centre
@@ -190,9 +192,10 @@ def test_the_lower_bound_is_below_the_certified_rows(kw):
         assert row["certified"]
         assert 0 <= row["B_lower"] <= row["B_min"]
         if L >= 3:
-            # it bounds B_min at the BOS read of L - 1, which that read's construction exceeds
+            # the arc's part bounds B_min at the BOS read of L - 1, which that read's construction
+            # exceeds; the counts 0, L alone give the other part
             bos = regression_row(cell.replace(read="bos"), L - 1, lower=False)
-            assert 0 < row["B_lower"] <= bos["B_min"]
+            assert 0 < row["B_lower"] <= max(bos["B_min"], _ends_lower(cell, L))
         if L >= 32:  # the construction reaches the BOS arc of L - 1
             assert row["B_min"] <= row["B_lower"] * (1 + 1e-3)
 
@@ -202,7 +205,8 @@ def test_the_lower_bound_needs_what_it_uses():
     assert b_lower(_cell(KW[0], eps=0.1), 8, 1.0) == b_lower(_cell(KW[0]), 8, 1.0)
     assert b_lower(_cell(KW[3], eps=0.1), 8, None) is None
     assert b_lower(_cell(KW[0]), 8, None) is None
-    assert b_lower(_cell(KW[0]), 2, 1.0) == 0.0
+    # L = 2: only the counts 0 and 2, |<w, N_2 - N_0>| <= 2 sqrt(d) |w| must exceed 1 (bare)
+    assert b_lower(_cell(KW[0]), 2, 1.0) == pytest.approx(1 / (2 * math.sqrt(8)), rel=1e-12)
 
 
 # --------------------------------------------------------------------------- refusals
