@@ -430,3 +430,19 @@ def select_last_inputs(L: int) -> list[str]:
             if n_b:
                 out.append("s" + "a" * n_a + "b" * n_b)
     return out
+
+
+def select_last_gap(params, L: int):
+    """The smallest logit gap of a classification head over every select input read last
+    (:func:`select_last_inputs`), through the explicit pass at 60 digits: the logit of the count
+    minus the largest other logit (positive iff the head classifies every input)."""
+    from verify import explicit
+    from verify.strategies import target
+
+    with mpmath.workdps(60):
+        gaps = []
+        for seq in select_last_inputs(L):
+            logit = [mpmath.mpf(x) for x in explicit(params, seq, "mp60")]
+            n = target(seq)
+            gaps.append(logit[n] - max(x for c, x in enumerate(logit) if c != n))
+        return min(gaps)
