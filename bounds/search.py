@@ -69,8 +69,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     design = regression.design(cell)
     est = None if why else design.estimate(L)
     if est is None:
-        unreached = getattr(design, "unreached", None)  # a design that says why it stops
-        row.update(note=why or (unreached and unreached(L)) or "no construction counts to this L",
+        row.update(note=why or design.unreached(L) or "no construction counts to this L",
                    seconds=time.perf_counter() - start)
         return row
     if L == 1:

@@ -423,6 +423,11 @@ class RegressionDesign:
             vectors = {k: v for k, v in out.items() if k != "w0" and not k.startswith("_")}
             return Params(self.cell, vectors, {"w0": out["w0"]})
 
+    def unreached(self, L_value: int) -> str | None:
+        """Why the construction has no estimate at ``L`` where the design knows it (a row's
+        note), else None: the sweep then says that no construction counts to this L."""
+        return None
+
     def screen(self, L_value: int, B_value) -> Params:
         """The parameters the float screen of the bisection judges: the construction itself
         (a task whose distractor provably changes nothing screens fewer inputs,

@@ -112,7 +112,7 @@ class _MaxMin:
     def solve(self, seed: int, maxiter: int):
         """SLSQP from a random geometry and a head along the principal direction of the class
         means; returns the point with every vector pulled inside the unit ball."""
-        d, L = self.cell.d, self.L
+        L = self.L
         rng = np.random.default_rng(seed)
         G = rng.normal(size=self.ng)
         for s in self.slices()[:self.blocks]:

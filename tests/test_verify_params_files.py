@@ -20,7 +20,7 @@ import safetensors.numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.cell import Cell, Params
+from constructions.cell import Params
 from helpers import ARCHS, arch_cell
 from verify import params_file
 from verify.params_file import ParamsFileError, exact_decimal, exact_number
