@@ -91,7 +91,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     design = regression.design(cell)
     est = None if why else design.estimate(L)
     if est is None:
-        row.update(note=why or design.unreached(L) or "no construction counts to this L",
+        row.update(note=why or design.unreached(L) or "no construction is derived for this L",
                    seconds=time.perf_counter() - start)
         return row
     if L == 1:
