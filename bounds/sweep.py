@@ -9,7 +9,9 @@
 Default grid: powers of two from ``Lmin`` (default 2) to ``Lmax``, ``Lmin`` and ``Lmax``
 included.  Prints a table, or one JSON object with ``--json``; ``--out DIR`` also writes
 ``sweep.csv`` and ``sweep.json``; ``--save-params DIR`` writes every certified witness
-(:func:`verify.params_file.witness_files`).  A progress bar over the rows is drawn on stderr
+(:func:`verify.params_file.witness_files`).  A row is certified, or null where a proof says
+that nothing counts (``L > L*``); an ``L`` with neither is no row and is listed under
+``unreached`` with its reason (:func:`summary`).  A progress bar over the rows is drawn on stderr
 when it is a terminal (not with ``--quiet``).  Bad input: one line on stderr, exit status 2.
 """
 
