@@ -3,7 +3,7 @@
 The sources lambdify wrote for the numeric paths, and values derived in sympy, under
 the key of the modules they come from (used only while ``KEY`` is current)."""
 
-KEY = '024ff11ea5a95d6bdeddcfa7d0b6b95d8361b3f90ba36a0e91eb2e2b3babdd91'
+KEY = '9023c76bbebafd60ff4822c65c7f73f5a22f1a54dbe4aacc32b605037ea5d50b'
 
 FUNCTIONS = {
     'FootDesign:attention=linear,variant=post_bare,norm=rmsnorm,affine=bare,readout=regression,d=8,eps=0.0,task=count,read=bos:capacity mpmath':

@@ -424,8 +424,9 @@ class RegressionDesign:
             return Params(self.cell, vectors, {"w0": out["w0"]})
 
     def unreached(self, L_value: int) -> str | None:
-        """Why the construction has no estimate at ``L`` where the design knows it (a row's
-        note), else None: the sweep then says that no construction counts to this L."""
+        """Why the construction has no estimate at ``L`` where the design knows it, else None
+        (then a generic reason): the sweep lists that ``L`` as unreached with this reason, not as
+        a row (:func:`bounds.search.unreached`: no proof that nothing counts)."""
         return None
 
     def screen(self, L_value: int, B_value) -> Params:
