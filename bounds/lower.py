@@ -811,7 +811,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             rtol: float = 1e-6) -> float | None:
     """The proven lower bound for a sweep row: that of the regression construction serving the
     cell (:data:`LOWER`; 0 for classification, whose rows report a margin; None where no
-    construction serves the cell or no proof is implemented).
+    construction serves the cell, where no proof is implemented, and below the smallest width of
+    post-norm beyond ``L = 1``, where nothing counts).
 
     ``B_upper`` is the row's certified ``B_min`` (None: none), the cap of the branch and bounds.
     Where the reduced problem is solved exactly (segment), the branch and bound runs to the
@@ -819,6 +820,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     """
     if cell.readout == "classification":
         return 0.0
+    if cell.post and cell.eps == 0 and cell.d < laws.smallest_d(cell) and L >= 2:
+        return None  # two points: nothing counts beyond L = 1 (bounds.lstar.cell_l_star), no row
     entry = registry.serving(cell)
     return None if entry is None else LOWER[entry.key](cell, L, B_upper, arc_boxes, rtol)
 

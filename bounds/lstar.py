@@ -214,8 +214,23 @@ def cell_l_star(cell: Cell) -> int | None:
     With ``eps > 0`` the values ``s_x v``
     (``-1 < s_x < 1``) are no longer two and this ``L*`` is not derived (None).
 
-    Below the smallest width of post-norm (:func:`constructions.laws.smallest_d`) with
-    ``eps = 0`` every input maps to one of two points: 1.  Softmax regression read at the last
+    Below the smallest width of post-norm (:func:`constructions.laws.smallest_d`: LayerNorm at
+    ``d = 2``) with ``eps = 0``: 1, at either read, for either task, attention and read-out.
+    *Proof.*  At ``d = 2`` the centring is ``C(v) = ((v_1 - v_2)/2) (1, -1)`` and the variance
+    ``((v_1 - v_2)/2)^2``, so ``N(v) = sign(v_1 - v_2) (1, -1)``, undefined at ``v_1 = v_2`` (a
+    parameter set with such a norm input computes nothing; the judge refuses it): the output
+    ``z = g * N(r) + beta`` (bare: ``N(r)``) is one of two points whatever the input, and so is
+    the read-out (regression ``y = <w, z> + w0``; classification the argmax).  Counting
+    ``0, 1, 2`` needs three outputs: ``|y - n| < 1/2`` for two different integers ``n`` cannot
+    hold at one ``y``, nor can one argmax be two classes.  The count task's inputs are the select
+    task's (``n_b = 0``), so nothing solves either beyond ``L = 1``.  ``L = 1`` is solved: at the
+    last read the count 0 is ``(s)`` read at ``s`` and the count 1 is ``(s, a)`` read at ``a``, and
+    the constructions of :mod:`constructions.last_post` (the two residuals ``-(c + u) top`` and
+    ``(1 - c) top``, ``c = 1/2``, up to positive factors: opposite sides of the centred line),
+    :mod:`constructions.select_last_post` and :mod:`constructions.select_last_linear_post` (which
+    also read ``(s, b)`` on the side of ``(s)``) solve it, certified in ball arithmetic by the judge
+    (``tests/test_last_narrow_post.py``); at the read at ``s`` likewise the families of
+    :mod:`constructions.regression`.  Softmax regression read at the last
     position: 2 without a norm (:mod:`constructions.last_read`; the select task too,
     :func:`last_select_free_l_star`), :func:`last_l_star` with bare
     pre-norm (:func:`last_l_star_eps` with ``eps > 0``).
