@@ -77,16 +77,19 @@ def refusal(cell: Cell) -> str | None:
                 # (at d = 2 with eps = 0, L = 1 only); eps > 0: constructions.last_post_eps.EpsArcDesign,
                 # that arc lifted
                 return _narrow_post(what, cell) if cell.d < laws.smallest_d(cell) else None
-            if cell.kind.image_dim(cell.d) < 2:
-                # the values are beta +- v (v = g * (1, -1)); with h_s != h_a the counts 1..L
-                # are the BOS segment of L - 1 at rho' = 1 + exp(-tau <h_a, h_a - h_s>)
-                return (f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built): "
-                        "the values are beta +- g * (1, -1), so the counts 1..L are the segment of L - 1 "
-                        "at rho' = 1 + exp(-tau <h_a, h_a - h_s>); "
-                        + ("without a bias h_a = +-h_s (h_a = h_s: one output for n >= 1), h_a = -h_s "
-                           "gives rho' < 2, so nothing counts beyond L = 4, as with bare pre-norm "
-                           "(bounds.lstar.last_l_star)" if not cell.affine.bias else
-                           "with a bias rho' is free: not derived"))
+            if cell.kind.image_dim(cell.d) < 2 and cell.eps > 0:
+                return (f"{what} has no construction yet at d = 2 with a learned pre-LayerNorm and "
+                        "eps > 0 (the values s_x g * (1, -1)" + (" + beta" if cell.affine.bias else "")
+                        + ", |s_x| < 1, are no longer two: not derived)")
+            if cell.kind.image_dim(cell.d) < 2 and not cell.affine.bias:
+                # the values are +-v (v = g * (1, -1)): bounds.lstar.cell_l_star, L* = 4; with a
+                # bias constructions.tasks.TaskDesign (the two values beta +- v)
+                return (f"{what} has no construction at d = 2 with pre-LayerNorm and a gain without "
+                        "a bias (d >= 3, and gain_bias at d = 2, are built): the values are +-g * (1, -1), "
+                        "so the counts 1..L are the segment of L - 1 at rho' = 1 + exp(-tau <h_a, h_a - "
+                        "h_s>) < 2 (h_a = -h_s; h_a = h_s gives one output for n >= 1): nothing counts "
+                        "beyond L = 4, and L = 4 counts, as with bare pre-norm (bounds.lstar.cell_l_star); "
+                        "no construction for L <= 4 is derived")
             # eps = 0: constructions.tasks.TaskDesign; eps > 0: last_eps.EpsGainDesign (LayerNorm),
             # last_eps.EpsRmsGainDesign (RMSNorm)
             return None

@@ -176,11 +176,12 @@ def eps_last_foot(cell: Cell) -> bool:
 
 def value_read(cell: Cell) -> bool:
     """Pre-norm, the values read along one axis: linear attention (every affine, ``d`` and
-    ``eps``), or softmax attention with a gain at ``eps = 0`` and a plane in the norm's image
-    (not LayerNorm at ``d = 2``)."""
+    ``eps``), or softmax attention with a gain at ``eps = 0`` and a plane in the norm's image or a
+    bias (LayerNorm at ``d = 2``: the two values ``beta +- g * (1, -1)``)."""
     return (_count_last(cell) and cell.pre
             and (cell.attention == "linear"
-                 or (cell.affine.gain and cell.eps == 0 and cell.kind.image_dim(cell.d) >= 2)))
+                 or (cell.affine.gain and cell.eps == 0
+                     and (cell.kind.image_dim(cell.d) >= 2 or cell.affine.bias))))
 
 
 # ----------------------------------------------------------------------- the select task, at s
