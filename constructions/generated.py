@@ -3,7 +3,7 @@
 The sources lambdify wrote for the numeric paths, and values derived in sympy, under
 the key of the modules they come from (used only while ``KEY`` is current)."""
 
-KEY = '9023c76bbebafd60ff4822c65c7f73f5a22f1a54dbe4aacc32b605037ea5d50b'
+KEY = '3332432ba5b53cc3ef98d856df33f50c256f576711b1e80e61131b3e2e966eb7'
 
 FUNCTIONS = {
     'FootDesign:attention=linear,variant=post_bare,norm=rmsnorm,affine=bare,readout=regression,d=8,eps=0.0,task=count,read=bos:capacity mpmath':
