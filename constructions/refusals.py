@@ -229,6 +229,8 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
     if cell.eps > 0:
         return (f"{what} has no construction yet for softmax attention with a learned pre-norm and "
                 "eps > 0 (the construction uses the norm's exact invariances, eps = 0)")
+    if cell.d < (4 if cell.kind.centred else 3) and cell.affine.bias and cell.kind.image_dim(cell.d) == 2:
+        return None  # constructions.select_last_circle: the three points on a circle off 0
     if cell.d < (4 if cell.kind.centred else 3):
         return (f"{what} has no construction at d = {cell.d} with a learned pre-{cell.kind.name} "
                 "and softmax attention (the values fill only the ellipse's boundary, where two "
