@@ -800,6 +800,8 @@ LOWER = {
     "eps_select_last": lambda cell, L, *_: last_select_line_lower(cell, L),
     "gain_softmax_select_last": lambda cell, L, B_upper, arc_boxes, rtol: (
         last_select_softmax_lower(cell, L, B_upper, rtol)),
+    "circle_softmax_select_last": lambda cell, L, B_upper, arc_boxes, rtol: (
+        last_select_softmax_lower(cell, L, B_upper, rtol)),
     "pair_select_last": lambda cell, L, *_: last_pair_lower(cell, L),  # its sub-task n_b = 0
     "bare_softmax_select_last": lambda cell, L, B_upper, *_: last_select_bare_lower(cell, L, B_upper),
     "select_last_arc": _capped(select_last_post_lower),

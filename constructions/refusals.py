@@ -237,10 +237,20 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
     if cell.eps > 0:
         return (f"{what} has no construction yet for softmax attention with a learned pre-norm and "
                 "eps > 0 (the construction uses the norm's exact invariances, eps = 0)")
+    if cell.d < (4 if cell.kind.centred else 3) and cell.affine.bias and cell.kind.image_dim(cell.d) == 2:
+        return None  # constructions.select_last_circle: the three points on a circle off 0
     if cell.d < (4 if cell.kind.centred else 3):
-        return (f"{what} has no construction at d = {cell.d} with a learned pre-{cell.kind.name} "
-                "and softmax attention (the values fill only the ellipse's boundary, where two "
-                "values with one read coordinate have one norm, so b cannot weigh less than a "
-                "from its own query at the shape of a; not derived: "
+        if cell.kind.image_dim(cell.d) == 1:
+            return (f"{what} has no construction yet at d = 2 with a learned pre-LayerNorm and softmax "
+                    "attention (two values: h_a = h_s reads (s, a) as (s, a, a), h_b = h_a reads "
+                    "(s, b, a) as (s, a, a), and h_b = h_s reads (s, b, a, a) as (s, a), so nothing "
+                    "solves it beyond L = 2; L = 2 is not built)")
+        return (f"{what} has no construction yet at d = {cell.d} with a learned pre-{cell.kind.name} "
+                "without a bias and softmax attention (the values fill a centred ellipse, where the "
+                "second point of the line through h_a orthogonal to h_s - h_a has <h_b, h_b - h_a> > 0 "
+                "when 0 <= <h_a, h_s - h_a> < |h_s - h_a|^2/2, so b weighs more than a from its own "
+                "query at the shape of a; parameter sets found by a float search solve it at L = 2, 3, "
+                "4, 8, certified, with b read as s; no construction is derived; with a bias "
+                "constructions.select_last_circle is built, "
                 + ("d >= 4" if cell.kind.centred else "d >= 3") + " is built)")
     return None

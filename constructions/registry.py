@@ -32,6 +32,7 @@ that the two agree on every cell of a grid of all parts).
 * the select task read last: :func:`free_select_last`, :func:`bare_select_last`,
   :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
   :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
+  :func:`circle_softmax_select_last` (:mod:`constructions.select_last_circle`),
   :func:`pair_select_last` (:mod:`constructions.select_last_pair`),
   :func:`bare_softmax_select_last` (:mod:`constructions.select_last_bare`),
   :func:`select_last_arc` (:mod:`constructions.select_last_post`), :func:`eps_select_last_arc`
@@ -255,6 +256,15 @@ def gain_softmax_select_last(cell: Cell) -> bool:
             and cell.affine.gain and cell.eps == 0 and cell.d >= (4 if cell.kind.centred else 3))
 
 
+def circle_softmax_select_last(cell: Cell) -> bool:
+    """Softmax attention with pre-norm, a gain and a bias at ``eps = 0``, the values on a closed
+    curve (the norm's image a plane: RMSNorm ``d = 2``, LayerNorm ``d = 3``;
+    :mod:`constructions.select_last_circle`: the three points of :func:`gain_softmax_select_last`
+    on a circle moved off 0 by the bias)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.pre
+            and cell.affine.bias and cell.eps == 0 and cell.kind.image_dim(cell.d) == 2)
+
+
 def pair_select_last(cell: Cell) -> bool:
     """Softmax attention without a norm, every ``d`` (``L* = 2``: ``b`` a copy of ``s`` on the count
     task's extremal pair, :mod:`constructions.select_last_pair`)."""
@@ -360,6 +370,7 @@ REGRESSION = (
     Entry("select_last", "ScaleSelectDesign", scale_select_last),
     Entry("select_last", "GainSelectDesign", gain_select_last),
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
+    Entry("select_last_circle", "CircleSoftmaxSelectDesign", circle_softmax_select_last),
     Entry("select_last_pair", "SelectPairDesign", pair_select_last),
     Entry("select_last_bare", "BareSelectLastDesign", bare_softmax_select_last),
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
