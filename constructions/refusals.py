@@ -173,7 +173,8 @@ def _select_last(cell: Cell) -> str | None:
                 "eps > 0, constructions.last_eps, softmax attention without a norm, "
                 "constructions.select_last_pair, with bare pre-norm, constructions.select_last_bare, "
                 "with a learned pre-norm, "
-                "constructions.select_last_softmax, with post-LayerNorm, "
+                "constructions.select_last_softmax (with a bias where the values fill a curve, "
+                "constructions.select_last_circle), with post-LayerNorm, "
                 "constructions.select_last_post, with post-RMSNorm, constructions.select_last_rms, "
                 "and linear attention with post-norm, constructions.select_last_linear_post)")
     if cell.attention == "softmax":

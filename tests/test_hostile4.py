@@ -206,7 +206,7 @@ def test_gain_and_gain_bias_give_one_row_with_linear_post_layernorm(capsys, tmp_
 
 # ------------------------------------------------------------------------------ refusals
 @pytest.mark.parametrize("argv", [
-    ["--attention", "linear", "--variant", "post_bare", "--d", "2"],
+    ["--attention", "linear", "--variant", "post_bare", "--d", "2", "--eps", "0.01"],
     ["--attention", "linear", "--variant", "post_bare", "--d", "3", "--eps", "0.1"],
     ["--attention", "linear", "--variant", "post_learned", "--norm", "rmsnorm", "--eps", "1e-5"],
     ["--attention", "softmax", "--variant", "post_bare", "--norm", "rmsnorm", "--eps", "0.01"],
@@ -239,7 +239,8 @@ def test_the_refused_and_the_built_cells_agree():
                                         norm=norm, eps=eps, task="select", read="last")
                             built = any(e.serves(cell) for e in registry.REGRESSION)
                             assert built == (refusal(cell) is None), cell
-                            expect = ((eps == 0 and (norm == "rmsnorm" or d >= 3))
+                            # eps = 0: every d (LayerNorm at d = 2 for L = 1 only, L* = 1)
+                            expect = (eps == 0
                                       # eps > 0: constructions.last_post_eps (softmax, LayerNorm)
                                       or (eps > 0 and attention == "softmax" and norm == "layernorm"
                                           and d >= 3))
