@@ -65,13 +65,18 @@ def offsets(d: int, F_over_L: float, t: float, L: int):
     return a, F, b * math.sqrt(t * (1 - t)) / a, b * t / a
 
 
-def plane_points(cell: Cell, L: int, shape, x=None) -> np.ndarray:
-    """The outputs in the plane of ``e_1, e_2`` at the offsets ``x`` (default: ``D``, then
-    ``F + n`` for ``n = 0..L``), an ``(len(x), 2)`` float array."""
+def plane_points(cell: Cell, L: int, shape) -> np.ndarray:
+    """The outputs in the plane of ``e_1, e_2`` at the offsets ``D``, then ``F + n`` for ``n =
+    0..L`` (an ``(L + 2, 2)`` float array)."""
     F_over_L, t, omega, chi = shape
     _, F, lam, D = offsets(cell.d, F_over_L, t, L)
-    if x is None:
-        x = np.concatenate([[D], F + np.arange(L + 1, dtype=np.float64)])
+    x = np.concatenate([[D], F + np.arange(L + 1, dtype=np.float64)])
+    return on_plane(cell, x, lam, omega, chi)
+
+
+def on_plane(cell: Cell, x: np.ndarray, lam: float, omega: float, chi: float) -> np.ndarray:
+    """``sqrt(d) unit(x along + lam perp)`` in the plane of ``e_1, e_2`` (``along`` at the angle
+    ``omega``), times the gain ``(cos(chi), sin(chi))`` where the cell has one."""
     r = np.hypot(x, lam) / math.sqrt(cell.d)
     al, pe = x / r, lam / r
     co, so = math.cos(omega), math.sin(omega)
@@ -115,6 +120,46 @@ def best_shape(cell: Cell, L_fit: int):
                             options={"xatol": 1e-7, "fatol": 1e-16, "maxiter": 800})
     best = tuple(float(v) for v in res.x)
     return best if f(best) <= f(start) else start
+
+
+@functools.lru_cache(maxsize=None)
+def count_arc(cell: Cell, L: int):
+    """``(lam, p, y, eta)``: the arc of ``L`` of the counts ``1..L+1`` read last (offsets ``x_m = F
+    + 1 + m``, ``m = 0..L``, foot ``p = -(F + 1)``) at the tie ``lam = kappa F``, with ``F`` (and,
+    with a gain, ``omega, chi``) maximising the greedy margin of its points ``y`` (floats; the
+    weights of :func:`bounds.arc_margin.certificate` are read from its head), and its ellipse in
+    the coordinates ``(perp, along)`` of :mod:`bounds.arc_margin`: ``eta = cos(2 chi) e(2 alpha)``
+    with ``alpha = omega + pi/2`` the angle of ``e_1`` there (``(0, 0)`` bare)."""
+    from scipy import optimize  # loaded only where the shape is searched
+
+    from constructions.classification import circle_margin
+
+    kappa = laws.last_distance_ratio(cell, 1, laws.FLOAT)
+    m = np.arange(L + 1, dtype=np.float64)
+    floor = math.sqrt(cell.d)  # F >= sqrt(d) at unit budget
+
+    def points(p):
+        F = floor + math.exp(p[0])
+        return F, on_plane(cell, F + 1 + m, kappa * F, p[1], p[2])
+
+    def f(p):
+        if cell.affine.gain and not 0 < p[2] < math.pi / 2:
+            return 0.0
+        with np.errstate(all="ignore"):
+            return -circle_margin(points(p)[1])
+
+    starts = [(math.log(q * L), om, ch) for q in (0.3, 0.6, 1.0)
+              for om, ch in ([(1.5, 0.03), (1.5, 0.3), (0.0, 1.2)] if cell.affine.gain else [(0.0, 0.0)])]
+    start = min(starts, key=f)
+    fixed = () if cell.affine.gain else (1, 2)
+    free = [i for i in range(3) if i not in fixed]
+    g = lambda v: f([v[free.index(i)] if i in free else start[i] for i in range(3)])
+    res = optimize.minimize(g, [start[i] for i in free], method="Nelder-Mead",
+                            options={"xatol": 1e-7, "fatol": 1e-16, "maxiter": 800})
+    best = [res.x[free.index(i)] if i in free else start[i] for i in range(3)]
+    F, y = points(best)
+    eta = math.cos(2 * best[2]) * np.array([-math.cos(2 * best[1]), -math.sin(2 * best[1])])
+    return kappa * F, -(F + 1), y, eta if cell.affine.gain else np.zeros(2)
 
 
 def shape(cell: Cell, L: int):
