@@ -80,7 +80,10 @@ def time_row(attention: str, norm: str, L: int) -> dict:
     """The single regression row at ``L`` of one cell, in its own sweep process (one job)."""
     wall, cpu, out = _timed(_sweep_cmd(attention, norm, "regression", "--Lmin", str(L),
                                        "--Lmax", str(L), "--jobs", "1", "--json"))
-    (row,) = json.loads(out)["rows"]
+    result = json.loads(out)
+    # an L the sweep does not reach is no row: its entry of unreached, with the reason as note
+    (row,) = result["rows"] or [{"B_min": None, "B_lower": None, "certified": False,
+                                 "note": m["reason"]} for m in result["unreached"]]
     gap = (row["B_min"] / row["B_lower"] - 1 if row.get("B_min") and row.get("B_lower")
            else None)
     return {"attention": attention, "variant": norm, "L": L, "wall": wall, "cpu": cpu,

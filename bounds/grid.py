@@ -9,8 +9,10 @@ The grid is every combination of the listed parts (``--affine`` applies to the l
 variants only) at every ``d``, each swept over the sweep's grid of ``L``
 (:func:`bounds.sweep.grid`).  Every cell is checked as ``bounds.sweep`` checks it, before any
 work; its rows are ``bounds.search.row``, as in the sweep, and are printed with the sweep's
-monotone envelope over the cell's grid (:func:`bounds.sweep.envelope`).  Each row is kept in the store
-(:mod:`bounds.store`) as it completes and read from it on the next run; rows are computed in
+monotone envelope over the cell's grid (:func:`bounds.sweep.envelope`); an ``L`` the sweep
+leaves out (:func:`bounds.sweep.summary`) is listed under ``unreached``, with its cell.  Each
+row is kept in the store (:mod:`bounds.store`) as it completes and read from it on the next
+run; rows are computed in
 local worker processes, or on a Dask cluster with ``--scheduler``.  Bad input: one line on
 stderr, exit status 2.
 """
@@ -159,6 +161,9 @@ def _table(result: dict) -> str:
                      fmt(r["certified"]), fmt(r.get("margin"), "{:.6e}"),
                      fmt(r["seconds"], "{:.3f}")])
         lines.append(text + (f"   {r['note']}" if r.get("note") else ""))
+    for m in result["unreached"]:
+        lines.append(f"unreached, not a row: {m['attention']}/{m['variant']}/{m['readout']}, "
+                     f"d={m['d']}, {m['norm']} {m['affine']}, L = {m['L']}: {m['reason']}")
     for c in result["cells"]:
         f = c["fit"]
         name = (f"{c['attention']}/{c['variant']}/{c['readout']}, d={c['d']}"
@@ -197,15 +202,17 @@ def execute(parsed) -> int:
             cluster.rows(args.scheduler, todo, args.rtol, args.lower_boxes, done)
         else:
             pool.rows(todo, args.rtol, args.lower_boxes, args.jobs, done)
-    out_rows, out_cells = [], []
+    out_rows, out_cells, missed = [], [], []
     for c, cell in enumerate(cells):
         mine = rows[c * len(Ls):(c + 1) * len(Ls)]
         summary = sweep.summary(cell, mine, args.fit_from, args.rtol, args.lower_boxes)
         out_rows += [{**cell.keys(), **r} for r in summary["rows"]]  # with their envelope
+        missed += [{**cell.keys(), **m} for m in summary["unreached"]]
         out_cells.append({**cell.keys(), "fit": summary["fit"], "L_star": summary["L_star"],
                           **({"note": summary["note"]} if "note" in summary else {})})
     result = {"version": __version__, "store": args.out, "rtol": args.rtol,
-              "lower_boxes": args.lower_boxes, "rows": out_rows, "cells": out_cells,
+              "lower_boxes": args.lower_boxes, "rows": out_rows, "unreached": missed,
+              "cells": out_cells,
               "computed": len(missing), "from_store": len(tasks) - len(missing)}
     cli.emit(json.dumps(result) if args.json else _table(result))
     return 0

@@ -214,14 +214,16 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
 def _foot_arc(L: int, target: float, boxes: int, F: float) -> float:
     """The restricted arc bound ``<= R*_F(L)`` (the foot at ``n0 <= -F``): for ``L < 3`` the pair
     ``0, L`` (:func:`bounds.arc_lower.arc_lower`, step 1), else the best over the fours of counts
-    that bind at the one-sided optimum (:func:`constructions.one_sided.binding_counts`; any four
-    give a valid bound, so their largest does)."""
+    that bind at the one-sided optimum (:func:`constructions.one_sided.binding_counts`) and the
+    arc's own four ``0, m, L - m, L`` (``counts=None``; at large ``L`` the one-sided optimum binds
+    near them, the Chebyshev nodes of its cubic deviation, while the float search's fours may miss
+    the count ``0``): any four give a valid bound, so their largest does."""
     if L < 3:
         return _arc(L, target, boxes, F)
     from constructions import one_sided  # scipy: only the one-sided arc needs it
 
     lam, _ = one_sided.least_amplitude(L, F)
-    fours = one_sided.binding_counts(L, F, lam) if lam is not None else [None]
+    fours = (one_sided.binding_counts(L, F, lam) if lam is not None else []) + [None]
     return max(_arc(L, target, boxes, F, None if counts is None else tuple(counts)) for counts in fours)
 
 
@@ -582,18 +584,19 @@ def _last_budget_needed(cell: Cell, D: flint.arb, sigma_low: flint.arb, sigma_hi
     in ``[sigma_low, sigma_high]`` (softmax, pre-norm with a gain; :mod:`constructions.tasks`).
 
     With ``|h| <= H B``, ``|v_x| <= V B`` and the query ``h_a``:
-    ``D <= B X`` with ``X^2 - H B X + sigma <= 0`` (:func:`constructions.laws.last_value_gap`),
+    ``D <= B X`` with ``X^2 - H B X + k sigma <= 0`` (:func:`constructions.laws.last_value_gap`,
+    ``k`` its weight: 2 for the two values of LayerNorm at ``d = 2`` with a bias, else 1),
     ``X <= 2 V B``, and ``sigma = X <h_a, u> >= -H B X >= -2 H V B^2``.  The first, with
-    ``u = B^2``: ``(H u + sqrt(H^2 u^2 - 4 sigma u))/2 >= D``; its left side increases in ``u``
-    from ``u = 4 sigma/H^2`` (``sigma > 0``; from 0 otherwise), so its root is
-    ``u = D^2/(D H - sigma)`` when ``D H >= 2 sigma`` and ``4 sigma/H^2`` else (where the two
+    ``u = B^2`` and ``s = k sigma``: ``(H u + sqrt(H^2 u^2 - 4 s u))/2 >= D``; its left side
+    increases in ``u`` from ``u = 4 s/H^2`` (``s > 0``; from 0 otherwise), so its root is
+    ``u = D^2/(D H - s)`` when ``D H >= 2 s`` and ``4 s/H^2`` else (where the two
     cases cannot be told apart on balls, the smaller is taken).  Both increase in ``D`` and in
     ``sigma`` (evaluated at ``sigma_low``); ``sqrt(-sigma/(2 H V))`` decreases in ``sigma``
     (evaluated at ``sigma_high``); ``sqrt(D/(2V))`` increases in ``D``.
     """
     H, V = laws.value_reach(cell, laws.ARB)
     zero = flint.arb(0)
-    s = sigma_low
+    s = laws.last_gap_weight(cell) * sigma_low
     corner = 2 * s.max(zero).sqrt() / H
     main = (D * D / (D * H - s)).sqrt() if D * H - s > 0 else None
     if main is None or not (D * H >= 2 * s):
@@ -797,6 +800,8 @@ LOWER = {
     "eps_select_last": lambda cell, L, *_: last_select_line_lower(cell, L),
     "gain_softmax_select_last": lambda cell, L, B_upper, arc_boxes, rtol: (
         last_select_softmax_lower(cell, L, B_upper, rtol)),
+    "circle_softmax_select_last": lambda cell, L, B_upper, arc_boxes, rtol: (
+        last_select_softmax_lower(cell, L, B_upper, rtol)),
     "pair_select_last": lambda cell, L, *_: last_pair_lower(cell, L),  # its sub-task n_b = 0
     "bare_softmax_select_last": lambda cell, L, B_upper, *_: last_select_bare_lower(cell, L, B_upper),
     "select_last_arc": _capped(select_last_post_lower),
@@ -811,7 +816,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
             rtol: float = 1e-6) -> float | None:
     """The proven lower bound for a sweep row: that of the regression construction serving the
     cell (:data:`LOWER`; 0 for classification, whose rows report a margin; None where no
-    construction serves the cell or no proof is implemented).
+    construction serves the cell, where no proof is implemented, and below the smallest width of
+    post-norm beyond ``L = 1``, where nothing counts).
 
     ``B_upper`` is the row's certified ``B_min`` (None: none), the cap of the branch and bounds.
     Where the reduced problem is solved exactly (segment), the branch and bound runs to the
@@ -819,6 +825,8 @@ def b_lower(cell: Cell, L: int, B_upper: float | None, arc_boxes: int = ARC_BOXE
     """
     if cell.readout == "classification":
         return 0.0
+    if cell.post and cell.eps == 0 and cell.d < laws.smallest_d(cell) and L >= 2:
+        return None  # two points: nothing counts beyond L = 1 (bounds.lstar.cell_l_star), no row
     entry = registry.serving(cell)
     return None if entry is None else LOWER[entry.key](cell, L, B_upper, arc_boxes, rtol)
 

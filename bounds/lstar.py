@@ -39,6 +39,16 @@ away from ``h_s``), so this holds iff it holds at ``rho' = 2``.  LayerNorm at ``
 ``h_a = +-h_s``: ``rho' = 1 + exp(-2 sqrt 2)`` decides.  Hence ``L* = 1 + max {L' : D_lo(2, L')
 < D_hi(2, L')}``, independent of ``d``: 4 (at ``rho' = 2``, ``L' = 4`` has ``D_lo = D_hi = 6``).
 
+*The last read, pre-LayerNorm at d = 2 with a gain and no bias* (``eps = 0``): also 4.  The
+values are ``+-v``, ``v = g * (1, -1)``; ``h_a = h_s`` gives one output for every ``n >= 1``, so
+``h_a = -h_s`` and ``rho = exp(-2 tau |v|^2) < 1``: ``rho' < 2`` and, as above, nothing counts
+beyond ``L = 4``.  ``|v| = |g|`` is free, so ``rho'`` reaches every value of ``(1, 2)``, and the
+amplitude ``D = <w, h_a - h_s> = -2 <w, v>`` and the offset ``delta = <w, e_s - e_a>`` are free
+(take ``g = (G, G)``, so ``v`` is centred and the part of ``w`` along ``one`` moves only
+``delta``, through the parts of the embeddings along ``one``, which LayerNorm removes): the open
+up-set of feasible ``rho'`` contains ``2`` for ``L' = 3`` and so some ``rho' < 2``, and ``L = 4``
+counts.  (With a bias the shape is free: :func:`constructions.laws.last_value_gap`, rate 1.)
+
 *The last read with eps > 0* (:func:`last_l_star_eps`).  Now ``|N(e)| = |e_c| / sqrt(|e_c|^2/d +
 eps)`` takes every length in ``[0, sqrt(d))`` (the scale of ``e`` is free), so the values fill
 the open ball of radius ``sqrt(d)`` (in the centred subspace for LayerNorm) and ``<h_a, h_s -
@@ -179,6 +189,9 @@ def l_star_reason(cell: Cell) -> str:
     if cell.read.last and cell.distractor:
         return ("bare pre-norm at the last read (its count task, the sub-task n_b = 0: scores from "
                 "h_a favour a, rho <= 1)")
+    if cell.read.last and cell.affine.gain:
+        return ("pre-LayerNorm with a gain and no bias at d = 2 at the last read (two values +-v: "
+                "scores from h_a favour a, rho < 1)")
     if cell.read.last:
         return "bare pre-norm at the last read (scores from h_a favour a: rho <= 1)"
     if cell.post:
@@ -214,11 +227,27 @@ def cell_l_star(cell: Cell) -> int | None:
     With ``eps > 0`` the values ``s_x v``
     (``-1 < s_x < 1``) are no longer two and this ``L*`` is not derived (None).
 
-    Below the smallest width of post-norm (:func:`constructions.laws.smallest_d`) with
-    ``eps = 0`` every input maps to one of two points: 1.  Softmax regression read at the last
+    Below the smallest width of post-norm (:func:`constructions.laws.smallest_d`: LayerNorm at
+    ``d = 2``) with ``eps = 0``: 1, at either read, for either task, attention and read-out.
+    *Proof.*  At ``d = 2`` the centring is ``C(v) = ((v_1 - v_2)/2) (1, -1)`` and the variance
+    ``((v_1 - v_2)/2)^2``, so ``N(v) = sign(v_1 - v_2) (1, -1)``, undefined at ``v_1 = v_2`` (a
+    parameter set with such a norm input computes nothing; the judge refuses it): the output
+    ``z = g * N(r) + beta`` (bare: ``N(r)``) is one of two points whatever the input, and so is
+    the read-out (regression ``y = <w, z> + w0``; classification the argmax).  Counting
+    ``0, 1, 2`` needs three outputs: ``|y - n| < 1/2`` for two different integers ``n`` cannot
+    hold at one ``y``, nor can one argmax be two classes.  The count task's inputs are the select
+    task's (``n_b = 0``), so nothing solves either beyond ``L = 1``.  ``L = 1`` is solved: at the
+    last read the count 0 is ``(s)`` read at ``s`` and the count 1 is ``(s, a)`` read at ``a``, and
+    the constructions of :mod:`constructions.last_post` (the two residuals ``-(c + u) top`` and
+    ``(1 - c) top``, ``c = 1/2``, up to positive factors: opposite sides of the centred line),
+    :mod:`constructions.select_last_post` and :mod:`constructions.select_last_linear_post` (which
+    also read ``(s, b)`` on the side of ``(s)``) solve it, certified in ball arithmetic by the judge
+    (``tests/test_last_narrow_post.py``); at the read at ``s`` likewise the families of
+    :mod:`constructions.regression`.  Softmax regression read at the last
     position: 2 without a norm (:mod:`constructions.last_read`; the select task too,
     :func:`last_select_free_l_star`), :func:`last_l_star` with bare
-    pre-norm (:func:`last_l_star_eps` with ``eps > 0``).
+    pre-norm (:func:`last_l_star_eps` with ``eps > 0``) and with pre-LayerNorm at ``d = 2`` with a
+    gain and no bias, ``eps = 0`` (module docstring: 4; no construction is built there).
     """
     if cell.post and cell.d < laws.smallest_d(cell) and cell.eps == 0:
         return 1  # eps = 0: scale invariance leaves two points (with eps > 0 it does not)
@@ -231,6 +260,9 @@ def cell_l_star(cell: Cell) -> int | None:
             from constructions.last_read import PAIR_L_STAR
 
             return PAIR_L_STAR  # e = h ties y(0) to the Mobius amplitude (constructions.last_read)
+        if (cell.pre and cell.affine.gain and not cell.affine.bias and cell.kind.image_dim(cell.d) == 1
+                and cell.eps == 0):
+            return last_l_star(cell.d, centred=False)  # a gain, no bias: the shape rho' = 2 decides
         if not laws.rigid(cell):
             return None
         return last_l_star_eps(cell.d) if cell.eps > 0 else last_l_star(cell.d, cell.kind.centred)

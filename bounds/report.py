@@ -8,7 +8,8 @@ norm kind x affine x read-out) at width ``d`` over the sweep's grid to ``Lmax`` 
 
 * ``report.md`` and ``report.csv`` -- one line per cell: the fitted exponent with its 95%
   interval, the theory exponent, ``B_min`` and ``B_lower`` at a few ``L``, ``L*``, the storage
-  and the margin of classification, whether every row is certified;
+  and the margin of classification, whether every ``L`` of the grid is answered (certified, or
+  null by a proof that nothing counts) and the ``L`` that are not (``unreached``);
 * figures, each as PNG and PDF: ``bmin`` (``B_min`` against ``L`` for every regression cell,
   with the fitted and the theory slopes), ``convergence`` (``B_min / (c L^p)`` against ``L``,
   converging to 1, with the exact leading constants), ``geometry`` (the read-out
@@ -133,14 +134,16 @@ def table_rows(results) -> list[dict]:
             entry["note"] = why
             table.append(entry)
             continue
-        rows, f = res["rows"], res["fit"]
-        Ls = [L for L in TABLE_L if any(r["L"] == L for r in rows)]
+        rows, f, missed = res["rows"], res["fit"], res["unreached"]
+        swept = {r["L"] for r in rows} | {m["L"] for m in missed}
+        Ls = [L for L in TABLE_L if L in swept]
         entry.update(exponent=f["exponent"], ci95_low=(f["ci95"] or [None, None])[0],
                      ci95_high=(f["ci95"] or [None, None])[1], theory=f["theory"],
                      L_star=res["L_star"],
-                     # every row certified, or without a result for the reason it gives (L > L*)
-                     certified=all(r.get("certified") or (r.get("B_min") is None and bool(r.get("note")))
-                                   for r in rows))
+                     # every row is certified or null by a proof (bounds.sweep.summary): every L
+                     # of the grid is answered unless one is unreached
+                     certified=not missed,
+                     unreached=" ".join(str(m["L"]) for m in missed) or None)
         lead = f.get("leading_constant")
         if cell.readout == "regression":
             entry.update(leading_constant=lead and lead["exact"], c_value=lead and lead["value"],
@@ -153,7 +156,8 @@ def table_rows(results) -> list[dict]:
             entry.update({f"margin@{top}": _at(rows, top, "margin"),
                           f"margin_upper@{top}": _at(rows, top, "margin_upper"),
                           f"storage@{top}": _at(rows, top, "storage")})
-        notes = sorted({r["note"] for r in rows if r.get("note") and r["L"] > 1})
+        notes = sorted({r["note"] for r in rows if r.get("note") and r["L"] > 1}
+                       | {f"L = {m['L']} unreached: {m['reason']}" for m in missed})
         if notes:
             entry["note"] = "; ".join(notes)
         table.append(entry)

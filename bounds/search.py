@@ -24,7 +24,7 @@ from decimal import ROUND_CEILING
 
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star, l_star_reason
-from constructions import laws, regression
+from constructions import cli, laws, regression
 from constructions.cell import Cell, Params
 from verify import interval_pass
 from verify.certify import certify, rigorous_bound, witness_budget
@@ -54,9 +54,31 @@ def _unavailable(cell: Cell, L: int):
     return (f"bare pre-norm bounds the scores; beyond L* = {top} no parameter norm suffices")
 
 
+def unreached(cell: Cell, row: dict) -> str | None:
+    """Why the sweep does not report ``row`` (of :func:`row`) as a row, or None where it does.
+
+    A row's null ``B_min`` claims that no parameter set counts to its ``L``, so a row is reported
+    only where it is certified or where that claim is proven: ``L`` beyond the cell's ``L*``
+    (:func:`_unavailable`, with the proofs of :mod:`bounds.lstar`).  Every other row -- no
+    construction at this ``L`` (:meth:`constructions.regression.RegressionDesign.unreached`),
+    a bisection that never counts (``eps > 0``), a parameter set the balls do not certify --
+    is beyond the toolkit's reach, not a proof: its note is the reason (the sweep lists it under
+    ``unreached``, :func:`bounds.sweep.summary`)."""
+    if row.get("certified") or _unavailable(cell, row["L"]) is not None:
+        return None
+    return row.get("note") or "no parameter set certified"
+
+
 def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_BOXES,
                    lower: bool = True, witness: bool = False, closed: bool = True) -> dict:
     """One sweep row: certified ``B_min(L)`` of a regression cell (``lower=False``: no ``B_lower``).
+
+    A row without a certified ``B_min`` carries its reason as ``note``; :func:`unreached` says
+    whether it is a proof that nothing counts (a null row) or beyond the toolkit's reach.  A
+    bisection that never counts up to 1000 times the estimate at ``eps = 0``, where the
+    construction is derived to count at every budget above its estimate (the reduced problem's
+    boundary), contradicts the construction or its estimate: :class:`constructions.cli.Failure`
+    (at ``eps > 0``, where it is carried from ``eps = 0``, the row is unreached).
 
     ``witness=True`` adds the certified parameter set behind ``B_min`` as ``row["witness"]``
     (a :class:`~constructions.cell.Params`, not JSON: the caller takes it out of the row).
@@ -69,7 +91,7 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     design = regression.design(cell)
     est = None if why else design.estimate(L)
     if est is None:
-        row.update(note=why or design.unreached(L) or "no construction counts to this L",
+        row.update(note=why or design.unreached(L) or "no construction is derived for this L",
                    seconds=time.perf_counter() - start)
         return row
     if L == 1:
@@ -96,8 +118,11 @@ def regression_row(cell: Cell, L: int, rtol: float = 1e-6, arc_boxes: int = ARC_
     while not counts(hi):
         hi, step = hi * (1 + step), step * 4
         if hi > 1e3 * est:
-            row.update(note=(f"the construction does not count up to B = {hi:.4g}"
-                             + (" (constructions are derived for eps = 0)" if cell.eps else "")),
+            what = f"the construction does not count up to B = {hi:.4g}"
+            if not cell.eps:
+                raise cli.Failure(f"L = {L}: {what}, 1000 times its estimate {est:.7g}: the "
+                                  "construction or its estimate is wrong")
+            row.update(note=f"{what} (constructions are derived for eps = 0)",
                        seconds=time.perf_counter() - start)
             return row
     step = 1e-5
@@ -180,8 +205,8 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
     vector of norm <= 1 (:func:`bounds.margin.margin_upper`; None where no proof applies), with
     their ratio ``margin_ratio`` (``witness=True``: and the certified head as
     ``row["witness"]``, as in :func:`regression_row`).  ``B_min`` is 0 as an infimum only where
-    the head is certified (a certified head scaled by any ``t > 0`` still counts); else None,
-    as a regression row without a certified witness."""
+    the head is certified (a certified head scaled by any ``t > 0`` still counts); else None:
+    null by a proof beyond ``L*``, or a row the sweep does not report (:func:`unreached`)."""
     start = time.perf_counter()
     row = {"L": L, "B_min": 0.0, "B_min_is_infimum": True, "B_lower": 0.0, "certified": False,
            "margin": None, "storage": None}

@@ -9,7 +9,9 @@
 Default grid: powers of two from ``Lmin`` (default 2) to ``Lmax``, ``Lmin`` and ``Lmax``
 included.  Prints a table, or one JSON object with ``--json``; ``--out DIR`` also writes
 ``sweep.csv`` and ``sweep.json``; ``--save-params DIR`` writes every certified witness
-(:func:`verify.params_file.witness_files`).  A progress bar over the rows is drawn on stderr
+(:func:`verify.params_file.witness_files`).  A row is certified, or null where a proof says
+that nothing counts (``L > L*``); an ``L`` with neither is no row and is listed under
+``unreached`` with its reason (:func:`summary`).  A progress bar over the rows is drawn on stderr
 when it is a terminal (not with ``--quiet``).  Bad input: one line on stderr, exit status 2.
 """
 
@@ -26,7 +28,7 @@ import sys
 from decimal import ROUND_CEILING, ROUND_FLOOR
 
 from bounds import fit as fitting
-from bounds import pool
+from bounds import pool, search
 from bounds.lower import ARC_BOXES
 from bounds.lstar import cell_l_star, l_star_reason, l_star_status
 from bounds.search import row as sweep_row
@@ -310,8 +312,22 @@ def _check_bounds(cell: Cell, rows: list[dict]) -> None:
 def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6,
             lower_boxes: int = ARC_BOXES) -> dict:
     """The sweep's object for the cell's ``rows`` (in L order): the rows with their monotone
-    envelope (:func:`envelope`), the fit of the values they report, and ``L*``."""
-    rows = envelope(cell, rows)
+    envelope (:func:`envelope`), the fit of the values they report, and ``L*``.
+
+    *Which rows.*  A row's null ``B_min`` says that nothing counts to its ``L``, so the rows are
+    those with a certified value and those where a proof says that nothing counts (beyond
+    ``L*``); every other ``L`` (no certified parameter set, no proof: :func:`bounds.search.unreached`,
+    judged after the envelope, which may give it the witness of a larger ``L``) is no row and is
+    listed under ``unreached`` as ``{"L", "reason"}`` (empty where none).  Where every ``L`` is
+    unreached the rows are empty and the fit has no points: an answer, not an error.
+    """
+    enveloped, rows, missed = envelope(cell, rows), [], []
+    for r in enveloped:
+        why = search.unreached(cell, r)
+        if why is None:
+            rows.append(r)
+        else:
+            missed.append({"L": r["L"], "reason": why})
     quantity = "B_min" if cell.readout == "regression" else "margin"
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
@@ -325,7 +341,7 @@ def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6
         fitted["theory_note"] = fitting.theory_note(cell)
     out = {
         "version": __version__, **cell.keys(), "rows": rows, "fit": fitted,
-        "L_star": cell_l_star(cell),
+        "unreached": missed, "L_star": cell_l_star(cell),
         **_l_star_keys(cell),
         "certifying_backend": "arb256 (ball arithmetic)", "rtol": rtol,
         "lower_boxes": lower_boxes if cell.post and cell.readout == "regression" else None,
@@ -424,7 +440,7 @@ def table(result: dict) -> str:
     lead = f.get("leading_constant")
     if lead is not None:
         extra.append(_leading_note(lead, result["d"]))
-    out = [title, *legend, *lines, fit_line, *extra]
+    out = [title, *legend, *lines, *_unreached_line(result["unreached"]), fit_line, *extra]
     if f.get("theory_note"):
         out.append(f"theory: {f['theory_note']}")
     if cls:
@@ -438,6 +454,19 @@ def table(result: dict) -> str:
     if result.get("note"):
         out.append(result["note"])
     return "\n".join(out)
+
+
+def _unreached_line(missed: list[dict]) -> list[str]:
+    """The table's line after the rows naming the unreached ``L`` (:func:`summary`) with their
+    reasons, the ``L`` of one reason together (none where every ``L`` is a row)."""
+    if not missed:
+        return []
+    by: dict[str, list[int]] = {}
+    for m in missed:
+        by.setdefault(m["reason"], []).append(m["L"])
+    parts = [f"L = {', '.join(map(str, Ls))}: {why}" for why, Ls in by.items()]
+    return ["unreached (no parameter set certified and no proof that none counts; not rows): "
+            + "; ".join(parts)]
 
 
 def _leading_note(lead: dict, d: int) -> str:

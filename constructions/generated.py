@@ -3,7 +3,7 @@
 The sources lambdify wrote for the numeric paths, and values derived in sympy, under
 the key of the modules they come from (used only while ``KEY`` is current)."""
 
-KEY = '1fdbe4f3bc0adbd372aa6bd0f04dd947cf8b3b95c2923ce8e59d3f5db4e51984'
+KEY = 'a3cb3ec0e113b1fa172df18819aabfaee4e2b69d7b175af6d9834423c53590ab'
 
 FUNCTIONS = {
     'FootDesign:attention=linear,variant=post_bare,norm=rmsnorm,affine=bare,readout=regression,d=8,eps=0.0,task=count,read=bos:capacity mpmath':

@@ -58,6 +58,12 @@ counts iff the BOS problem of ``L - 1`` does at the shape and the window meets
 ``(max(u_B, u_lo), u_hi)``; the judge certifies every row.  Where the window is empty at the
 BOS optimum of ``L - 1`` (the smallest ``L``) the bisection steps up: there ``B_min`` is the
 construction's and ``B_lower`` the bound of ``L - 1``.
+
+**LayerNorm at d = 2.**  The centred subspace is the line of ``top`` (``across`` is the zero
+vector), so ``V = -c top`` and the residuals of ``(s)`` and ``(s, a)`` at ``L = 1`` are positive
+multiples of ``-(c + u) top`` and ``(1 - c) top``, ``c = 1/2``: the two points ``-+sqrt(d) top``
+of the norm, read as ``c -+ A`` (``0 < A < 1`` counts both).  Beyond ``L = 1`` nothing counts
+(two points, :func:`bounds.lstar.cell_l_star`), so the construction serves ``L = 1`` only.
 """
 
 from __future__ import annotations

@@ -164,7 +164,8 @@ from constructions import segment
 from constructions.regression import (RegressionDesign, Step, _check_budget, _check_count, _temperature,
                                       _vec, axes)
 from constructions.symbols import C1, E_A, E_S, H_A, H_S, ONE, W, W0, A, B, C, X, gamma, inner, nu, t, tau
-from constructions.tasks import SHRINK, delta, delta_c, last_line_interval, last_offsets, lam_a, offset_steps
+from constructions.tasks import (SHRINK, delta, delta_c, last_cosine, last_line_interval, last_offsets, lam_a,
+                                 offset_steps)
 
 #: the scale of ``e_s`` in the line geometry: the offset ``delta = -Delta (1 - LINE_SLACK)``
 #: just inside its reach ``(-Delta, Delta)`` (``e_s`` must stay non-zero under pre-norm)
@@ -195,7 +196,7 @@ class LastReadHead(ClassificationDesign):
         cell = self.cell
         rho = np.asarray(rho, dtype=np.float64)
         X = laws.last_value_gap(cell, 1.0, np.sqrt(cell.d) * np.log(rho), laws.NUMPY)
-        alpha = 1 - X / cell.kind.max_coordinate(cell.d, np.sqrt)
+        alpha = last_cosine(cell, 1.0, X, np.sqrt)
         dc, r = last_offsets(cell, 1.0, X, X, alpha, laws.NUMPY)  # D/X = 1: O per unit
         return X, float(SHRINK) * r - dc
 

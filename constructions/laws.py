@@ -671,26 +671,42 @@ def last_offset_budget(cell: Cell, L, ops: Ops = SYMPY):
     return ops.sqrt((ops.sqrt((a / L) ** 2 + 4 * c * (1 - 1 / L)) - a / L) / (2 * c))
 
 
+def last_gap_weight(cell: Cell) -> int:
+    """``k`` of :func:`last_value_gap`: 2 where the values are the two points ``beta +- v``
+    (pre-LayerNorm at ``d = 2`` with a bias and ``eps = 0``, where ``N(e) = +-(1, -1)``), else 1."""
+    return 2 if cell.pre and cell.affine.bias and cell.kind.image_dim(cell.d) == 1 and cell.eps == 0 else 1
+
+
 def last_value_gap(cell: Cell, B, sigma, ops: Ops = SYMPY):
     """Softmax attention with pre-norm and a gain read at the last position: the largest
     ``X = |h_s - h_a|`` at budget ``B`` and score gap ``sigma = <h_a, h_s - h_a> = sqrt(d) log rho``
-    (the query is ``h_a``).  With ``u = (h_s - h_a)/X``, ``sigma = X <h_a, u> = X (<h_s, u> - X)
-    <= X (H B - X)``, so ``X^2 - H B X + sigma <= 0``: ``X <= (H B + sqrt(H^2 B^2 - 4 sigma))/2``
+    (the query is ``h_a``), ``(H B + sqrt(H^2 B^2 - 4 k sigma))/2`` with ``k`` of
+    :func:`last_gap_weight`.
+
+    *Proof* (``k = 1``).  With ``u = (h_s - h_a)/X``, ``sigma = X <h_a, u> = X (<h_s, u> - X) <=
+    X (H B - X)``, so ``X^2 - H B X + sigma <= 0``: ``X <= (H B + sqrt(H^2 B^2 - 4 sigma))/2``
     and ``sigma <= H^2 B^2/4``.  The score gap now *costs* value gap (at the BOS read it buys
-    it).  ``X <= 2 V B`` never binds for ``sigma >= 0`` (``H <= 2 V``)."""
+    it).  ``X <= 2 V B`` never binds for ``sigma >= 0`` (``H <= 2 V``).
+
+    *Proof* (``k = 2``: LayerNorm at ``d = 2``, where ``N(e) = +-(1, -1)``, ``H = 2``).  The values
+    are ``beta +- v`` with ``v = g * (1, -1)``, so ``|v| = |g| <= B``; counting needs ``h_a != h_s``,
+    so ``h_a = beta + v'``, ``h_s = beta - v'`` with ``v' = +-v``, ``X = 2 |v|`` and ``sigma = <beta
+    + v', -2 v'> = -2 <beta, v'> - 2 |v|^2 <= 2 B |v| - 2 |v|^2 = B X - X^2/2``: ``X^2 - 2 B X + 2
+    sigma <= 0``, i.e. ``X <= B + sqrt(B^2 - 2 sigma)`` and ``sigma <= B^2/2``.  Attained by
+    ``beta = B e``, ``g = (X/2) e`` for a unit ``e`` (``h_a = (B - X/2) e``, ``h_s = (B + X/2) e``)."""
     H, _ = value_reach(cell, ops)
-    return (H * B + ops.sqrt(H**2 * B**2 - 4 * sigma)) / 2
+    return (H * B + ops.sqrt(H**2 * B**2 - 4 * last_gap_weight(cell) * sigma)) / 2
 
 
 def last_score_gap_max(cell: Cell, B, ops: Ops = SYMPY):
     """The largest score gap ``sigma = <h_a, h_s - h_a>`` seen from ``a`` at budget ``B`` (softmax,
-    pre-norm with a gain, the last read): ``H^2 B^2/4``, where :func:`last_value_gap` has a real
-    root (at the BOS read :func:`score_gap_max`, ``2 H V B^2``, is far larger).  Bare pre-norm
+    pre-norm with a gain, the last read): ``H^2 B^2/(4 k)``, where :func:`last_value_gap` has a
+    real root (at the BOS read :func:`score_gap_max`, ``2 H V B^2``, is far larger).  Bare pre-norm
     (rigid values, ``eps = 0``): 0, since ``<h_a, h_s> <= |h_a| |h_s| = d = |h_a|^2``."""
     if rigid(cell) and cell.eps == 0:
         return 0 * B
     H, _ = value_reach(cell, ops)
-    return (H * B) ** 2 / 4
+    return (H * B) ** 2 / (4 * last_gap_weight(cell))
 
 
 def last_pair_reach(cell: Cell, B):

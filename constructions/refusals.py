@@ -30,6 +30,11 @@ def refusal(cell: Cell) -> str | None:
                         "budget 1 and eps = 0; the lifted arc of constructions.last_post_eps, which "
                         "regression uses, needs embeddings of length at least sqrt(d eps) lam: no head "
                         "is derived on it)")
+            if cell.post and cell.affine.gain and cell.d < laws.smallest_d(cell):
+                return (f"{what} has no construction for classification with a learned gain after "
+                        "post-LayerNorm at d = 2 (the head of constructions.last_post.LastArcHead turns "
+                        "the gain's plane, which the centred line does not hold; every output is one "
+                        "of two points, so nothing counts beyond L = 1; regression is built)")
             if cell.post:  # constructions.last_post.LastArcHead on the last-read arc
                 return refusal(cell.replace(readout="regression"))
             # the head of constructions.last_read on the last-read regression geometry
@@ -68,29 +73,31 @@ def refusal(cell: Cell) -> str | None:
                 # constructions.last_eps.EpsBareDesign (eps > 0, up to bounds.lstar.last_l_star_eps)
                 return None
             if cell.post:
-                # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it;
-                # eps > 0: constructions.last_post_eps.EpsArcDesign, that arc lifted
-                if cell.d < laws.smallest_d(cell):
-                    return _narrow_post(what, cell)
-                return None
-            if cell.kind.image_dim(cell.d) < 2:
-                # the values are beta +- v (v = g * (1, -1)); with h_s != h_a the counts 1..L
-                # are the BOS segment of L - 1 at rho' = 1 + exp(-tau <h_a, h_a - h_s>)
-                return (f"{what} has no construction at d = 2 with pre-LayerNorm (d >= 3 is built): "
-                        "the values are beta +- g * (1, -1), so the counts 1..L are the segment of L - 1 "
-                        "at rho' = 1 + exp(-tau <h_a, h_a - h_s>); "
-                        + ("without a bias h_a = +-h_s (h_a = h_s: one output for n >= 1), h_a = -h_s "
-                           "gives rho' < 2, so nothing counts beyond L = 4, as with bare pre-norm "
-                           "(bounds.lstar.last_l_star)" if not cell.affine.bias else
-                           "with a bias rho' is free: not derived"))
+                # constructions.last_post.LastArcDesign: the arc of L - 1 and the count 0 on it
+                # (at d = 2 with eps = 0, L = 1 only); eps > 0: constructions.last_post_eps.EpsArcDesign,
+                # that arc lifted
+                return _narrow_post(what, cell) if cell.d < laws.smallest_d(cell) else None
+            if cell.kind.image_dim(cell.d) < 2 and cell.eps > 0:
+                return (f"{what} has no construction yet at d = 2 with a learned pre-LayerNorm and "
+                        "eps > 0 (the values s_x g * (1, -1)" + (" + beta" if cell.affine.bias else "")
+                        + ", |s_x| < 1, are no longer two: not derived)")
+            if cell.kind.image_dim(cell.d) < 2 and not cell.affine.bias:
+                # the values are +-v (v = g * (1, -1)): bounds.lstar.cell_l_star, L* = 4; with a
+                # bias constructions.tasks.TaskDesign (the two values beta +- v)
+                return (f"{what} has no construction at d = 2 with pre-LayerNorm and a gain without "
+                        "a bias (d >= 3, and gain_bias at d = 2, are built): the values are +-g * (1, -1), "
+                        "so the counts 1..L are the segment of L - 1 at rho' = 1 + exp(-tau <h_a, h_a - "
+                        "h_s>) < 2 (h_a = -h_s; h_a = h_s gives one output for n >= 1): nothing counts "
+                        "beyond L = 4, and L = 4 counts, as with bare pre-norm (bounds.lstar.cell_l_star); "
+                        "no construction for L <= 4 is derived")
             # eps = 0: constructions.tasks.TaskDesign; eps > 0: last_eps.EpsGainDesign (LayerNorm),
             # last_eps.EpsRmsGainDesign (RMSNorm)
             return None
         if cell.post:
-            # constructions.last_post.LinearLastArcDesign (post-LayerNorm), constructions.last_foot
-            # (post-RMSNorm: its foot is tied to the budget); eps > 0:
-            # constructions.last_post_eps.LinearEpsArcDesign, EpsFootDesign
-            return _linear_post(cell.replace(eps=0.0), what, "")
+            # constructions.last_post.LinearLastArcDesign (post-LayerNorm; at d = 2 with eps = 0,
+            # L = 1 only), constructions.last_foot (post-RMSNorm: its foot is tied to the budget);
+            # eps > 0: constructions.last_post_eps.LinearEpsArcDesign, EpsFootDesign
+            return _narrow_post(what, cell) if cell.d < laws.smallest_d(cell) else None
         return None  # pre-norm here; without a norm constructions.last_read.LineDesign
     # select at the BOS read
     if cell.attention == "softmax" and cell.pre and cell.kind.image_dim(cell.d) < 2:
@@ -113,24 +120,26 @@ def refusal(cell: Cell) -> str | None:
     return None
 
 
-def _narrow_post(what: str, cell: Cell) -> str:
-    """Post-LayerNorm below the arc's width (``d = 2``: the centred subspace is a line)."""
+def _narrow_post(what: str, cell: Cell) -> str | None:
+    """Post-LayerNorm below the arc's width (``d = 2``: the centred subspace is a line).  None at
+    ``eps = 0``: every output is one of two points, the constructions serve ``L = 1`` and the rows
+    beyond say that nothing counts (:func:`bounds.lstar.cell_l_star`: ``L* = 1``)."""
     if cell.eps == 0:
-        return (f"{what} has no construction at d = 2 with post-LayerNorm (the centred subspace, a "
-                "line, must hold the 2-D arc: d >= 3)")
+        return None
     return (f"{what} has no construction yet at d = 2 with post-LayerNorm and eps > 0 (the arc "
             "needs a 2-D centred subspace at eps = 0; with eps > 0 the outputs x_c/sqrt(|x_c|^2/d + "
             "eps) of the centred line are no longer two points, and whether they count is not derived)")
 
 
 def _linear_post(cell: Cell, what: str, uses: str) -> str | None:
-    """Linear attention with post-norm read last (None: built at eps = 0, LayerNorm d >= 3):
-    ``uses`` names what of the construction needs the norm's exact scale invariance."""
+    """Linear attention with post-norm, the select task read last (None: built at eps = 0;
+    LayerNorm at d = 2 for L = 1 only): ``uses`` names what of the construction needs the norm's
+    exact scale invariance."""
+    if cell.d < laws.smallest_d(cell):
+        return _narrow_post(what, cell)
     if cell.eps > 0:
         return (f"{what} has no construction yet for linear attention with post-norm and eps > 0 "
                 f"({uses} the norm's scale invariance, eps = 0)")
-    if cell.d < laws.smallest_d(cell):
-        return _narrow_post(what, cell)
     return None
 
 
@@ -138,8 +147,8 @@ def _select_last(cell: Cell) -> str | None:
     """Why the select task at the last read has no construction in ``cell`` (None: built,
     :mod:`constructions.select_last`: linear attention and regression, without a norm at
     ``d >= 3`` or with pre-norm at ``eps = 0``, not LayerNorm at ``d = 2``; with pre-LayerNorm
-    at ``eps > 0`` and ``d >= 3``, :mod:`constructions.last_eps`; with post-norm at ``eps = 0``
-    (LayerNorm ``d >= 3``), :mod:`constructions.select_last_linear_post`)."""
+    at ``eps > 0`` and ``d >= 3``, :mod:`constructions.last_eps`; with post-norm at ``eps = 0``,
+    :mod:`constructions.select_last_linear_post`, LayerNorm at ``d = 2`` for ``L = 1`` only)."""
     what = "the select task at the last read"
     if cell.readout == "classification":
         regression = _select_last(cell.replace(readout="regression"))
@@ -170,7 +179,7 @@ def _select_last(cell: Cell) -> str | None:
     if cell.attention == "softmax":
         return _select_last_softmax(cell, what)
     if cell.post:
-        # constructions.select_last_linear_post: eps = 0, b a scaled a (LayerNorm d >= 3)
+        # constructions.select_last_linear_post: eps = 0, b a scaled a (LayerNorm at d = 2: L = 1)
         return _linear_post(cell, what, "b as a scaled a and the arc use")
     if not cell.normed:
         if cell.d >= 3:
@@ -199,7 +208,8 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
     builds (pre-norm with a gain, ``eps = 0``, RMSNorm ``d >= 3``, LayerNorm ``d >= 4``), where
     :mod:`constructions.select_last_bare` builds (bare pre-norm, ``eps = 0``, either kind, every
     ``d``), where
-    :mod:`constructions.select_last_post` builds (post-LayerNorm, ``eps = 0``, ``d >= 3``), where
+    :mod:`constructions.select_last_post` builds (post-LayerNorm, ``eps = 0``; at ``d = 2`` for
+    ``L = 1`` only), where
     :mod:`constructions.select_last_rms` builds (post-RMSNorm, ``eps = 0``, every ``d``) and
     where :mod:`constructions.select_last_pair` builds (no norm, every ``d``)."""
     if cell.post:
@@ -212,9 +222,7 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
                     "post-LayerNorm is built, constructions.last_post_eps)")
         if not cell.kind.centred:
             return None  # constructions.select_last_rms: e_b parallel to e_a, rho < 1, one line
-        if cell.d < laws.smallest_d(cell):
-            return _narrow_post(what, cell)
-        return None
+        return _narrow_post(what, cell) if cell.d < laws.smallest_d(cell) else None
     if not cell.normed:
         return None  # constructions.select_last_pair: b a copy of s, L* = 2
     if not cell.affine.gain:
@@ -229,10 +237,20 @@ def _select_last_softmax(cell: Cell, what: str) -> str | None:
     if cell.eps > 0:
         return (f"{what} has no construction yet for softmax attention with a learned pre-norm and "
                 "eps > 0 (the construction uses the norm's exact invariances, eps = 0)")
+    if cell.d < (4 if cell.kind.centred else 3) and cell.affine.bias and cell.kind.image_dim(cell.d) == 2:
+        return None  # constructions.select_last_circle: the three points on a circle off 0
     if cell.d < (4 if cell.kind.centred else 3):
-        return (f"{what} has no construction at d = {cell.d} with a learned pre-{cell.kind.name} "
-                "and softmax attention (the values fill only the ellipse's boundary, where two "
-                "values with one read coordinate have one norm, so b cannot weigh less than a "
-                "from its own query at the shape of a; not derived: "
+        if cell.kind.image_dim(cell.d) == 1:
+            return (f"{what} has no construction yet at d = 2 with a learned pre-LayerNorm and softmax "
+                    "attention (two values: h_a = h_s reads (s, a) as (s, a, a), h_b = h_a reads "
+                    "(s, b, a) as (s, a, a), and h_b = h_s reads (s, b, a, a) as (s, a), so nothing "
+                    "solves it beyond L = 2; L = 2 is not built)")
+        return (f"{what} has no construction yet at d = {cell.d} with a learned pre-{cell.kind.name} "
+                "without a bias and softmax attention (the values fill a centred ellipse, where the "
+                "second point of the line through h_a orthogonal to h_s - h_a has <h_b, h_b - h_a> > 0 "
+                "when 0 <= <h_a, h_s - h_a> < |h_s - h_a|^2/2, so b weighs more than a from its own "
+                "query at the shape of a; parameter sets found by a float search solve it at L = 2, 3, "
+                "4, 8, certified, with b read as s; no construction is derived; with a bias "
+                "constructions.select_last_circle is built, "
                 + ("d >= 4" if cell.kind.centred else "d >= 3") + " is built)")
     return None

@@ -32,6 +32,7 @@ that the two agree on every cell of a grid of all parts).
 * the select task read last: :func:`free_select_last`, :func:`bare_select_last`,
   :func:`scale_select_last`, :func:`gain_select_last` (:mod:`constructions.select_last`),
   :func:`gain_softmax_select_last` (:mod:`constructions.select_last_softmax`),
+  :func:`circle_softmax_select_last` (:mod:`constructions.select_last_circle`),
   :func:`pair_select_last` (:mod:`constructions.select_last_pair`),
   :func:`bare_softmax_select_last` (:mod:`constructions.select_last_bare`),
   :func:`select_last_arc` (:mod:`constructions.select_last_post`), :func:`eps_select_last_arc`
@@ -42,7 +43,7 @@ that the two agree on every cell of a grid of all parts).
   :func:`eps_select_last` (:mod:`constructions.last_eps`).
 
 *Classification* (a head on the geometry of a regression entry at budget 1):
-:func:`last_arc` (:class:`~constructions.last_post.LastArcHead`), :func:`last_head`
+:func:`last_arc_head` (:class:`~constructions.last_post.LastArcHead`), :func:`last_head`
 (:class:`~constructions.last_read.LastReadHead`), :func:`bos_head`
 (:class:`~constructions.classification.ClassificationDesign`) and, for the select task read last,
 :func:`gain_select_last` (:class:`~constructions.select_last_head.SelectLastHead`) and
@@ -138,10 +139,17 @@ def line_read(cell: Cell) -> bool:
 
 def last_arc(cell: Cell) -> bool:
     """Post-norm at ``eps = 0`` (the arc of ``L - 1`` and the count 0 on it): softmax attention,
-    or linear attention with LayerNorm (with RMSNorm the foot is tied to the budget), at the arc's
-    width (``d >= 3`` for LayerNorm)."""
-    return (_count_last(cell) and cell.post and cell.eps == 0 and cell.d >= laws.smallest_d(cell)
+    or linear attention with LayerNorm (with RMSNorm the foot is tied to the budget), every ``d``:
+    below the arc's width (LayerNorm at ``d = 2``) every output is one of two points and the
+    construction serves ``L = 1`` only (:func:`bounds.lstar.cell_l_star`: ``L* = 1``)."""
+    return (_count_last(cell) and cell.post and cell.eps == 0
             and (cell.attention == "softmax" or cell.kind.centred))
+
+
+def last_arc_head(cell: Cell) -> bool:
+    """:func:`last_arc` but with a gain below the arc's width (LayerNorm at ``d = 2``), where the
+    head's plane of the gain (:mod:`constructions.classification`) is not there."""
+    return last_arc(cell) and not (cell.affine.gain and cell.d < laws.smallest_d(cell))
 
 
 def eps_last_arc(cell: Cell) -> bool:
@@ -169,11 +177,12 @@ def eps_last_foot(cell: Cell) -> bool:
 
 def value_read(cell: Cell) -> bool:
     """Pre-norm, the values read along one axis: linear attention (every affine, ``d`` and
-    ``eps``), or softmax attention with a gain at ``eps = 0`` and a plane in the norm's image
-    (not LayerNorm at ``d = 2``)."""
+    ``eps``), or softmax attention with a gain at ``eps = 0`` and a plane in the norm's image or a
+    bias (LayerNorm at ``d = 2``: the two values ``beta +- g * (1, -1)``)."""
     return (_count_last(cell) and cell.pre
             and (cell.attention == "linear"
-                 or (cell.affine.gain and cell.eps == 0 and cell.kind.image_dim(cell.d) >= 2)))
+                 or (cell.affine.gain and cell.eps == 0
+                     and (cell.kind.image_dim(cell.d) >= 2 or cell.affine.bias))))
 
 
 # ----------------------------------------------------------------------- the select task, at s
@@ -247,6 +256,15 @@ def gain_softmax_select_last(cell: Cell) -> bool:
             and cell.affine.gain and cell.eps == 0 and cell.d >= (4 if cell.kind.centred else 3))
 
 
+def circle_softmax_select_last(cell: Cell) -> bool:
+    """Softmax attention with pre-norm, a gain and a bias at ``eps = 0``, the values on a closed
+    curve (the norm's image a plane: RMSNorm ``d = 2``, LayerNorm ``d = 3``;
+    :mod:`constructions.select_last_circle`: the three points of :func:`gain_softmax_select_last`
+    on a circle moved off 0 by the bias)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.pre
+            and cell.affine.bias and cell.eps == 0 and cell.kind.image_dim(cell.d) == 2)
+
+
 def pair_select_last(cell: Cell) -> bool:
     """Softmax attention without a norm, every ``d`` (``L* = 2``: ``b`` a copy of ``s`` on the count
     task's extremal pair, :mod:`constructions.select_last_pair`)."""
@@ -262,17 +280,19 @@ def bare_softmax_select_last(cell: Cell) -> bool:
 
 
 def select_last_arc(cell: Cell) -> bool:
-    """The select task read last, softmax attention with post-LayerNorm at ``eps = 0`` and
-    ``d >= 3`` (:mod:`constructions.select_last_post`: b with the centred part of a)."""
+    """The select task read last, softmax attention with post-LayerNorm at ``eps = 0``
+    (:mod:`constructions.select_last_post`: b with the centred part of a); at ``d = 2`` (two
+    points) ``L = 1`` only, as :func:`last_arc`."""
     return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.post
-            and cell.kind.centred and cell.eps == 0 and cell.d >= laws.smallest_d(cell))
+            and cell.kind.centred and cell.eps == 0)
 
 
 def linear_select_last_arc(cell: Cell) -> bool:
-    """The select task read last, linear attention with post-LayerNorm at ``eps = 0`` and
-    ``d >= 3``, every affine (:mod:`constructions.select_last_linear_post`: b a scaled a)."""
+    """The select task read last, linear attention with post-LayerNorm at ``eps = 0``, every
+    affine (:mod:`constructions.select_last_linear_post`: b a scaled a); at ``d = 2`` (two
+    points) ``L = 1`` only, as :func:`last_arc`."""
     return (cell.distractor and cell.read.last and cell.attention == "linear" and cell.post
-            and cell.kind.centred and cell.eps == 0 and cell.d >= laws.smallest_d(cell))
+            and cell.kind.centred and cell.eps == 0)
 
 
 def linear_select_last_foot(cell: Cell) -> bool:
@@ -350,6 +370,7 @@ REGRESSION = (
     Entry("select_last", "ScaleSelectDesign", scale_select_last),
     Entry("select_last", "GainSelectDesign", gain_select_last),
     Entry("select_last_softmax", "GainSoftmaxSelectDesign", gain_softmax_select_last),
+    Entry("select_last_circle", "CircleSoftmaxSelectDesign", circle_softmax_select_last),
     Entry("select_last_pair", "SelectPairDesign", pair_select_last),
     Entry("select_last_bare", "BareSelectLastDesign", bare_softmax_select_last),
     Entry("select_last_post", "SelectLastArcDesign", select_last_arc),
@@ -387,7 +408,7 @@ def points_select_last(cell: Cell) -> bool:
 CLASSIFICATION = (
     Entry("classification", "ClassificationDesign", bos_head),
     Entry("last_read", "LastReadHead", last_head),
-    Entry("last_post", "LastArcHead", last_arc),
+    Entry("last_post", "LastArcHead", last_arc_head),
     Entry("select_last_head", "SelectLastHead", gain_select_last),
     Entry("select_last_points", "SelectLastPointsHead", points_select_last),
 )

@@ -43,7 +43,8 @@ beta^2 L]``, ``u >= sqrt(d)/B^2`` (``|e_a| <= B``).
 :func:`bounds.lower.last_post_lower` and :func:`bounds.lower.last_foot_lower` (the count task's
 bounds at the last read) are valid here, the count task being the sub-task ``n_b = 0``.
 
-**Post-LayerNorm** (:class:`LinearSelectLastArcDesign`, ``d >= 3``).  The arc and embeddings of
+**Post-LayerNorm** (:class:`LinearSelectLastArcDesign`, ``d >= 3``; at ``d = 2``, where every
+output is one of two points, ``L = 1`` only: :func:`bounds.lstar.cell_l_star`).  The arc and embeddings of
 :class:`constructions.last_post.LinearLastArcDesign` (``e_a = alpha top + eta one``, ``e_s = beta_s
 (V - u top) + nu one``: every residual a positive multiple of ``V + p top`` after centring), on
 the symmetric arc of ``0..L``: ``V = lam across - c top``, ``c = L/2``, the read-out of the BOS
@@ -77,8 +78,8 @@ task's construction: the README's table).  ``L = 1``:
 
 Every plan is a screen (floats, or mpmath at working precision); the judge certifies every row in
 ball arithmetic on all ``1 + L(L+1)`` inputs.  Not built here: ``eps > 0`` (the factor ``beta``
-and the arc use the norm's exact scale invariance), LayerNorm at ``d = 2`` (no arc in the centred
-subspace), classification.
+and the arc use the norm's exact scale invariance), LayerNorm at ``d = 2`` beyond ``L = 1`` (no arc
+in the centred subspace: nothing counts there), classification.
 """
 
 from __future__ import annotations

@@ -64,7 +64,9 @@ Not built here: RMSNorm (no direction the norm removes: a ``b`` term is an exact
 the arc only if ``e_b`` is parallel to ``e_a``, ``e_b = beta e_a``, and then the query ``b``
 runs along the arc at the rate ``(1 + beta) rho^(beta - 1)/2``, equal to 1 only at ``beta = 1``,
 ``b = a``; with linear attention ``e_b = beta e_a`` does work, :mod:`constructions.select_last_linear_post`),
-LayerNorm at ``d = 2`` (no arc), ``eps > 0``, classification.
+LayerNorm at ``d = 2`` beyond ``L = 1`` (no arc: every output is one of two points, so nothing
+solves it there, :func:`bounds.lstar.cell_l_star`; at ``L = 1`` this geometry is built, ``p`` the
+zero vector), ``eps > 0``, classification.
 """
 
 from __future__ import annotations

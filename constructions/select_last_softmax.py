@@ -104,11 +104,6 @@ C_SPREAD = 64
 NU = mpmath.mpf(2) ** -10
 
 
-def built(cell: Cell) -> bool:
-    """Whether ``cell`` (regression) is served here (:func:`constructions.registry.gain_softmax_select_last`)."""
-    return registry.builds("select_last_softmax", cell)
-
-
 def _first_coordinate(cell: Cell, n2, num):
     """The largest ``n_1`` of a normalised embedding with second coordinate ``n2`` and every
     other coordinate free: RMSNorm ``sqrt(d - n2^2)``; LayerNorm the root of ``n_1^2 + n_2^2 +
@@ -177,7 +172,8 @@ class GainSoftmaxSelectDesign(RegressionDesign):
     (module docstring): the count task's segment on ``e_1``, ``b`` pushed off by the second axis."""
 
     def __init__(self, cell: Cell):
-        if not built(cell):
+        # the module of the class: a subclass serves its own cells (constructions.select_last_circle)
+        if not registry.builds(type(self).__module__.rsplit(".", 1)[-1], cell):
             raise ValueError(f"{cell.describe()}: {refusal(cell)}")
         super().__init__(cell)
 

@@ -190,6 +190,16 @@ def last_offsets(cell: Cell, B, D, X, alpha, ops=laws.SYMPY):
     return (dc - r + hi) / 2, (hi - dc + r) / 2
 
 
+def last_cosine(cell: Cell, B, X, sqrt=sympy.sqrt):
+    """``alpha``, the cosine between ``e_a`` and ``top`` in the softmax last-read geometry (module
+    docstring) at value gap ``X``: ``1 - X/(M B)``, which puts ``h_a`` at ``(H B - X) e_1``; ``-1``
+    for the two values ``beta +- g * (1, -1)`` of LayerNorm at ``d = 2`` with a bias, where the
+    gain's length sets ``X`` instead (``g = (X/2) e_1``, :func:`constructions.laws.last_value_gap`)."""
+    if laws.last_gap_weight(cell) == 2:
+        return -1 + 0 * X
+    return 1 - X / (cell.kind.max_coordinate(cell.d, sqrt) * B)
+
+
 def last_offset_base(cell: Cell, B, D, X, alpha, ops=laws.SYMPY):
     """``(delta_c, r)`` of pre-RMSNorm at ``kappa = 1`` (:func:`last_offsets`): ``-(D/X)(1 -
     2 alpha) B/2`` and ``(D/X) B/2``, plus ``W B sqrt(1 - alpha^2)`` with a bias, ``W =
@@ -250,24 +260,26 @@ def offset_steps(dc, rr) -> list[Step]:
 
 def _last_segment_steps(cell: Cell) -> list[Step]:
     """The count task at the last read, softmax attention with pre-norm and a gain (module
-    docstring): values on ``e_1``, ``h_s = H B e_1`` and ``h_a = (H B - X) e_1``."""
+    docstring): values on ``e_1``, ``h_s = H B e_1`` and ``h_a = (H B - X) e_1`` (the two values of
+    LayerNorm at ``d = 2``: ``h_s = (B + X/2) e_1``, ``h_a = (B - X/2) e_1``)."""
     d = cell.d
     top, across = axes(cell)
     name = cell.kind.name
     H_unit, _ = laws.value_reach(cell)
-    M = cell.kind.max_coordinate(d)
+    two = laws.last_gap_weight(cell) == 2  # the two values beta +- g * (1, -1): LayerNorm, d = 2
     out = [Step(sigma, sympy.sqrt(d) * sympy.log(t),
                 "the score gap seen from a, <h_a, h_s - h_a> = sqrt(d) log rho"),
            _embedding_scale(cell),
            Step(X, laws.last_value_gap(cell, B, sigma), "the distance between h_s and h_a: the largest at budget B"),
-           Step(alpha, 1 - X / (M * B), f"the cosine between e_a and {top}"),
-           _vec(G, B * E1, f"the {name} gain", "g")]
+           Step(alpha, last_cosine(cell, B, X), f"the cosine between e_a and {top}"),
+           _vec(G, (X / 2 if two else B) * E1, f"the {name} gain", "g")]
     if cell.affine.bias:
         out.append(_vec(BETA, B * E1, f"the {name} bias", "beta"))
     dc, rr = last_offsets(cell, B, A, X, alpha, laws.SYMPY)
     off_axis = cell.affine.bias and not cell.kind.centred  # the read-out's part along across
-    out += [_vec(H_S, H_unit * B * E1, "the value of s, the largest", "_h_s"),
-            _vec(H_A, (H_unit * B - X) * E1, "the value of a", "_h_a")]
+    h_s = B + X / 2 if two else H_unit * B  # two values: beta +- g * N(e_s), N(e_s) = (1, -1)
+    out += [_vec(H_S, h_s * E1, "the value of s, the largest", "_h_s"),
+            _vec(H_A, (h_s - X) * E1, "the value of a", "_h_a")]
     if not off_axis:
         out.append(_vec(W, -(A / X) * E1, "the read-out, along h_a - h_s", "w"))
     out += [
@@ -492,7 +504,7 @@ class TaskDesign(RegressionDesign):
         g_max = max(g(n) for n in {1, L_value, *segment.candidates(peak, L_value)})
         g_min = min(g(1), g(L_value))
         Xv = laws.last_value_gap(self.cell, Bv, mpmath.sqrt(self.cell.d) * mpmath.log(r), laws.MPMATH)
-        alpha_v = 1 - Xv / (self.cell.kind.max_coordinate(self.cell.d, mpmath.sqrt) * Bv)
+        alpha_v = last_cosine(self.cell, Bv, Xv, mpmath.sqrt)
         dc, rr = last_offsets(self.cell, Bv, Dv, Xv, alpha_v, laws.MPMATH)
         half = mpmath.mpf(1) / 2
         K_lo = max(-half - g_min, -half - dc - rr)

@@ -97,9 +97,10 @@ def test_the_select_task_beyond_its_count_tasks_l_star_is_bounded_by_it(capsys, 
 
 def test_a_classification_row_without_a_certified_head_claims_no_infimum(capsys):
     """Post-norm with eps > 0: the unit head is not certified (checked by the judge
-    independently), so nothing shows that B_min is an infimum of 0 and the row's B_min is null,
-    as a regression row without a witness; the JSON stays strict.  At eps = 0 the certified head
-    keeps B_min = 0 as an infimum."""
+    independently), so nothing shows that B_min is an infimum of 0 and the row's B_min is null;
+    nothing proves that no head counts either, so the sweep reports no row for L = 4 but lists it
+    under ``unreached``; the JSON stays strict.  At eps = 0 the certified head keeps B_min = 0 as
+    an infimum."""
     failing = Cell("softmax", "post_bare", "classification", 8, 0.01)
     assert not counts_to(classification.design(failing).build(4), 4, "arb256").counts
     row = classification_row(failing, 4)
@@ -114,8 +115,8 @@ def test_a_classification_row_without_a_certified_head_claims_no_infimum(capsys)
     def refuse(constant):
         raise ValueError(f"non-finite JSON constant {constant}")
 
-    (r,) = json.loads(out, parse_constant=refuse)["rows"]
-    assert r["B_min"] is None and r["certified"] is False
+    result = json.loads(out, parse_constant=refuse)
+    assert result["rows"] == [] and [m["L"] for m in result["unreached"]] == [4]
 
     good = classification_row(failing.replace(eps=0.0), 4)
     assert good["certified"] is True and good["B_min"] == 0.0 and good["B_min_is_infimum"] is True

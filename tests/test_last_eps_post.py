@@ -22,7 +22,7 @@ from __future__ import annotations
 import mpmath
 import pytest
 
-from bounds.search import regression_row
+from bounds.search import regression_row, unreached
 from constructions import Cell, last_post, last_post_eps, regression, registry
 from constructions.refusals import refusal
 from tests.helpers import counts_random_sequences
@@ -109,6 +109,7 @@ def test_the_rows_are_above_the_bound_and_rmsnorm_says_where_it_stops():
     assert design.tilts(8) and not design.tilts(64)
     far = regression_row(cell, 64)
     assert far["B_min"] is None and "the lifted arc" in far["note"]
+    assert unreached(cell, far) == far["note"]  # no proof that nothing counts: not a sweep row
     assert regression.design(cell.replace(norm="layernorm")).tilts(64)  # LayerNorm's kappa is free
 
 

@@ -211,8 +211,8 @@ def test_the_lower_bound_needs_what_it_uses():
 
 # --------------------------------------------------------------------------- refusals
 @pytest.mark.parametrize("cell", [
-    _cell(KW[0], d=2), _cell(KW[1], d=2),
-    _cell(KW[6], d=2),
+    _cell(KW[0], d=2, eps=0.01), _cell(KW[1], d=2, eps=0.01),
+    _cell(KW[6], d=2, eps=0.01), _cell(KW[2], d=2).replace(readout="classification"),
     Cell(attention="softmax", variant="post_bare", norm="rmsnorm", read="last", task="select", eps=0.01),
     Cell(attention="linear", variant="post_bare", norm="rmsnorm", read="last", readout="classification"),
     Cell(attention="softmax", variant="post_learned", read="last", readout="classification", eps=0.01)])
@@ -231,11 +231,11 @@ def test_every_built_cell_is_not_refused():
     assert refusal(_cell(dict(attention="linear", variant="post_bare", norm="rmsnorm"), eps=0.01)) is None
 
 
-def test_the_sweep_refuses_d_2_layernorm_in_one_line(capsys):
-    argv = ["--variant", "post_bare", "--read", "last", "--d", "2", "--Lmax", "4"]
+def test_the_sweep_refuses_d_2_layernorm_with_eps_in_one_line(capsys):
+    argv = ["--variant", "post_bare", "--read", "last", "--d", "2", "--eps", "0.01", "--Lmax", "4"]
     assert sweep_mod.main(argv) == 2
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and "d >= 3" in err
+    assert len(err.strip().splitlines()) == 1 and "not derived" in err
 
 
 # --------------------------------------------------------------------------- classification

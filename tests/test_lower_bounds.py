@@ -89,6 +89,8 @@ def test_line_lower_closed_forms(L):
 def test_lower_bound_not_claimed_where_unproven():
     assert b_lower(Cell("softmax", "post_bare", "regression", eps=1e-3), 16, 3.0) is None
     assert b_lower(Cell("softmax", "post_bare", "regression", d=2), 16, 3.0) is None
+    for task in ("count", "select"):  # nothing counts: no bound at the last read either
+        assert b_lower(Cell("softmax", "post_bare", "regression", d=2, task=task, read="last"), 2, 3.0) is None
     assert b_lower(Cell("softmax", "pre_bare", "regression", eps=1e-3), 8, 5.0) is None
     assert b_lower(Cell("softmax", "none", "classification"), 16, None) == 0.0
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
 from bounds.lstar import l_star
-from bounds.search import classification_row, regression_row
+from bounds.search import classification_row, regression_row, unreached
 from constructions import regression
 from constructions.cell import ATTENTIONS, NORMS, Cell
 from verify import counts_to
@@ -138,10 +138,12 @@ def test_bare_prenorm_beyond_lstar(d):
     at = regression_row(Cell("softmax", "pre_bare", "regression", d=d), Ls)
     assert at["certified"] and at["B_min"] > 0
     for L in (Ls + 1, Ls + 7):
-        row = regression_row(Cell("softmax", "pre_bare", "regression", d=d), L)
+        cell = Cell("softmax", "pre_bare", "regression", d=d)
+        row = regression_row(cell, L)
         assert row["B_min"] is None
         assert row["certified"] is False
         assert row.get("note")
+        assert unreached(cell, row) is None  # a proof that nothing counts: a null row
 
 
 def test_postnorm_at_d2_says_so():
@@ -172,7 +174,8 @@ def _alarm(seconds):
 
 @pytest.mark.parametrize("att,norm", [("softmax", "post_bare"), ("linear", "pre_bare")])
 def test_positive_eps_rows_terminate(att, norm):
-    """eps > 0: the construction may not count, but the row must say so (no hang, no crash)."""
+    """eps > 0: the construction may not count, but the row must say so (no hang, no crash),
+    and the sweep then lists it as unreached, not as a null row (nothing proves that none counts)."""
     _alarm(60)
     try:
         row = regression_row(Cell(att, norm, "regression", eps=0.1), 4)
@@ -181,6 +184,7 @@ def test_positive_eps_rows_terminate(att, norm):
     assert row["L"] == 4
     if row["B_min"] is None:
         assert row.get("note") and not row["certified"]
+        assert unreached(Cell(att, norm, "regression", eps=0.1), row) == row["note"]
     else:
         assert row["certified"]
 

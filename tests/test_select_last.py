@@ -168,7 +168,7 @@ def test_the_bare_rows_approach_the_bound_s_leading_term():
 REFUSED = [dict(variant="none", d=2), dict(variant="pre_bare", d=2), dict(variant="pre_bare", norm="rmsnorm", eps=0.01),
            dict(variant="pre_bare", eps=0.01, d=2), dict(variant="pre_learned", d=2),
            dict(variant="pre_learned", norm="rmsnorm", eps=0.01),
-           dict(variant="post_bare", norm="rmsnorm", eps=0.01), dict(variant="post_bare", d=2),
+           dict(variant="post_bare", norm="rmsnorm", eps=0.01), dict(variant="post_bare", d=2, eps=0.01),
            dict(variant="post_bare", eps=0.01), dict(variant="none", readout="classification")]
 
 

@@ -102,7 +102,7 @@ def test_the_lower_bound_is_the_count_task_s_below_the_certified_budget(case, no
 
 
 @pytest.mark.parametrize("kw, words", [
-    (dict(d=2), "d = 2"),
+    (dict(d=2, eps=1e-3), "d = 2"),
     (dict(eps=1e-3), "eps > 0"),
     (dict(eps=1e-3, norm="rmsnorm"), "eps > 0"),
     (dict(readout="classification", eps=1e-3), "eps > 0"),

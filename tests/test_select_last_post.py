@@ -92,7 +92,7 @@ def test_the_select_interval_is_the_bos_arc_at_eps_0():
 
 
 @pytest.mark.parametrize("kw, words", [
-    (dict(d=2), "d = 2"),
+    (dict(d=2, eps=1e-3), "d = 2"),
     (dict(eps=1e-3, norm="rmsnorm"), "eps > 0"),
     (dict(attention="linear", eps=1e-3), "linear attention with post-norm and eps > 0"),
     (dict(readout="classification"), "classification"),

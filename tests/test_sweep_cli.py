@@ -23,7 +23,7 @@ from constructions.cell import Cell
 from verify.judge import MAX_INPUTS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TOP_KEYS = {"attention", "variant", "readout", "d", "eps", "rows", "fit", "L_star"}
+TOP_KEYS = {"attention", "variant", "readout", "d", "eps", "rows", "fit", "unreached", "L_star"}
 ROW_KEYS = {"L", "B_min", "B_lower", "certified"}
 FIT_KEYS = {"exponent", "ci95", "theory"}
 
@@ -50,9 +50,14 @@ def run_cli(*args, timeout=120):
 def _check_shape(result):
     assert TOP_KEYS <= set(result)
     assert FIT_KEYS <= set(result["fit"])
+    for missed in result["unreached"]:
+        assert set(missed) == {"L", "reason"} and missed["reason"]
+    assert not {r["L"] for r in result["rows"]} & {m["L"] for m in result["unreached"]}
     for row in result["rows"]:
         assert ROW_KEYS <= set(row)
         assert isinstance(row["certified"], bool)
+        if row["B_min"] is None:  # null only where nothing counts: beyond L*
+            assert result["L_star"] is not None and row["L"] > result["L_star"]
         if row["B_min"] is not None:
             assert isinstance(row["B_min"], (int, float)) and row["B_min"] >= 0
         if row["B_min"] is not None and row["B_lower"] is not None:
@@ -258,9 +263,10 @@ def test_positive_eps_answers(capsys):
         signal.alarm(0)
     assert rc == 0, err
     result = _strict_json(out)
-    assert result["eps"] == 0.1
-    for r in result["rows"]:
-        assert r["certified"] or r["B_min"] is None
+    _check_shape(result)
+    assert result["eps"] == 0.1 and result["L_star"] is None
+    assert all(r["certified"] for r in result["rows"])  # no L* here: no null row
+    assert sorted([r["L"] for r in result["rows"]] + [m["L"] for m in result["unreached"]]) == [2, 4]
 
 
 BAD = {
