@@ -102,14 +102,21 @@ head (and the ellipse) keeps every margin, so ``p <= L/2`` suffices.  Where the 
 to the budget (linear attention with post-RMSNorm, :func:`constructions.laws.foot_distance`)
 every parameter set with vectors of norm at most 1 has ``p = -(sqrt(d) + |e_s|^2)/|e_a|^2 <=
 -sqrt(d)``, so the domain ends there instead (and the certificate is that of the cell's own
-one-sided arc).  A branch and bound covers
-``0 < lam <= 4L`` and ``-3L/2 <= p <= L/2``; on each box the bound is the smaller of
+one-sided arc).  Read at the last position (the counts ``1..L+1`` of that cell: the arc of
+``L`` with its foot at ``p = -(F + 1)``) the distance is tied as well, ``lam <= kappa F = kappa (-p
+- 1)`` with ``F >= sqrt(d)`` (:func:`constructions.laws.last_distance_ratio`): the domain is
+``p <= -(sqrt(d) + 1)`` and every box is cut to ``lam <= kappa (-p_0 - 1)`` (``p_0`` its least
+``p``; a box with none of it left holds no geometry), and the certificate is that of the head on
+the tied arc (:func:`constructions.last_tied.count_arc`).  A branch and bound covers
+``0 < lam <= 4L`` and ``-3L/2 <= p <= L/2`` (tied: ``-P <= p``, ``P = FAR L``); on each box the
+bound is the smaller of
 
 * the closed form of :mod:`bounds.margin` (``k_c = 1`` and chord estimates), at its worst point
   of the box: ``a R (1 + Theta/2) / max(min_lam (L lam^2 + E(p*))/lam, L/2)`` with ``p*`` the
   box's ``p`` nearest ``L/2`` (``E`` is smallest there, ``Theta``, the angle the arc subtends,
   largest for every ``lam``), ``Theta`` at the smallest ``lam`` when ``0 <= p* <= L``
-  (decreasing in ``lam`` there), else ``pi``;
+  (decreasing in ``lam`` there), ``atan(l_1/|p_1|)`` when ``p_1 < 0`` (every point is at an angle
+  ``atan(lam/(n - p))`` from the line's direction, between 0 and ``atan(lam/|p|)``), else ``pi``;
 * (W) in the mean-value form of :mod:`bounds.jets` (the value at the box's centre plus the
   interval gradient over the box times the half-widths; or the plain enclosure, if smaller),
   for ``N/D`` bare and for ``n~(eta_0)/D`` with a gain, plus ``(a/sqrt 2) |grad n~(eta_0)|^2 /
@@ -119,7 +126,10 @@ one-sided arc).  A branch and bound covers
 every operation in the outward-rounded intervals of :mod:`verify.intervals`.  Outside the
 region, ``(L lam^2 + E)/lam >= L lam >= 4L^2`` (``lam >= 4L``) or ``>= 2 sqrt(L E) >= 4 L^2``
 (``p <= L/2 - 2L``, where ``E >= 4 L^3``; ``E >= 0`` for ``L >= 2``), so there ``m <= a R
-(1 + pi/2) / (4 L^2)``.  The result is the largest leaf bound, below ``(1 + TOLERANCE)`` times
+(1 + pi/2) / (4 L^2)``; tied, outside ``p >= -P`` every ``x_c = c - p >= P``, so ``E >= L p^2``
+and, as ``lam + p^2/lam`` decreases on ``0 < lam <= kappa |p| < |p|``, ``(L lam^2 + E)/lam >= L
+|p| (1 + kappa^2)/kappa``: there ``m <= a R (1 + atan(kappa)/2) kappa/(L P (1 + kappa^2))``.  The
+result is the largest leaf bound, below ``(1 + TOLERANCE)`` times
 the certificate's value at the construction's geometry once the search closes (a capped search
 returns its largest leaf: weaker, still valid).
 
@@ -137,9 +147,9 @@ import flint
 import numpy as np
 
 from bounds.jets import Jet, concatenate, mean_value_upper, upper
-from constructions import classification, laws
+from constructions import classification, last_tied, laws
 from constructions.cell import Cell
-from verify.backends import arb_ceil
+from verify.backends import arb_ceil, arb_floor
 from verify.intervals import Iv, check_float_mode
 
 #: relative tolerance of the branch and bound against the certificate at the construction
@@ -148,6 +158,8 @@ TOLERANCE = 4e-3
 MAX_BOXES = 3000
 #: boxes times classes evaluated together in one vectorised pass (memory: a few hundred MiB)
 BATCH_ENTRIES = 1 << 18
+#: the tied domain's search ends at ``p = -FAR L`` (a closed form covers the rest)
+FAR = 64
 #: Newton steps for the ellipse parameter ``eta_0`` at a box's centre
 NEWTON_STEPS = 8
 #: a term whose root argument ``1 + <e(2 gamma_c), eta_0>`` is below this at a box's centre is
@@ -163,11 +175,15 @@ def certificate(cell: Cell, L: int):
     ``p`` (``L/2``; ``-F(1)`` on the one-sided arc).  The construction of the softmax twin of
     the cell is used where the foot is free (the bound holds for any weights; linear attention
     shares the arc), the cell's own one-sided arc where it is not."""
-    tied = laws.foot_distance(cell, 1) is not None  # the one-sided arc: its own construction
-    des = classification.design(cell if tied else cell.replace(attention="softmax"))
-    foot = L / 2 if des.foot is None else -des.foot
-    shape = des.arc_shape(L)
-    y = des.arc_points(L, shape)
+    if cell.read.last:  # the tied arc of the last read (module docstring)
+        lam, foot, y, _ = last_tied.count_arc(cell, L)
+        q = lam / L
+    else:
+        tied = laws.foot_distance(cell, 1) is not None  # the one-sided arc: its own construction
+        des = classification.design(cell if tied else cell.replace(attention="softmax"))
+        foot = L / 2 if des.foot is None else -des.foot
+        q = des.arc_shape(L)[0]
+        y = des.arc_points(L, (q,) + tuple(des.arc_shape(L)[1:]))
     v, _ = classification.circle_head(y)
     dy = np.diff(y, axis=0)
     cross = lambda a, b: a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
@@ -181,11 +197,11 @@ def certificate(cell: Cell, L: int):
     w[c0] = 1.0
     w[c0 + 1:] = np.cumprod(ratio[c0:])
     w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
-    lam = shape[0] * L
+    lam = q * L
     x = np.arange(L + 1) - foot
     z = np.stack([np.full(L + 1, lam), x], axis=1) / np.hypot(lam, x)[:, None]
     k = w * np.linalg.norm(np.diff(z, axis=0), axis=1)
-    return k / k.max(), shape[0], foot
+    return k / k.max(), q, foot
 
 
 class _Arc:
@@ -200,10 +216,19 @@ class _Arc:
         #: foot is tied to the budget (rounded up, so that the domain holds every such foot)
         foot = laws.foot_distance(cell, 1, laws.FLOAT)
         self.p_max = L / 2 if foot is None else math.nextafter(-foot, math.inf)
+        #: the last read's tie ``lam <= kappa (-p - 1)`` (``kappa`` rounded up; None: untied)
+        self.kappa = None
+        if cell.read.last:
+            with flint.ctx.workprec(64):
+                ratio = flint.arb(laws.last_distance_ratio(cell, 1, laws.ARB))
+                self.kappa = arb_ceil(ratio)
+                self.p_max = -arb_floor(flint.arb(cell.d).sqrt() + 1)
         self.n = np.arange(L + 1, dtype=np.float64)
         ki = Iv(self.k)
         self.k_prev, self.k_next = ki[:-1], ki[1:]
-        self.eta = np.zeros(2)
+        #: Newton's start for ``eta_0``: the disk's centre, or the tied arc's ellipse (nearly
+        #: degenerate: Newton from the centre would not reach it)
+        self.eta = 0.999 * last_tied.count_arc(cell, L)[3] if cell.read.last else np.zeros(2)
 
     def geometry(self, lam: Jet, p: Jet, centre=None, h=None):
         """``D`` and either ``N`` (bare) or, per class, ``(|G_c|, e(2 gamma_c))`` (with a gain;
@@ -363,6 +388,16 @@ class _Arc:
         second = grad2 / (Iv(mu) * Db.v * 2.0)
         return upper((Iv(first) + second) * (self.a / Iv(2.0).sqrt()))
 
+    def cut(self, box):
+        """``box`` with ``lam`` cut to the last read's tie ``lam <= kappa (-p_0 - 1)`` (rounded up;
+        the box itself where there is no tie), or None where nothing of it is left."""
+        if self.kappa is None:
+            return box
+        l0, l1, p0, p1 = box
+        with flint.ctx.workprec(64):
+            top = arb_ceil(flint.arb(self.kappa) * (-flint.arb(p0) - 1))
+        return None if top <= l0 else (l0, min(l1, top), p0, p1)
+
     def crude(self, l0: float, l1: float, p0: float, p1: float) -> flint.arb:
         """The closed form of :mod:`bounds.margin` at the box's worst point (module docstring)."""
         L = self.L
@@ -376,6 +411,8 @@ class _Arc:
             den = L * a0 + E / a0 if l0 > 0 else flint.arb(0)
         if l0 > 0 and 0 <= float(ps.mid()) <= L:
             theta = (ps / a0).atan() + ((L - ps) / a0).atan()
+        elif p1 < 0:
+            theta = (a1 / flint.arb(-p1)).atan()
         else:
             theta = flint.arb.pi()
         den = den.max(flint.arb(L) / 2)
@@ -415,7 +452,13 @@ def arc_upper(cell: Cell, L: int) -> float:
         if not math.isfinite(reference):
             return float("inf")
         stop = reference * (1 + TOLERANCE)
-        tail = arb_ceil(flint.arb(arc.a) * arc.R * (1 + flint.arb.pi() / 2) / (4 * L * L))
+        if arc.kappa is None:
+            tail = arb_ceil(flint.arb(arc.a) * arc.R * (1 + flint.arb.pi() / 2) / (4 * L * L))
+            root = (0.0, 4.0 * L, L / 2 - 2.0 * L, arc.p_max)
+        else:  # the tied domain (module docstring), beyond p = -FAR L the closed form
+            k, far = flint.arb(arc.kappa), FAR * L
+            tail = arb_ceil(flint.arb(arc.a) * arc.R * (1 + k.atan() / 2) * k / (L * far * (1 + k * k)))
+            root = arc.cut((0.0, float(far), -float(far), arc.p_max))
 
         def bounds(boxes):
             values = np.array([arb_ceil(arc.crude(*b)) for b in boxes])
@@ -425,7 +468,6 @@ def arc_upper(cell: Cell, L: int) -> float:
                 values[open_] = np.minimum(values[open_], arc.boxes(*cols))
             return values
 
-        root = (0.0, 4.0 * L, L / 2 - 2.0 * L, arc.p_max)
         heap = [(-float(bounds([root])[0]), root)]
         split, batch_size = 0, max(8, min(1024, BATCH_ENTRIES // (L + 1)))
         while split < MAX_BOXES and -heap[0][0] > stop:
@@ -433,7 +475,7 @@ def arc_upper(cell: Cell, L: int) -> float:
             while heap and -heap[0][0] > stop and len(batch) < batch_size:
                 batch.append(heapq.heappop(heap)[1])
             split += len(batch)
-            children = [c for box in batch for c in _halves(box)]
+            children = [c for box in batch for c in map(arc.cut, _halves(box)) if c is not None]
             for value, child in zip(bounds(children), children):
                 heapq.heappush(heap, (-float(value), child))
         return max(-heap[0][0], tail)

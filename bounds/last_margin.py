@@ -147,11 +147,20 @@ def _post(cell: Cell, L: int) -> float:
     head's rows ``u_1..u_L`` with their biases are a head of those ``L`` classes with every
     vector of norm at most 1.  At ``L = 1`` only the pair ``0, 1``: ``2m <= <u_1 - u_0, z_1 - z_0>
     <= 2 |z_1 - z_0|``, with ``|z_1 - z_0| <= 2 sqrt(d)`` bare and ``|g * (N_1 - N_0)| <= 2 M |g|
-    <= 2 M`` with a gain (``|N_i| <= M``, the kind's largest coordinate; a bias cancels)."""
-    from bounds.margin import margin_upper  # it imports this module
+    <= 2 M`` with a gain (``|N_i| <= M``, the kind's largest coordinate; a bias cancels).
+
+    *Linear attention after post-RMSNorm* (the select task's sub-task; the count task has no head
+    of its own there): the arc of ``P + Q + m Q`` has its foot at ``p = -(F + 1)`` and its distance
+    tied, ``lam <= kappa F`` (:func:`constructions.laws.last_distance_ratio`), so the dual
+    certificate over that smaller domain (:func:`bounds.arc_margin.arc_upper` of the last-read
+    cell at ``L - 1``, from ``L = 5``) bounds it too; the smaller of the two is returned."""
+    from bounds.margin import _arc_problem, _dual, margin_upper  # it imports this module
 
     if L >= 2:
-        return margin_upper(cell.replace(read="bos"), L - 1)
+        bound = margin_upper(cell.replace(read="bos"), L - 1)
+        if laws.foot_distance(cell, 1) is not None and L - 1 >= 4:
+            bound = min(bound, _dual(_arc_problem(cell), L - 1))
+        return bound
     with flint.ctx.workprec(PREC):
         if cell.affine.gain:
             reach = flint.arb(cell.kind.max_coordinate(cell.d, laws.ARB.sqrt))

@@ -3,7 +3,7 @@
 The sources lambdify wrote for the numeric paths, and values derived in sympy, under
 the key of the modules they come from (used only while ``KEY`` is current)."""
 
-KEY = '3332432ba5b53cc3ef98d856df33f50c256f576711b1e80e61131b3e2e966eb7'
+KEY = 'a3cb3ec0e113b1fa172df18819aabfaee4e2b69d7b175af6d9834423c53590ab'
 
 FUNCTIONS = {
     'FootDesign:attention=linear,variant=post_bare,norm=rmsnorm,affine=bare,readout=regression,d=8,eps=0.0,task=count,read=bos:capacity mpmath':

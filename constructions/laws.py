@@ -70,6 +70,14 @@ is the arc problem with the foot so restricted, and the foot trades against the 
 (:mod:`constructions.one_sided`, the construction; :func:`bounds.arc_lower.arc_lower` with
 ``foot``, the proven lower bound).  The rates stay ``3/2`` and ``3/4``.
 
+*The distance: the same cells read at the last position.*  There the query is ``e_a`` and
+``r(n) = e_a + tau <e_a, e_s> e_s + n tau |e_a|^2 e_a`` for ``n >= 1``: with ``a = |e_a|^2``,
+``b = |e_s|^2`` and ``e_s = sqrt(b) (c along + s perp)`` (``along = e_a/|e_a|``, ``c^2 + s^2 =
+1``) the line is ``tau a^{3/2} ((n + F) along + lam perp')`` with the foot at ``-F``, ``F = (sqrt(d)
++ b c^2)/a >= sqrt(d)/B^2``, and the distance ``lam = b |c s|/a`` (:mod:`constructions.last_foot`):
+the angle between the embeddings sets the foot too, and ``lam/F`` is bounded
+(:func:`last_distance_ratio`).
+
 **Leading terms.**  The capacity's leading power and the extremal amplitude's
 (:data:`EXTREMAL_AMPLITUDE`) give the exact ``c(d)`` of ``B_min(L) = c(d) L^p (1 + o(1))``
 (:func:`leading_term`, with the proofs).
@@ -272,6 +280,26 @@ def foot_distance(cell: Cell, B, ops: Ops = SYMPY):
     if not (cell.post and cell.attention == "linear" and not cell.kind.centred):
         return None
     return ops.sqrt(cell.d) / B**2
+
+
+def last_distance_ratio(cell: Cell, B, ops: Ops = SYMPY):
+    """``kappa(B) = 1/(2 sqrt(sigma (1 + sigma)))``, ``sigma = sqrt(d)/B^2``: at budget ``B`` the
+    last read's residual line of the counts ``n >= 1`` (linear attention with post-RMSNorm) has
+    its distance ``lam <= kappa F`` from the origin, ``-F`` its foot (module docstring); None
+    where the foot is free.
+
+    *Proof.*  ``lam/F = b |c s|/(sqrt(d) + b c^2)`` with ``b = |e_s|^2 <= B^2``; for fixed ``c``
+    it increases in ``b`` (its derivative is ``sqrt(d) |c s|/(sqrt(d) + b c^2)^2 >= 0``), so
+    ``lam/F <= |c s|/(sigma + c^2)``.  With ``t = c^2`` in ``[0, 1]`` the square of the right side
+    is ``g(t) = t (1 - t)/(sigma + t)^2``, and ``g'(t) (sigma + t)^3 = (1 - 2t)(sigma + t) - 2t (1 -
+    t) = sigma - t (1 + 2 sigma)``: ``g`` rises up to ``t* = sigma/(1 + 2 sigma)`` and falls beyond,
+    and ``g(t*) = 1/(4 sigma (1 + sigma))`` (``1 - t* = (1 + sigma)/(1 + 2 sigma)``, ``sigma + t* =
+    2 sigma (1 + sigma)/(1 + 2 sigma)``).  Attained at ``|e_s| = B``, ``c^2 = t*``, for every
+    ``|e_a| <= B`` (it sets the scale ``F``)."""
+    if foot_distance(cell, B, ops) is None:
+        return None
+    sigma = ops.sqrt(cell.d) / B**2
+    return 1 / (2 * ops.sqrt(sigma * (1 + sigma)))
 
 
 def smallest_d(cell: Cell) -> int:

@@ -80,7 +80,7 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 
-from constructions import laws, registry
+from constructions import last_tied, laws, registry
 from constructions.cell import Cell, Params
 from constructions.classification import (ClassificationDesign, check_size, circle_head, collinear_head,
                                           middle_biases)
@@ -137,6 +137,8 @@ class SelectLastPointsHead(ClassificationDesign):
         est = self.geometry.estimate(L_value)
         if est is not None and est * ABOVE > BUDGETS[0]:
             out.append(self.geometry.build(L_value, est * ABOVE))
+        if self.cell.post and not self.cell.kind.centred and L_value >= 2:
+            out.append(last_tied.geometry(self.cell, L_value))
         return [p for p in out if _inside(p)]
 
     def points(self, params: Params, L_value: int):
@@ -178,7 +180,7 @@ class SelectLastPointsHead(ClassificationDesign):
             if m > 0 and (best is None or m > best[0]):
                 best = (m, params, ("line", v, lo, hi))
             if self.cell.post:
-                arc = arc_screen(params, z, n_a, L_value)
+                arc = arc_screen(conic_centre(params), z, n_a, L_value)
                 if arc is not None and (best is None or arc[0] > best[0]):
                     best = (arc[0], params, ("arc",) + arc[1:])
         built_head = None
@@ -273,13 +275,20 @@ def _line_head(v, lo, hi):
     return u * mpmath.mpf(SHRINK), [bc * mpmath.mpf(SHRINK) for bc in b]
 
 
-def arc_screen(params: Params, z: np.ndarray, n_a: np.ndarray, L_value: int):
-    """The arc head's float screen (module docstring, *Post-norm*): ``(margin, basis, centre, y,
-    ends, v)`` or None where the outputs are not on a planar arc with the classes in order.
+def conic_centre(params: Params) -> np.ndarray:
+    """The centre of the conic of the post-norm outputs: the bias ``beta`` (0 without one; floats)."""
+    if "beta" in params.vectors:
+        return np.array([float(c) for c in params.vectors["beta"]])
+    return np.zeros(params.cell.d)
+
+
+def arc_screen(centre: np.ndarray, z: np.ndarray, n_a: np.ndarray, L_value: int):
+    """The arc head's float screen (module docstring, *Post-norm*) of the outputs ``z`` about the
+    conic's ``centre``: ``(margin, basis, centre, y, ends, v)`` or None where the outputs are not
+    on a planar arc with the classes in order.
 
     The margin is the smaller of the greedy head's and :func:`plane_margin`, every output against
     every class (the greedy rule sees only the facing ends of neighbours)."""
-    centre = np.array([float(c) for c in params.vectors["beta"]]) if "beta" in params.vectors else np.zeros(z.shape[1])
     Y = z - centre
     _, sv, vt = np.linalg.svd(Y, full_matrices=False)
     if len(sv) > 2 and sv[2] > 1e-12 * sv[0]:
