@@ -21,7 +21,7 @@ from constructions import registry
 from constructions.cell import Cell
 from constructions.refusals import refusal
 from constructions.regression import design
-from tests.helpers import counts_random_sequences, mp_norm as _norm
+from tests.helpers import counts_random_sequences, mp_norm as _norm, ref_norm
 from verify import counts_to
 
 CASES = [("rmsnorm", 2), ("layernorm", 3)]
@@ -33,14 +33,8 @@ def _cell(norm, d, affine="gain_bias") -> Cell:
 
 
 def _value(params, x):
-    """``g * N(e_x) + beta`` by hand (eps = 0)."""
-    cell, v = params.cell, list(params.vectors[f"e_{x}"])
-    d = cell.d
-    if cell.kind.centred:
-        m = sum(v) / d
-        v = [t - m for t in v]
-    r = mpmath.sqrt(sum(t * t for t in v) / d)
-    return [gi * t / r + b for gi, t, b in zip(params.vectors["g"], v, params.vectors["beta"])]
+    """``g * N(e_x) (+ beta)`` by hand (eps = 0): the reference norm of tests.helpers."""
+    return ref_norm(params.cell, list(params.vectors[f"e_{x}"]), params.vectors, 0, mpmath.sqrt)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")

@@ -21,7 +21,7 @@ from constructions import registry, select_last_softmax as sls
 from constructions.cell import Cell
 from constructions.refusals import refusal
 from constructions.regression import design
-from tests.helpers import counts_random_sequences, mp_norm as _norm
+from tests.helpers import counts_random_sequences, mp_norm as _norm, ref_norm
 from verify import counts_to, explicit
 
 BUILT = [("rmsnorm", "gain", 3), ("rmsnorm", "gain_bias", 8), ("layernorm", "gain", 4),
@@ -40,17 +40,8 @@ def _params(cell: Cell, L: int, factor=1 + 1e-3):
 
 
 def _value(params, x):
-    """``g * N(e_x) (+ beta)`` by hand (eps = 0)."""
-    cell, v = params.cell, list(params.vectors[f"e_{x}"])
-    d = cell.d
-    if cell.kind.centred:
-        m = sum(v) / d
-        v = [t - m for t in v]
-    r = mpmath.sqrt(sum(t * t for t in v) / d)
-    h = [gi * t / r for gi, t in zip(params.vectors["g"], v)]
-    if cell.affine.bias:
-        h = [t + b for t, b in zip(h, params.vectors["beta"])]
-    return h
+    """``g * N(e_x) (+ beta)`` by hand (eps = 0): the reference norm of tests.helpers."""
+    return ref_norm(params.cell, list(params.vectors[f"e_{x}"]), params.vectors, 0, mpmath.sqrt)
 
 
 @pytest.mark.parametrize("case", BUILT, ids=lambda c: "-".join(map(str, c)))
