@@ -184,6 +184,14 @@ def certificate(cell: Cell, L: int):
         foot = L / 2 if des.foot is None else -des.foot
         q = des.arc_shape(L)[0]
         y = des.arc_points(L, (q,) + tuple(des.arc_shape(L)[1:]))
+    return _weights(y, q * L, np.arange(L + 1) - foot), q, foot
+
+
+def _weights(y: np.ndarray, lam: float, x: np.ndarray) -> np.ndarray:
+    """The weights ``k_c >= 0`` (largest 1) of the greedy head on the read points ``y`` read as
+    a dual certificate (module docstring), the chords measured on the circle of the arc at
+    distance ``lam`` and offsets ``x`` (the points ``unit(lam, x_c)``)."""
+    L = len(x) - 1
     v, _ = classification.circle_head(y)
     dy = np.diff(y, axis=0)
     cross = lambda a, b: a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
@@ -197,28 +205,33 @@ def certificate(cell: Cell, L: int):
     w[c0] = 1.0
     w[c0 + 1:] = np.cumprod(ratio[c0:])
     w = np.where(np.isfinite(w) & (w > 0), w, 0.0)
-    lam = q * L
-    x = np.arange(L + 1) - foot
     z = np.stack([np.full(L + 1, lam), x], axis=1) / np.hypot(lam, x)[:, None]
     k = w * np.linalg.norm(np.diff(z, axis=0), axis=1)
-    return k / k.max(), q, foot
+    return k / k.max()
 
 
 class _Arc:
     """The certificate's terms for one cell and ``L`` (module docstring)."""
 
-    def __init__(self, cell: Cell, L: int):
+    def __init__(self, cell: Cell, L: int, first=None):
         self.L, self.R = L, math.sqrt(cell.d)
         self.gain = cell.affine.gain
         self.a = cell.kind.axis_reach(cell.d, math.sqrt) if self.gain else 1.0
-        self.k, self.q, self.p = certificate(cell, L)
+        #: the range ``(n_lo, n_hi)`` of the first point's position (the points ``n_*, 1, ..., L``:
+        #: :func:`last_arc_upper`), or None (the points ``0..L``)
+        self.first = first
+        if first is None:
+            self.k, self.q, self.p = certificate(cell, L)
+        else:
+            self.k, self.q, self.p, self.n_ref = last_certificate(cell, L)
         #: the largest foot of the domain: ``L/2`` by symmetry, or before ``-sqrt(d)`` where the
         #: foot is tied to the budget (rounded up, so that the domain holds every such foot)
         foot = laws.foot_distance(cell, 1, laws.FLOAT)
         self.p_max = L / 2 if foot is None else math.nextafter(-foot, math.inf)
         #: the last read's tie ``lam <= kappa (-p - 1)`` (``kappa`` rounded up; None: untied)
         self.kappa = None
-        if cell.read.last:
+        tied_last = cell.read.last and first is None
+        if tied_last:
             with flint.ctx.workprec(64):
                 ratio = flint.arb(laws.last_distance_ratio(cell, 1, laws.ARB))
                 self.kappa = arb_ceil(ratio)
@@ -228,27 +241,37 @@ class _Arc:
         self.k_prev, self.k_next = ki[:-1], ki[1:]
         #: Newton's start for ``eta_0``: the disk's centre, or the tied arc's ellipse (nearly
         #: degenerate: Newton from the centre would not reach it)
-        self.eta = 0.999 * last_tied.count_arc(cell, L)[3] if cell.read.last else np.zeros(2)
+        self.eta = 0.999 * last_tied.count_arc(cell, L)[3] if tied_last else np.zeros(2)
 
-    def geometry(self, lam: Jet, p: Jet, centre=None, h=None):
+    def geometry(self, lam: Jet, p: Jet, first=None, centre=None, h=None):
         """``D`` and either ``N`` (bare) or, per class, ``(|G_c|, e(2 gamma_c))`` (with a gain;
-        over a box, ``centre`` holds the directions at its centre and ``h`` its half-widths)."""
+        over a box, ``centre`` holds the directions at its centre and ``h`` its half-widths);
+        ``first`` the first point's position where there is one (:func:`last_arc_upper`)."""
         L = self.L
-        x = -p + self.n
+        if first is None:
+            x = -p + self.n
+        else:  # x_0 = n_* - p; the gaps of the parameter: 1 - n_*, then 1
+            x = concatenate([first - p, -p + self.n[1:]])
         l2 = lam.square()
         S = l2 + x.square()
         r = S.sqrt()
-        # chords c = 0..L-1: e^{i dtheta_c} = (lam^2 + x_c x_{c+1} + i lam) / (r_c r_{c+1})
+        # chords c = 0..L-1: e^{i dtheta_c} = (lam^2 + x_c x_{c+1} + i lam (x_{c+1} - x_c)) / (r_c r_{c+1})
         rr = r[..., :-1] * r[..., 1:]
-        sin_d = lam / rr
+        sin_d = lam / rr if first is None else lam * concatenate([1.0 - first, Jet(np.ones(L - 1))]) / rr
         cos_d = (l2 + x[..., :-1] * x[..., 1:]) / rr
         half_cos = ((cos_d + 1.0) * 0.5).sqrt()
         D = (half_cos / sin_d * (2 * self.k / self.R)).sum()
-        # turns c = 1..L-1: e^{i Omega_c} = (S_c - 1 + 2 i lam) / (r_{c-1} r_{c+1})
+        # turns c = 1..L-1: e^{i Omega_c} = (S_c - 1 + 2 i lam) / (r_{c-1} r_{c+1}) on the unit
+        # grid; (lam^2 + x_0 x_2 + i lam (x_2 - x_0)) / (r_0 r_2) at c = 1 after a first point
         rpm = r[..., :-2] * r[..., 2:]
-        cos_o = (S[..., 1:-1] - 1.0) / rpm
+        if first is None:
+            cos_o = (S[..., 1:-1] - 1.0) / rpm
+            span = 2.0
+        else:
+            cos_o = concatenate([l2 + x[..., :1] * x[..., 2:3], S[..., 2:-1] - 1.0]) / rpm
+            span = concatenate([2.0 - first, Jet(np.full(L - 2, 2.0))])
         c2 = ((cos_o + 1.0) * 0.5).sqrt()  # cos(Omega/2)
-        s2 = lam * 2.0 / rpm / (c2 * 2.0)  # sin(Omega/2)
+        s2 = lam * span / rpm / (c2 * 2.0)  # sin(Omega/2)
         if not self.gain:
             sin_h2 = s2.square() / ((c2 + 1.0) * 2.0)  # sin^2 h
             size = (sin_h2 * (self.k_prev * self.k_next * 4.0)
@@ -259,23 +282,30 @@ class _Arc:
         P, Q = cos_h * dk, s2 / (cos_h * 2.0) * sk * -1.0  # G_c = (P + iQ) e(theta_c + pi/2 + eps_c)
         size = concatenate([Iv(self.k[0]), (P.square() + Q.square()).sqrt(), Iv(self.k[L - 1])])
         if centre is None:
-            e = self._directions(lam, x, l2, S, rpm, cos_d, sin_d, P, Q, size)
+            e = self._directions(lam, x, l2, S, rpm, cos_d, sin_d, P, Q, size, first is not None)
         else:
             e = self._turned(lam, x, S, P, Q, size, centre, h)
         return D, (size, e)
 
-    def _directions(self, lam, x, l2, S, rpm, cos_d, sin_d, P, Q, size):
+    def _directions(self, lam, x, l2, S, rpm, cos_d, sin_d, P, Q, size, first=False):
         """``e(2 gamma_c)`` by its closed form (at a box's centre): ``-e(2 theta_c) e(2 eps_c)
         e(2 beta_c)`` with ``beta_c = arg(P + iQ)``; at the ends ``-e(2 theta_0) e(dtheta_0)`` and
-        ``-e(2 theta_L) e(-dtheta_{L-1})``."""
+        ``-e(2 theta_L) e(-dtheta_{L-1})``.  After a first point (``first``) the turn at ``c = 1``
+        has ``e^{4 i eps_1} = (lam + i x_0)(lam + i x_2)(lam - i x_1)^2 / (r_0 r_2 S_1)``, expanded."""
         L = self.L
         inner, Si = x[..., 1:-1], S[..., 1:-1]
         g = size[..., 1:-1]
         beta = (P / g, Q / g)
         xi2 = inner.square()
         den = rpm * Si  # e^{4 i eps_c} = (S^2 + lam^2 - x^2 - 2 i lam x) / (r_{c-1} r_{c+1} S)
-        ce = (((Si.square() + l2 - xi2) / den + 1.0) * 0.5).sqrt()
-        eps = (ce, lam * inner * -1.0 / den / ce)
+        re, im = Si.square() + l2 - xi2, lam * inner * -2.0
+        if first:
+            x0, x1, x2 = x[..., :1], x[..., 1:2], x[..., 2:3]
+            a, b, s = l2 - x0 * x2, l2 - x1.square(), x0 + x2
+            re = concatenate([a * b + l2 * x1 * s * 2.0, re[..., 1:]])
+            im = concatenate([lam * (s * b - x1 * a * 2.0), im[..., 1:]])
+        ce = ((re / den + 1.0) * 0.5).sqrt()
+        eps = (ce, im / den / (ce * 2.0))
         theta = ((l2 - xi2) / Si, lam * inner * 2.0 / Si)
         e = _neg(_times(_times(theta, eps), _times(beta, beta)))
         ends = []
@@ -293,13 +323,17 @@ class _Arc:
         dtheta_0 / 2 + pi/2``, ``gamma_L = theta_L - dtheta_{L-1} / 2 + pi/2``."""
         g2 = size.v[..., 1:-1].square()
         dtheta = (-x.v / S.v, -lam.v / S.v)
+        if len(h) == 3:  # d theta_0 / d n_* = lam / S_0, the other points do not move
+            dtheta += (_cat([lam.v / S.v[..., :1], S.v[..., 1:] * 0.0]),)
         dgamma = []
-        for i in range(2):
+        for i in range(len(h)):
             t = dtheta[i]
             mid = t[..., 1:-1] + (t[..., 2:] + t[..., :-2] - t[..., 1:-1] * 2.0) * 0.25
             dbeta = (P.v * Q.g[i] - Q.v * P.g[i]) / g2
             dgamma.append(_cat([(t[..., :1] + t[..., 1:2]) * 0.5, mid + dbeta, (t[..., -2:-1] + t[..., -1:]) * 0.5]))
-        reach = abs(dgamma[0]) * Iv(h[0][:, None]) + abs(dgamma[1]) * Iv(h[1][:, None])
+        reach = Iv(0.0)
+        for dg, hi in zip(dgamma, h):
+            reach = reach + abs(dg) * Iv(hi[:, None])
         turn = Iv(-reach.hi, reach.hi) * 2.0
         rot = (Iv(1.0) - Iv(0.0, np.asarray(turn.hi)).square() * 0.5, turn)  # cos t >= 1 - t^2/2, |sin t| <= |t|
         rot = (Iv(rot[0].lo, np.ones_like(rot[0].lo)), rot[1])
@@ -358,16 +392,18 @@ class _Arc:
             eta = np.where(norm > 0.999, eta * (0.999 / np.maximum(norm, 1e-300)), eta)
         return eta
 
-    def boxes(self, l0, l1, p0, p1) -> np.ndarray:
-        """(W) over the boxes ``[l0, l1] x [p0, p1]`` (arrays, ``l0 > 0``), rounded up (module
-        docstring)."""
+    def boxes(self, l0, l1, p0, p1, n0=None, n1=None) -> np.ndarray:
+        """(W) over the boxes ``[l0, l1] x [p0, p1]`` (arrays, ``l0 > 0``; ``x [n0, n1]`` the first
+        point's position where there is one), rounded up (module docstring)."""
         col = lambda v: np.asarray(v, dtype=np.float64)[:, None]
-        l0, l1, p0, p1 = col(l0), col(l1), col(p0), col(p1)
-        lc, pc = 0.5 * (l0 + l1), 0.5 * (p0 + p1)
-        h = (np.maximum((Iv(l1) - lc).hi, (Iv(lc) - l0).hi), np.maximum((Iv(p1) - pc).hi, (Iv(pc) - p0).hi))
-        centre = (Jet(Iv(lc)), Jet(Iv(pc)))
-        whole = (Jet(Iv(l0, l1), (Iv(1.0), Iv(0.0))), Jet(Iv(p0, p1), (Iv(0.0), Iv(1.0))))
-        h = (h[0][:, 0], h[1][:, 0])
+        ends = [(col(l0), col(l1)), (col(p0), col(p1))]
+        if self.first is not None:
+            ends.append((col(n0), col(n1)))
+        mids = [0.5 * (a + b) for a, b in ends]
+        h = tuple(np.maximum((Iv(b) - c).hi, (Iv(c) - a).hi)[:, 0] for (a, b), c in zip(ends, mids))
+        unit = lambda i: tuple(Iv(1.0 if j == i else 0.0) for j in range(len(ends)))
+        centre = tuple(Jet(Iv(c)) for c in mids)
+        whole = tuple(Jet(Iv(a, b), unit(i)) for i, (a, b) in enumerate(ends))
         Dc, Tc = self.geometry(*centre)
         Db, Tb = self.geometry(*whole, centre=Tc[1] if self.gain else None, h=h)
         if not self.gain:
@@ -398,25 +434,38 @@ class _Arc:
             top = arb_ceil(flint.arb(self.kappa) * (-flint.arb(p0) - 1))
         return None if top <= l0 else (l0, min(l1, top), p0, p1)
 
-    def crude(self, l0: float, l1: float, p0: float, p1: float) -> flint.arb:
-        """The closed form of :mod:`bounds.margin` at the box's worst point (module docstring)."""
-        L = self.L
-        ps = flint.arb(min(p1, L / 2))
-        E = L * (ps - flint.arb(L) / 2) ** 2 + flint.arb(L) ** 3 / 12 - flint.arb(L) / 3
-        a0, a1 = flint.arb(l0), flint.arb(l1)
-        if float(E.mid()) > 0:
-            best = (E / L).sqrt().max(a0).min(a1)
-            den = L * best + E / best
-        else:
-            den = L * a0 + E / a0 if l0 > 0 else flint.arb(0)
-        if l0 > 0 and 0 <= float(ps.mid()) <= L:
-            theta = (ps / a0).atan() + ((L - ps) / a0).atan()
-        elif p1 < 0:
-            theta = (a1 / flint.arb(-p1)).atan()
-        else:
-            theta = flint.arb.pi()
-        den = den.max(flint.arb(L) / 2)
-        return flint.arb(self.a) * self.R * (1 + theta / 2) / den
+    def crude(self, l0: float, l1: float, p0: float, p1: float, *_) -> flint.arb:
+        """The closed form of :mod:`bounds.margin` at the box's worst point (module docstring);
+        after a first point that of the points ``1..L`` alone (the arc of ``L - 1`` at the foot
+        ``p - 1``, mirrored to ``p - 1 <= (L - 1)/2``: :func:`last_arc_upper`)."""
+        if self.first is None:
+            return _closed_form(self.a, self.R, self.L, l0, l1, p0, p1)
+        L = self.L - 1
+        q0, q1 = p0 - 1.0, p1 - 1.0
+        if q0 > L / 2:
+            q0, q1 = L - q1, L - q0
+        return _closed_form(self.a, self.R, L, l0, l1, q0, q1)
+
+
+def _closed_form(a: float, R: float, L: int, l0: float, l1: float, p0: float, p1: float) -> flint.arb:
+    """The closed form of :mod:`bounds.margin` for the arc of ``L`` at its worst point of the box
+    ``[l0, l1] x [p0, p1]`` (module docstring; ``p0 <= L/2``)."""
+    ps = flint.arb(min(p1, L / 2))
+    E = L * (ps - flint.arb(L) / 2) ** 2 + flint.arb(L) ** 3 / 12 - flint.arb(L) / 3
+    a0, a1 = flint.arb(l0), flint.arb(l1)
+    if float(E.mid()) > 0:
+        best = (E / L).sqrt().max(a0).min(a1)
+        den = L * best + E / best
+    else:
+        den = L * a0 + E / a0 if l0 > 0 else flint.arb(0)
+    if l0 > 0 and 0 <= float(ps.mid()) <= L:
+        theta = (ps / a0).atan() + ((L - ps) / a0).atan()
+    elif p1 < 0:
+        theta = (a1 / flint.arb(-p1)).atan()
+    else:
+        theta = flint.arb.pi()
+    den = den.max(flint.arb(L) / 2)
+    return flint.arb(a) * R * (1 + theta / 2) / den
 
 
 def _times(a, b):
@@ -445,13 +494,9 @@ def arc_upper(cell: Cell, L: int) -> float:
         return float("inf")
     check_float_mode()
     arc = _Arc(cell, L)
-    # infinite ends (a box where an enclosure fails) make nan, which only weakens a bound
-    with flint.ctx.workprec(64), np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        lam_c, span = arc.q * L, 1e-9 * L
-        reference = float(arc.boxes([lam_c - span], [lam_c + span], [arc.p - span], [arc.p])[0])
-        if not math.isfinite(reference):
-            return float("inf")
-        stop = reference * (1 + TOLERANCE)
+    lam_c, span = arc.q * L, 1e-9 * L
+    centre = (lam_c - span, lam_c + span, arc.p - span, arc.p)
+    with flint.ctx.workprec(64):
         if arc.kappa is None:
             tail = arb_ceil(flint.arb(arc.a) * arc.R * (1 + flint.arb.pi() / 2) / (4 * L * L))
             root = (0.0, 4.0 * L, L / 2 - 2.0 * L, arc.p_max)
@@ -459,6 +504,20 @@ def arc_upper(cell: Cell, L: int) -> float:
             k, far = flint.arb(arc.kappa), FAR * L
             tail = arb_ceil(flint.arb(arc.a) * arc.R * (1 + k.atan() / 2) * k / (L * far * (1 + k * k)))
             root = arc.cut((0.0, float(far), -float(far), arc.p_max))
+    return _search(arc, centre, root, tail, _halves)
+
+
+def _search(arc: _Arc, centre, root, tail: float, halves) -> float:
+    """The branch and bound of the module docstring from the box ``root``: the largest leaf
+    bound (or ``tail``, the bound outside the root), splitting by ``halves`` until every leaf is
+    within ``1 + TOLERANCE`` of the certificate's value on the small box ``centre`` (or
+    :data:`MAX_BOXES`); ``inf`` where that value is not finite."""
+    # infinite ends (a box where an enclosure fails) make nan, which only weakens a bound
+    with flint.ctx.workprec(64), np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        reference = float(arc.boxes(*([c] for c in centre))[0])
+        if not math.isfinite(reference):
+            return float("inf")
+        stop = reference * (1 + TOLERANCE)
 
         def bounds(boxes):
             values = np.array([arb_ceil(arc.crude(*b)) for b in boxes])
@@ -469,13 +528,13 @@ def arc_upper(cell: Cell, L: int) -> float:
             return values
 
         heap = [(-float(bounds([root])[0]), root)]
-        split, batch_size = 0, max(8, min(1024, BATCH_ENTRIES // (L + 1)))
+        split, batch_size = 0, max(8, min(1024, BATCH_ENTRIES // (arc.L + 1)))
         while split < MAX_BOXES and -heap[0][0] > stop:
             batch = []
             while heap and -heap[0][0] > stop and len(batch) < batch_size:
                 batch.append(heapq.heappop(heap)[1])
             split += len(batch)
-            children = [c for box in batch for c in map(arc.cut, _halves(box)) if c is not None]
+            children = [c for box in batch for c in map(arc.cut, halves(box)) if c is not None]
             for value, child in zip(bounds(children), children):
                 heapq.heappush(heap, (-float(value), child))
         return max(-heap[0][0], tail)
@@ -489,3 +548,91 @@ def _halves(box):
         return (l0, mid, p0, p1), (mid, l1, p0, p1)
     mid = 0.5 * (p0 + p1)
     return (l0, l1, p0, mid), (l0, l1, mid, p1)
+
+
+# ---------------------------------------------------------------------- the count 0 at the last read
+#: a side of the first point's position counts as this many count units of ``lam`` or ``p`` when
+#: :func:`last_arc_upper` picks the side of a box to halve (a heuristic: any partition is a proof)
+FIRST_WEIGHT = 0.5
+
+
+def zero_range(cell: Cell) -> tuple[float, float]:
+    """``(n_lo, n_hi)``, floats rounded outward: the position ``n_* = -1/(2 rho)`` of the count 0
+    on the arc of the counts ``1..L`` read last after post-norm (softmax, :func:`last_arc_upper`)
+    for every parameter set with embeddings of norm at most 1.
+
+    *Proof.*  ``rho = exp(tau <e_a, e_a - e_s>)`` and ``|e_a|^2 - |e_a| |e_s| <= <e_a, e_a - e_s>
+    <= |e_a|^2 + |e_a| |e_s|``: with ``|e_a|, |e_s| <= 1`` the left side is at least ``|e_a|^2 -
+    |e_a| >= -1/4`` and the right at most 2, so ``rho`` lies in ``[exp(-tau/4), exp(2 tau)]`` and
+    ``n_*`` in ``[-exp(tau/4)/2, -exp(-2 tau)/2]``, ``tau = 1/sqrt(d)``."""
+    with flint.ctx.workprec(64):
+        tau = 1 / flint.arb(cell.d).sqrt()
+        return arb_floor(-(tau / 4).exp() / 2), arb_ceil(-(-2 * tau).exp() / 2)
+
+
+def last_certificate(cell: Cell, L: int):
+    """``(k, q, p, n_*)``: the weights of the last read's head
+    (:class:`constructions.last_post.LastArcHead`) on its points ``n_*, 1, ..., L`` read as a
+    dual certificate (:func:`_weights`), its ``q = lam / L``, its foot ``p`` and the position
+    ``n_*`` of its count 0."""
+    des = classification.design(cell)
+    shape = des.arc_shape(L)
+    foot, first = des.foot_at(L), -float(des.head_u(L))
+    x = np.concatenate([[first], np.arange(1, L + 1, dtype=np.float64)]) - foot
+    return _weights(des.arc_points(L, shape), shape[0] * L, x), shape[0], foot, first
+
+
+def last_arc_upper(cell: Cell, L: int) -> float:
+    """A float ``U >= m`` for every parameter set of ``cell`` (softmax attention with post-norm,
+    ``eps = 0``, the count task read last; classification with every vector of norm at most 1),
+    ``L >= 5``, by the dual certificate (W) of all ``L + 1`` outputs; ``inf`` below.
+
+    *The outputs* (:mod:`constructions.last_post`).  ``z_1..z_L`` are the points ``n = 1..L`` of
+    an arc ``R unit(lam, n - p)`` and ``z_0`` its point at ``n_* = -1/(2 rho)``, which lies in
+    :func:`zero_range` (below 1: the points are in the order of the classes).  So (W) holds with
+    the offsets ``x = (n_*, 1, ..., L) - p``: the chords and turns of the module docstring with
+    the first gap ``1 - n_*`` (:meth:`_Arc.geometry`), and its supremum over ``(lam, p, n_*)`` is
+    proven by the branch and bound over boxes of the three, ``n_*`` a third variable of the
+    mean-value form (``d theta_0 / d n_* = lam / S_0``).  Bare, the bound is largest at the
+    smallest ``n_*`` for every arc, so ``n_*`` is fixed there: ``n_*`` enters (W) only through
+    the first chord and the first turn; as ``n_*`` decreases ``theta_0`` decreases, the chord
+    ``l_0 = 2R sin((theta_1 - theta_0)/2)`` grows (``D`` falls) and the half-turn ``h_1 = (theta_2
+    - theta_0)/4`` grows in ``(0, pi/4)``, so ``|G_1|^2 = (k_0 - k_1)^2 + 4 k_0 k_1 sin^2 h_1``
+    grows (``N`` rises), and ``|G_0| = k_0`` stays.
+
+    *The domain.*  The points ``1..L`` alone are the arc of ``L' = L - 1`` at the foot ``p - 1``,
+    whose margin is at least ``m`` (fewer conditions, and a head of those classes), so outside
+    ``lam <= 4L'``, ``|p - 1 - L'/2| <= 2L'`` the closed form of the module docstring for ``L'``
+    (and its mirror image) bounds ``m`` by ``a R (1 + pi/2)/(4 L'^2)``, and inside it bounds
+    every box too (:meth:`_Arc.crude`); no mirror symmetry is used for (W), as ``z_0`` has
+    none."""
+    if L < 5:
+        return float("inf")
+    check_float_mode()
+    n_lo, n_hi = zero_range(cell)
+    if not cell.affine.gain:
+        n_hi = n_lo
+    arc = _Arc(cell, L, (n_lo, n_hi))
+    Lp = L - 1
+    lam_c, span = arc.q * L, 1e-9 * L
+    centre = (lam_c - span, lam_c + span, arc.p - span, arc.p + span, n_lo, n_lo)
+    root = (0.0, 4.0 * Lp, 1 + Lp / 2 - 2.0 * Lp, 1 + Lp / 2 + 2.0 * Lp, n_lo, n_hi)
+    with flint.ctx.workprec(64):
+        tail = arb_ceil(flint.arb(arc.a) * arc.R * (1 + flint.arb.pi() / 2) / (4 * Lp * Lp))
+    return _search(arc, centre, root, tail, _thirds)
+
+
+def _thirds(box):
+    """The two halves of a box ``(l0, l1, p0, p1, n0, n1)`` across its longest side, the third
+    counted :data:`FIRST_WEIGHT` times."""
+    l0, l1, p0, p1, n0, n1 = box
+    widths = (l1 - l0, p1 - p0, FIRST_WEIGHT * (n1 - n0))
+    k = widths.index(max(widths))
+    out = []
+    for half in (0, 1):
+        parts = [(l0, l1), (p0, p1), (n0, n1)]
+        a, b = parts[k]
+        mid = 0.5 * (a + b)
+        parts[k] = (a, mid) if half == 0 else (mid, b)
+        out.append(tuple(v for part in parts for v in part))
+    return out

@@ -73,6 +73,7 @@ Evaluated in ball arithmetic and rounded up: ``O(1)`` in ``L`` and ``d``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import flint
@@ -160,6 +161,8 @@ def _post(cell: Cell, L: int) -> float:
         bound = margin_upper(cell.replace(read="bos"), L - 1)
         if laws.foot_distance(cell, 1) is not None and L - 1 >= 4:
             bound = min(bound, _dual(_arc_problem(cell), L - 1))
+        if cell.attention == "softmax" and not cell.distractor:
+            bound = min(bound, _last_dual(cell.replace(affine="gain") if cell.affine.bias else cell, L))
         return bound
     with flint.ctx.workprec(PREC):
         if cell.affine.gain:
@@ -167,6 +170,15 @@ def _post(cell: Cell, L: int) -> float:
         else:
             reach = flint.arb(cell.d).sqrt()
         return arb_ceil(2 * reach)
+
+
+@functools.lru_cache(maxsize=256)
+def _last_dual(cell: Cell, L: int) -> float:
+    """:func:`bounds.arc_margin.last_arc_upper` once per cell (a bias, which shifts every logit of
+    a class by one constant, is dropped by the caller: the bound holds for any weights)."""
+    from bounds.arc_margin import last_arc_upper
+
+    return last_arc_upper(cell, L)
 
 
 #: the largest number of boxes :func:`_offline` splits (a cap on its cost; any partition is a proof)
