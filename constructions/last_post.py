@@ -395,8 +395,9 @@ class LastArcHead(ClassificationDesign):
     lam across``, ``n = 1..L``, its foot ``c`` shaped with the head: :meth:`foot_at`) and the
     count 0 on it at ``-u``: ``u = 1/2 - 2^-20`` for softmax
     (the first gap ``1 + u`` the widest this geometry gives, with embeddings of norm about
-    ``1e-3 sqrt(L)``), ``u = sqrt(d) (1 + 2^-30)`` for linear attention (``|e_a| < 1``: the
-    nearest the unit budget allows).  The head is the BOS arc's
+    ``1e-3 sqrt(L)``), ``u = 2^20 sqrt(d)`` for linear attention (``|e_a|^2 = sqrt(d)/u = 2^-20``:
+    the count 0 next to the end of the arc, where the margin is that of the counts ``1..L``
+    alone up to ``O(1/u)``; any ``u >= sqrt(d)`` fits the unit budget).  The head is the BOS arc's
     (:mod:`constructions.classification`: the greedy head on the convex arc, the middle biases,
     ``lam = q L`` and with a gain the plane's turn ``omega`` and ellipse ``chi`` optimised) on
     these points; the judge certifies every row.  The proven upper bound on the margin is
@@ -418,7 +419,7 @@ class LastArcHead(ClassificationDesign):
         """``u`` of the count 0 (class docstring), mpf at the current precision."""
         if self.cell.attention == "softmax":
             return mpmath.mpf(1) / 2 - mpmath.mpf(2) ** -20
-        return mpmath.sqrt(self.cell.d) * (1 + mpmath.mpf(2) ** -30)
+        return mpmath.sqrt(self.cell.d) * mpmath.mpf(2) ** 20
 
     def arc_points(self, L_value: int, shape, delta=None) -> np.ndarray:
         """The points ``y_0..y_L`` the head reads: the arc at ``-u, 1, ..., L`` about its foot
@@ -443,6 +444,8 @@ class LastArcHead(ClassificationDesign):
 
 #: the most Nelder-Mead runs of :func:`_last_shape` (each from the last one's best point)
 RESTARTS = 6
+#: with a gain :func:`_last_shape` runs from this many of the best points of its grid
+GRID_STARTS = 3
 #: with a gain :func:`_last_shape` starts from a grid up to this length, beyond it from its own
 #: shape at half the length
 WARM_L = 16
@@ -453,7 +456,8 @@ def _last_shape(des: LastArcHead, L_fit: int):
     """``(q, omega, chi, delta)`` maximising the greedy margin of :class:`LastArcHead` at ``L_fit``
     (every pair of classes, :func:`constructions.classification.head_margin`): Nelder-Mead
     (restarted, :data:`RESTARTS`) from the symmetric arc (``delta = 0``, ``q`` of a bounded scalar
-    search) and, with a gain, the best of a grid of orientations and ellipses (up to ``L_fit =
+    search) and, with a gain, the best :data:`GRID_STARTS` of a grid of orientations, ellipses
+    and feet (``delta`` 0 and ``-1/3``: from ``delta = 0`` it can stall) (up to ``L_fit =
     WARM_L``; beyond, the shape at ``L_fit // 2``); ``delta`` stays in ``(-1/2, 1/2)`` (a screen: the judge
     certifies the row)."""
     from scipy import optimize  # loaded only where an arc head is shaped
@@ -469,26 +473,29 @@ def _last_shape(des: LastArcHead, L_fit: int):
     with np.errstate(invalid="ignore"):
         if gain and L_fit > WARM_L:  # warm start: the shape at half the length
             q, omega, chi, delta = _last_shape(des, L_fit // 2)
-            start = (math.log(q), omega, chi, delta)
+            starts = [(math.log(q), omega, chi, delta)]
             f = lambda s: -margin(math.exp(s[0]), s[1], s[2], s[3])
         elif gain:
-            grid = [(math.log(0.22), omega, chi, 0.0) for omega in np.linspace(0, math.pi, 9)[:-1]
-                    for chi in (0.4, math.pi / 4, 1.2)]
-            start = max(grid, key=lambda s: margin(math.exp(s[0]), *s[1:]))
+            grid = [(math.log(0.22), omega, chi, delta) for omega in np.linspace(0, math.pi, 9)[:-1]
+                    for chi in (0.4, math.pi / 4, 1.2) for delta in (0.0, -1 / 3)]
+            starts = sorted(grid, key=lambda s: -margin(math.exp(s[0]), *s[1:]))[:GRID_STARTS]
             f = lambda s: -margin(math.exp(s[0]), s[1], s[2], s[3])
         else:
             res = optimize.minimize_scalar(lambda lq: -margin(math.exp(lq), 0.0, 0.0, 0.0),
                                            bounds=(math.log(0.02), math.log(4.0)), method="bounded",
                                            options={"xatol": 1e-6})
-            start = (res.x, 0.0)
+            starts = [(res.x, 0.0)]
             f = lambda s: -margin(math.exp(s[0]), 0.0, 0.0, s[1])
         best = None
-        for _ in range(RESTARTS):  # Nelder-Mead stalls on this ridge: restart from its best point
-            res = optimize.minimize(f, start, method="Nelder-Mead",
-                                    options={"xatol": 1e-9, "fatol": 1e-16, "maxiter": 600})
-            if best is not None and res.fun >= best.fun * (1 - 1e-10):
-                break
-            best, start = res, res.x
+        for start in starts:
+            run = None
+            for _ in range(RESTARTS):  # Nelder-Mead stalls on this ridge: restart from its best point
+                res = optimize.minimize(f, start, method="Nelder-Mead",
+                                        options={"xatol": 1e-9, "fatol": 1e-16, "maxiter": 600})
+                if run is not None and res.fun >= run.fun * (1 - 1e-10):
+                    break
+                run, start = res, res.x
+            best = run if best is None or run.fun < best.fun else best
     s = best.x
     return ((math.exp(s[0]), float(s[1]), float(s[2]), float(s[3])) if gain
             else (math.exp(s[0]), 0.0, 0.0, float(s[1])))
