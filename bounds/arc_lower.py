@@ -567,7 +567,11 @@ FIRST = 8
 _STRIP_FROM = 4096
 
 
-def ceiling(L: int, R_target: float, rtol: float = 1e-4) -> float:
+#: the relative tolerance of :func:`arc_lower` (and of its :func:`ceiling`) unless one is given
+RTOL = 1e-4
+
+
+def ceiling(L: int, R_target: float, rtol: float = RTOL) -> float:
     """The largest value :func:`arc_lower` returns at ``L``: ``R_target``, and from
     ``_STRIP_FROM`` on the level ``R_target/(1 + rtol)`` of the strip of step 5(a)."""
     return R_target / (1 + rtol) if L >= _STRIP_FROM else R_target
@@ -606,7 +610,7 @@ def _first_boxes(S_min: float, S_max: float, c_max: float, L: int, k: int = FIRS
     return [x.ravel() for x in (Sa, Sb, ca, cb)]
 
 
-def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_000_000,
+def arc_lower(L: int, R_target: float, rtol: float = RTOL, max_boxes: int = 1_000_000,
               foot: float | None = None, counts=None) -> float:
     """A float ``<= R*(L)``; equal to ``min(R_target, bound)`` (``R_target`` = ``R_sym`` is tight).
 
