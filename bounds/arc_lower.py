@@ -567,6 +567,16 @@ FIRST = 8
 _STRIP_FROM = 4096
 
 
+#: the relative tolerance of :func:`arc_lower` (and of its :func:`ceiling`) unless one is given
+RTOL = 1e-4
+
+
+def ceiling(L: int, R_target: float, rtol: float = RTOL) -> float:
+    """The largest value :func:`arc_lower` returns at ``L``: ``R_target``, and from
+    ``_STRIP_FROM`` on the level ``R_target/(1 + rtol)`` of the strip of step 5(a)."""
+    return R_target / (1 + rtol) if L >= _STRIP_FROM else R_target
+
+
 def _split(Sa, Sb, ca, cb, L: int):
     """Halve every box along the side with the larger change of ``T`` (None if one cannot be).
 
@@ -600,7 +610,7 @@ def _first_boxes(S_min: float, S_max: float, c_max: float, L: int, k: int = FIRS
     return [x.ravel() for x in (Sa, Sb, ca, cb)]
 
 
-def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_000_000,
+def arc_lower(L: int, R_target: float, rtol: float = RTOL, max_boxes: int = 1_000_000,
               foot: float | None = None, counts=None) -> float:
     """A float ``<= R*(L)``; equal to ``min(R_target, bound)`` (``R_target`` = ``R_sym`` is tight).
 
@@ -776,7 +786,7 @@ def arc_lower(L: int, R_target: float, rtol: float = 1e-4, max_boxes: int = 1_00
         Rt = flint.arb(R_target)
         Mp = arb_ceil(Rt / (span - 1) + 1)
         # a float: the level of step 5(a) (R_t itself below _STRIP_FROM)
-        strip = R_target / (1 + rtol) if L >= _STRIP_FROM else R_target
+        strip = ceiling(L, R_target, rtol)
         S_min = arb_floor(flint.arb(span - 1) / (span * flint.arb(strip)))
         S_max = arb_ceil(2 * (Rt + 1) / g if counts is None else (Rt + 1) / int(boxes.ns[1]))
         c_max = arb_ceil(flint.arb(Mp) + flint.arb(S_max) * (flint.arb(L) / 2 - first))

@@ -14,7 +14,7 @@ import math
 
 import flint
 
-from bounds.arc_lower import arc_lower
+from bounds.arc_lower import arc_lower, ceiling
 from bounds.lstar import feasible as bare_pre_feasible
 from constructions import laws, registry, regression, segment
 from constructions.cell import Cell
@@ -213,18 +213,27 @@ def post_lower(cell: Cell, L: int, B_upper: float, boxes: int = ARC_BOXES) -> fl
 
 def _foot_arc(L: int, target: float, boxes: int, F: float) -> float:
     """The restricted arc bound ``<= R*_F(L)`` (the foot at ``n0 <= -F``): for ``L < 3`` the pair
-    ``0, L`` (:func:`bounds.arc_lower.arc_lower`, step 1), else the best over the fours of counts
-    that bind at the one-sided optimum (:func:`constructions.one_sided.binding_counts`) and the
-    arc's own four ``0, m, L - m, L`` (``counts=None``; at large ``L`` the one-sided optimum binds
-    near them, the Chebyshev nodes of its cubic deviation, while the float search's fours may miss
-    the count ``0``): any four give a valid bound, so their largest does."""
+    ``0, L`` (:func:`bounds.arc_lower.arc_lower`, step 1), else the best over the arc's own four
+    ``0, m, L - m, L`` (``counts=None``; at large ``L`` the one-sided optimum binds near them, the
+    Chebyshev nodes of its cubic deviation) and the fours of counts that bind at the one-sided
+    optimum (:func:`constructions.one_sided.binding_counts`; the float search's fours may miss the
+    count ``0``, or, at large ``L``, hold neighbours of one binding count within float noise): any
+    four give a valid bound, so their largest does.  The fours are tried in that order until one
+    reaches :func:`bounds.arc_lower.ceiling`, the most any four can give."""
     if L < 3:
         return _arc(L, target, boxes, F)
     from constructions import one_sided  # scipy: only the one-sided arc needs it
 
+    best = _arc(L, target, boxes, F)
+    top = ceiling(L, target)
+    if best >= top:
+        return best
     lam, _ = one_sided.least_amplitude(L, F)
-    fours = (one_sided.binding_counts(L, F, lam) if lam is not None else []) + [None]
-    return max(_arc(L, target, boxes, F, None if counts is None else tuple(counts)) for counts in fours)
+    for counts in one_sided.binding_counts(L, F, lam) if lam is not None else []:
+        best = max(best, _arc(L, target, boxes, F, tuple(counts)))
+        if best >= top:
+            break
+    return best
 
 
 def _ends_lower(cell: Cell, L: int) -> float:
