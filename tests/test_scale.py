@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bounds import benchmark, search, sweep
-from constructions import regression
+from constructions import one_sided, regression
 from constructions.cell import MAX_L, Cell, Params
 from helpers import ARCHS, arch_cell, examples, random_params, ref_mp
 from verify import counts_to, interval_pass, judge, reduced
@@ -145,3 +145,36 @@ def test_benchmark_reports_cpu_wall_rows_and_the_naive_ratio(capsys):
     naive = out["naive"]
     assert naive["L"] == 16 and naive["naive_seconds"] > 0 and naive["judge_seconds"] > 0
     assert naive["ratio"] == pytest.approx(naive["naive_seconds"] / naive["judge_seconds"])
+
+
+@pytest.mark.parametrize("L", [one_sided.WARM_L, 1024])
+@pytest.mark.parametrize("foot", [1e-3, 0.5, 3.0])
+def test_the_one_sided_cold_start_finds_the_scan_s_least_shape(monkeypatch, L, foot):
+    """Without an earlier search (``L >= WARM_L``) the least amplitude is found from the
+    asymptotic edge ``lam = L^{3/2}/(4 sqrt 2)`` as the root of the best fit's margin; the
+    log-spaced scan with a Brent search (the path below ``WARM_L``) must find the same shape and
+    no smaller amplitude, and the shape found is the edge: the margin is >= 0 there and < 0 just
+    below it."""
+    monkeypatch.setattr(one_sided, "_LAST", {})
+    one_sided._least.cache_clear()
+    guess = one_sided._warm(L)
+    lam, R = one_sided.least_amplitude(L, foot)
+    assert one_sided.centre_point(L, foot, lam)[0] >= 0 > one_sided.centre_point(L, foot, lam * (1 - 1e-6))[0]
+    assert abs(np.log(lam) - guess) < 0.01  # the asymptotic edge, at most 1% off from WARM_L on
+    monkeypatch.setattr(one_sided, "_LAST", {})
+    monkeypatch.setattr(one_sided, "WARM_L", 10 * L)
+    one_sided._least.cache_clear()
+    lam_scan, R_scan = one_sided.least_amplitude(L, foot)
+    one_sided._least.cache_clear()
+    assert R <= R_scan * (1 + 1e-9) and lam == pytest.approx(lam_scan, rel=1e-5)
+
+
+def test_the_one_sided_row_at_two_to_the_sixteen_is_at_its_boundary():
+    """Linear attention after post-RMSNorm (the one-sided arc, cold-started at this L): the
+    certified ``B_min`` counts and the construction at ``B_min (1 - 10 rtol)`` fails on balls."""
+    cell = Cell("linear", "post_bare", "regression", norm="rmsnorm")
+    L, rtol = 2**16, 1e-6
+    row = search.regression_row(cell, L, rtol=rtol, lower=False)
+    assert row["certified"] and row["worst_error"] < 0.5
+    below = counts_to(regression.design(cell).build(L, row["B_min"] * (1 - 10 * rtol)), L, "arb256")
+    assert below.verdict == "fails"
