@@ -138,7 +138,8 @@ def test_benchmark_reports_cpu_wall_rows_and_the_naive_ratio(capsys):
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
     (cell,) = out["cells"]
-    assert (cell["attention"], cell["variant"], cell["readout"]) == ("linear", "none", "regression")
+    assert (cell["attention"], cell["variant"], cell["readout"], cell["norm"]) == (
+        "linear", "none", "regression", "layernorm")
     assert cell["wall"] > 0 and cell["cpu"] > 0
     (row,) = out["large_rows"]
     assert row["L"] == 64 and row["certified"] and row["cpu"] > 0 and row["wall"] > 0
@@ -178,3 +179,14 @@ def test_the_one_sided_row_at_two_to_the_sixteen_is_at_its_boundary():
     assert row["certified"] and row["worst_error"] < 0.5
     below = counts_to(regression.design(cell).build(L, row["B_min"] * (1 - 10 * rtol)), L, "arb256")
     assert below.verdict == "fails"
+
+
+def test_benchmark_times_a_row_of_either_norm_kind():
+    """``--cells A/V/R/K`` names the norm kind: the row of the one-sided arc (linear attention,
+    post-RMSNorm) is timed in its own sweep process, certified, with its proven gap."""
+    args = benchmark.parse(["--cells", "linear/post_bare/regression/rmsnorm", "softmax/none/regression"])
+    assert args.cells == [("linear", "post_bare", "regression", "rmsnorm"),
+                          ("softmax", "none", "regression", "layernorm")]
+    row = benchmark.time_row("linear", "post_bare", "rmsnorm", 16)
+    assert row["norm"] == "rmsnorm" and row["certified"] and row["cpu"] > 0
+    assert 0 <= row["gap"] <= 1e-4  # B_min / B_lower - 1
