@@ -190,3 +190,17 @@ def test_benchmark_times_a_row_of_either_norm_kind():
     row = benchmark.time_row("linear", "post_bare", "rmsnorm", 16)
     assert row["norm"] == "rmsnorm" and row["certified"] and row["cpu"] > 0
     assert 0 <= row["gap"] <= 1e-4  # B_min / B_lower - 1
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(L=st.integers(3, 300), foot=st.floats(1e-3, 10.0), loglam=st.floats(-1.0, 4.0))
+def test_the_one_sided_margin_from_four_counts_bounds_the_best_fit_s(L, foot, loglam):
+    """:func:`constructions.one_sided.margin_above` (the levelled error on the exchange's last
+    reference) is never below the margin of the best fit on every count, whatever reference
+    the earlier searches left."""
+    lam = float(10.0**loglam) * L
+    delta, _ = one_sided.centre_point(L, foot, lam)
+    assert one_sided.margin_above(L, foot, lam) >= delta
+    # on the best fit's own reference (the last one) the bound is the margin itself, to rounding
+    if np.isfinite(delta) and 0.5 - delta > 1e-3:
+        assert one_sided.margin_above(L, foot, lam) == pytest.approx(delta, rel=1e-6)
