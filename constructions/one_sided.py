@@ -49,12 +49,24 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import sympy
 
-from constructions.symbols import F, n, psi, t
 
-#: ``y(n) = C + A * SHAPE``: the foot at ``-F``, shape ``t = lam``, read-out angle ``psi``
-SHAPE = (t * sympy.cos(psi) + (n + F) * sympy.sin(psi)) / sympy.sqrt(t**2 + (n + F) ** 2)
+@functools.cache
+def _symbolic() -> dict:
+    """The sympy statement, built on first use (module ``__getattr__``; a row needs no sympy):
+    ``SHAPE``, ``y(n) = C + A * SHAPE`` with the foot at ``-F``, shape ``t = lam`` and read-out
+    angle ``psi``."""
+    import sympy
+
+    from constructions.symbols import F, n, psi, t
+
+    return {"SHAPE": (t * sympy.cos(psi) + (n + F) * sympy.sin(psi)) / sympy.sqrt(t**2 + (n + F) ** 2)}
+
+
+def __getattr__(name: str):
+    if name == "SHAPE":
+        return _symbolic()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def points(L: int, foot: float, lam: float) -> np.ndarray:
