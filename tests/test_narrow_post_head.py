@@ -1,4 +1,4 @@
-"""Classification after post-LayerNorm at d = 2 (below the arc's width): the two-point head.
+"""Classification after post-LayerNorm at d = 2 (below the arc's width): the head on the line.
 
 Every output is ``g * N(r) + beta`` with ``N(r) = +-(1, -1)``: two points, so nothing counts
 beyond L = 1, and at L = 1 a unit head reaches at most ``|z_1 - z_0|`` (``2m <= <u_1 - u_0,
@@ -43,6 +43,16 @@ def test_two_point_head_counts_to_one_at_the_largest_margin(variant, affine, att
     assert max(margins) < best * (1 + 1e-12)
     with pytest.raises(ValueError, match="nothing counts beyond L = 1"):
         classification.design(cell).build(2)
+
+
+def test_with_eps_the_outputs_on_the_line_are_counted_in_order():
+    # eps > 0: N(r) = s (1, -1) with |s| < 1 rising with the centred part; the head counts to L
+    L = 4
+    cell = Cell("softmax", "post_learned", "classification", 2, 0.1, affine="gain")
+    params = classification.design(cell).build(L)
+    for n in range(L + 1):
+        out = ref_mp(params, "s" + "a" * n).out
+        assert out[n] > max(o for c, o in enumerate(out) if c != n), n
 
 
 def test_sweep_with_a_gain_at_d_2_gives_its_row():
