@@ -247,7 +247,7 @@ def _dual(problem: Cell, L: int) -> float:
 def margin_upper(cell: Cell, L: int) -> float | None:
     """A float ``U >= m`` for every parameter set of ``cell`` with every vector of norm <= 1
     (module docstring); None where no proof applies (``eps > 0`` with a norm; the last read:
-    :func:`bounds.last_margin.last_margin_upper`, None there without a norm).
+    :func:`bounds.last_margin.last_margin_upper`, whose docstring says where it is None).
 
     The select task read at ``s``: the count task's bound.  *Proof.*  Its inputs ``(s, a^n)``
     are select inputs (``n_b = 0``) with the same classes, so a select head's margin is at most

@@ -26,13 +26,19 @@ if _sys.argv[:1] == ["-m"]:
 
 def _pad_heap(env=_os.environ) -> bool:
     """Keep ``HEAP_PAD`` bytes of freed memory at the top of the heap (glibc's ``M_TOP_PAD``)
-    unless the caller tuned the allocator (any ``MALLOC_*`` variable); True if it was set.
+    and take arrays up to ``MMAP_FLOOR`` bytes from the heap rather than from fresh mappings
+    (``M_MMAP_THRESHOLD``), unless the caller tuned the allocator (any ``MALLOC_*`` variable);
+    True if both were set.
 
     A branch and bound round (:mod:`bounds.arc_lower`) and the judge's interval pass make
     temporaries of tens to hundreds of KiB and free them at once; with glibc's default pad
     (128 KiB) the heap is trimmed back to the kernel after such a round and the next one faults
     every page in again (about 33000 of the 51000 page faults of the headline sweep with
-    ``--jobs 1``).  Only where the memory comes from changes, never a value computed in it.
+    ``--jobs 1``).  Arrays over glibc's mapping threshold (128 KiB at first, at most 32 MiB) are
+    mapped and unmapped whole, so each is faulted in afresh: at ``L = 2^20`` the one-sided arc's
+    systems (8 to 24 MiB each, hundreds per row) took 790000 page faults and as much system
+    time as computing (33000 faults with the threshold at ``MMAP_FLOOR``).  Only where the
+    memory comes from changes, never a value computed in it.
     Elsewhere (no ``mallopt``, or one that refuses the setting) nothing is done.
     """
     if any(k.startswith("MALLOC_") for k in env):
@@ -43,11 +49,13 @@ def _pad_heap(env=_os.environ) -> bool:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
-    return mallopt(_M_TOP_PAD, HEAP_PAD) == 1
+    return mallopt(_M_TOP_PAD, HEAP_PAD) == 1 and mallopt(_M_MMAP_THRESHOLD, MMAP_FLOOR) == 1
 
 
-#: glibc's ``mallopt`` parameter number of ``M_TOP_PAD`` (malloc.h), and the pad a command keeps
+#: glibc's ``mallopt`` parameter numbers of ``M_TOP_PAD`` and ``M_MMAP_THRESHOLD`` (malloc.h),
+#: the pad a command keeps and the size below which an array comes from the heap
 _M_TOP_PAD, HEAP_PAD = -2, 32 << 20
+_M_MMAP_THRESHOLD, MMAP_FLOOR = -3, 64 << 20
 
 if _sys.argv[:1] == ["-m"]:
     _pad_heap()

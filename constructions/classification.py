@@ -362,6 +362,8 @@ class ClassificationDesign:
         Refused up front (``ValueError``) beyond the limits of :func:`check_size`.
         """
         check_size(self.cell, L_value)
+        if self.cell.post and self.cell.d < laws.smallest_d(self.cell):
+            return self._build_narrow(L_value, dps)
         if self.family == "arc":
             return self._build_arc(L_value, dps)
         if self.pencil:
@@ -376,6 +378,44 @@ class ClassificationDesign:
             direction, offset, spread = self._line_of_outputs(geo, vec)
             x = positions(self.cell, tv, L_value, ctx=mpmath) * spread
             vec["u"], b = collinear_head(list(x), direction, offset)
+            return Params(self.cell, vec, {"b": b})
+
+    def _build_narrow(self, L_value: int, dps: int) -> Params:
+        """Below the arc's width (post-LayerNorm at ``d = 2``; the centred subspace is the line of
+        ``c_1``).  Every residual's centred part is ``t (1, -1)``, so ``N(r) = s (1, -1)`` with
+        ``s = t/sqrt(t^2 + eps)`` and every output ``z = g * N(r) + beta`` lies on one line, the
+        points ``beta + s g * (1, -1)``.  At ``eps = 0``, ``s = +-1``: two points, and nothing
+        counts beyond ``L = 1`` (:func:`bounds.lstar.cell_l_star`).
+
+        The geometry is the regression construction at budget 1 (its residuals' centred parts
+        rise with ``n``, so the outputs are ordered along the line; the judge certifies the
+        head), its gain scaled to norm 1 (``g * N(r)`` scales with ``g``), and the head is the
+        collinear head of its outputs along ``z_L - z_0`` (:func:`collinear_head`), the max-min
+        head for these points.  At ``eps = 0``, ``L = 1`` its margin is ``|z_1 - z_0|``, ``2 sqrt(2)``
+        bare and ``2`` with a gain, the most unit rows reach on two such points (``2m <= <u_1 -
+        u_0, z_1 - z_0> <= 2 |z_1 - z_0|``, ``|z_1 - z_0| <= 2 |N| = 2 sqrt(d)`` bare, ``<= 2 |g|``
+        with a gain).  Outputs not strictly ordered along the line (``eps = 0`` and ``L >= 2``):
+        ValueError."""
+        from verify.forward import reduced
+
+        with mpmath.workdps(dps):
+            geo = self.geometry.build(L_value, 1, dps)
+            if self.cell.affine.gain:
+                g = geo.vectors["g"]
+                geo = Params(geo.cell, {**geo.vectors, "g": g / mpmath.sqrt(mpmath.fsum(g * g))},
+                             geo.scalars)
+            z = [np.array([mpmath.mpf(v) for v in row], dtype=object)
+                 for row in reduced(geo, list(range(L_value + 1)), backend=f"mp{dps}", readout=False)]
+            spread = z[-1] - z[0]
+            direction = spread / mpmath.sqrt(mpmath.fsum(spread * spread))
+            x = [mpmath.fsum(direction * zn) for zn in z]
+            if any(b <= a for a, b in zip(x, x[1:])):
+                raise ValueError(
+                    f"post-{self.cell.kind.name} at d = {self.cell.d}: the outputs of the counts "
+                    f"0..{L_value} are not ordered along their line (at eps = 0 they are two "
+                    "points: nothing counts beyond L = 1)")
+            vec = {k: v for k, v in geo.vectors.items() if k != "w"}
+            vec["u"], b = collinear_head(x, direction)
             return Params(self.cell, vec, {"b": b})
 
     def _build_arc(self, L_value: int, dps: int) -> Params:

@@ -758,9 +758,19 @@ def opposed_points(cell: Cell, theta: float) -> tuple:
     z_0 = e_a - e_s + kappa (1 + c^2 - c^3) e_1`` and ``G = <D, e_1>``.  LayerNorm: ``e_a - e_s = 2
     e_a``, ``<e_a, e_1> = cos(theta) <top, e_1> - sin(theta)/sqrt(d)``, ``|D|^2 = G^2 + 4 (1 - <e_a,
     e_1>^2)``; RMSNorm: ``e_a - e_s = (1 + cos(theta)) e_1 + sin(theta) e_2``, ``|D|^2 = G^2 +
-    sin(theta)^2``."""
+    sin(theta)^2``.
+
+    ``M`` is the first coordinate of ``N(e_a)`` (``N(e_s) = -N(e_a)`` for LayerNorm): at ``eps = 0``
+    the kind's :meth:`~constructions.cell.NormKind.max_coordinate`; at ``eps > 0`` the norm is no
+    longer scale invariant and ``N`` of the unit embeddings is shorter: LayerNorm sees the centred
+    part ``cos(theta) top`` of variance ``cos(theta)^2/d``, so ``M cos(theta)/sqrt(cos(theta)^2 + d
+    eps)``; RMSNorm sees unit vectors of mean square ``1/d``, so ``M/sqrt(1 + d eps)``."""
     d = cell.d
     M = float(cell.kind.max_coordinate(d, math.sqrt))
+    if cell.kind.centred:
+        M *= math.cos(theta) / math.sqrt(math.cos(theta) ** 2 + d * cell.eps)
+    else:
+        M /= math.sqrt(1 + d * cell.eps)
     b = 1.0 if cell.affine.bias else 0.0
     kappa = (M + b) ** 3 / math.sqrt(d)
     if cell.kind.centred:

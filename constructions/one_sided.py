@@ -49,21 +49,44 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import sympy
 
-from constructions.symbols import F, n, psi, t
 
-#: ``y(n) = C + A * SHAPE``: the foot at ``-F``, shape ``t = lam``, read-out angle ``psi``
-SHAPE = (t * sympy.cos(psi) + (n + F) * sympy.sin(psi)) / sympy.sqrt(t**2 + (n + F) ** 2)
+@functools.cache
+def _symbolic() -> dict:
+    """The sympy statement, built on first use (module ``__getattr__``; a row needs no sympy):
+    ``SHAPE``, ``y(n) = C + A * SHAPE`` with the foot at ``-F``, shape ``t = lam`` and read-out
+    angle ``psi``."""
+    import sympy
+
+    from constructions.symbols import F, n, psi, t
+
+    return {"SHAPE": (t * sympy.cos(psi) + (n + F) * sympy.sin(psi)) / sympy.sqrt(t**2 + (n + F) ** 2)}
+
+
+def __getattr__(name: str):
+    if name == "SHAPE":
+        return _symbolic()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def points(L: int, foot: float, lam: float) -> np.ndarray:
-    """``v_n`` for ``n = 0..L`` in the basis ``(perp, along)``: shape ``(L + 1, 2)``."""
-    s = np.arange(L + 1, dtype=np.float64) + foot
-    V = np.empty((2, L + 1)).T  # columns contiguous
-    np.hypot(lam, s, out=V[:, 0])
-    np.divide(s, V[:, 0], out=V[:, 1])
-    np.divide(lam, V[:, 0], out=V[:, 0])
+    """``v_n`` for ``n = 0..L`` in the basis ``(perp, along)``: shape ``(L + 1, 2)``.
+
+    The radius is ``sqrt(lam^2 + s^2)`` (``s = n + F``), not ``hypot`` (three times slower at
+    ``L = 2^20``): the shapes searched have ``lam`` at most ``10 (L + 2)^{3/2}`` (about ``10^10`` at
+    ``L = 2^20``) and ``|s| <= L + |F|``, so the squares are far from overflow, and the radius is
+    within two units of rounding of ``hypot``'s, below the screen's noise (:func:`_noise`)."""
+    return _at(np.arange(L + 1, dtype=np.float64) + foot, lam)
+
+
+def _at(s: np.ndarray, lam: float) -> np.ndarray:
+    """``v`` at the offsets ``s = n + F`` from the foot (:func:`points`)."""
+    V = np.empty((2, len(s))).T  # columns contiguous
+    r = np.multiply(s, s, out=V[:, 0])
+    r += lam * lam
+    np.sqrt(r, out=r)
+    np.divide(s, r, out=V[:, 1])
+    np.divide(lam, r, out=r)
     return V
 
 
@@ -213,10 +236,9 @@ def _chebyshev(L: int, M: np.ndarray, ns: np.ndarray):
     exceeds ``|h|`` (to the rounding of the errors, :func:`_noise`: then ``|h| <= E <= |h|``
     plus that).  The reference starts from the last one at ``L``, else from the Chebyshev extrema
     ``0, L/4, 3L/4, L`` of the asymptotic edge (:func:`_warm`)."""
-    ref = list(_REFERENCE.get(L, (0, max(1, L // 4), min(L - 1, (3 * L) // 4), L)))  # distinct
-    signs = np.array([1.0, -1.0, 1.0, -1.0])
+    ref = _reference(L)
     for _ in range(4 * (L + 1)):
-        sol = np.linalg.solve(np.hstack([M[ref], signs[:, None]]), ns[ref])
+        sol = np.linalg.solve(np.hstack([M[ref], SIGNS[:, None]]), ns[ref])
         x, h = sol[:3], sol[3]
         err = ns - M @ x
         size = np.abs(err)
@@ -226,7 +248,7 @@ def _chebyshev(L: int, M: np.ndarray, ns: np.ndarray):
             _REFERENCE[L] = tuple(ref)
             return float(abs(h)), x
         up = err[k] > 0
-        same = [(s * h > 0) == up for s in signs]  # the error at r_i has the sign of err[k]
+        same = [(s * h > 0) == up for s in SIGNS]  # the error at r_i has the sign of err[k]
         pos = int(np.searchsorted(ref, k))
         if pos == 0:
             ref = [k] + (ref[1:] if same[0] else ref[:3])
@@ -237,9 +259,41 @@ def _chebyshev(L: int, M: np.ndarray, ns: np.ndarray):
     raise ArithmeticError(f"the Remez exchange did not end at L = {L}")
 
 
+SIGNS = np.array([1.0, -1.0, 1.0, -1.0])
+
+
+def _reference(L: int) -> list:
+    """The reference the exchange starts from at ``L`` (:func:`_chebyshev`)."""
+    return list(_REFERENCE.get(L, (0, max(1, L // 4), min(L - 1, (3 * L) // 4), L)))  # distinct
+
+
+def margin_above(L: int, foot: float, lam: float) -> float:
+    """An upper bound on ``delta`` (:func:`centre_point`) from four counts, ``O(1)`` instead of
+    ``O(L)``: ``1/2 - |h|`` with ``h`` the levelled error on the last reference of the exchange at
+    ``L``, plus the rounding of the errors (:func:`_noise`); ``inf`` where ``L < 3`` or the four
+    rows do not separate in float64.
+
+    The best fit on all counts errs by ``E`` at least as much as the best fit on any four of them
+    (it is a fit of those four), and on four counts of a Haar system of three functions the best
+    fit is the levelled one, with error ``|h|`` (Chebyshev's alternation theorem on the
+    reference; de la Vallee Poussin), so ``delta = 1/2 - E <= 1/2 - |h|``.  A shape with a
+    negative bound has no interior, without the ``O(L)`` exchange: the search's shapes below the
+    edge of the admissible ones (:func:`best_shape`) are discarded this way."""
+    if L < 3:
+        return np.inf
+    ref = _reference(L)
+    V = _at(np.array(ref + [L // 2], dtype=np.float64) + foot, lam)
+    rows = np.hstack([np.ones((4, 1)), V[:4] - V[4], SIGNS[:, None]])
+    try:
+        sol = np.linalg.solve(rows, np.array(ref, dtype=np.float64))
+    except np.linalg.LinAlgError:
+        return np.inf
+    return 0.5 - abs(float(sol[3])) + _noise(L, sol[:3])
+
+
 def slack(L: int, foot: float, lam: float, cap: float) -> float:
     """``(cap - R*)/R*`` where the shape has an interior (``delta > 0``), else ``-inf``."""
-    if centre_point(L, foot, lam)[0] <= 0:  # the cheaper test first
+    if margin_above(L, foot, lam) <= 0 or centre_point(L, foot, lam)[0] <= 0:  # cheaper first
         return -np.inf
     R, _ = min_norm(L, foot, lam)
     if not np.isfinite(R) or R >= cap:
@@ -251,7 +305,7 @@ def _amplitude(L: int, foot: float, lam: float) -> float:
     """``R*`` at the shape: infinite where the best uniform fit errs by more than 1/2
     (:func:`centre_point`, ``delta < 0``: the closure of ``K`` is empty; the cheaper test where it
     is the Remez exchange, ``L >= 3``), else :func:`min_norm`'s."""
-    if L >= 3 and centre_point(L, foot, lam)[0] < 0:
+    if L >= 3 and (margin_above(L, foot, lam) < 0 or centre_point(L, foot, lam)[0] < 0):
         return np.inf
     return min_norm(L, foot, lam)[0]
 
@@ -413,7 +467,10 @@ def _margin_bound(L: int, foot: float, lam: float, cap: float, R0: float) -> flo
     """An upper bound on the margin ``th delta`` of :func:`_mixture` at the shape, given that its
     ``R*`` is at least ``R0`` (the least over the shapes): ``th <= 1``, and where ``|u_c| > cap``,
     ``th = (cap - R*)/(2 (|u_c| - R*))``, which decreases in ``R*`` (its derivative has the sign of
-    ``cap - |u_c|``), so ``th <= (cap - R0)/(2 (|u_c| - R0))``; 0 where ``delta <= 0``."""
+    ``cap - |u_c|``), so ``th <= (cap - R0)/(2 (|u_c| - R0))``; 0 where ``delta <= 0`` (decided
+    from four counts where :func:`margin_above` says so)."""
+    if margin_above(L, foot, lam) <= 0:
+        return 0.0
     delta, xc = centre_point(L, foot, lam)
     if xc is None or delta <= 0:
         return 0.0

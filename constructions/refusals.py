@@ -154,14 +154,14 @@ def _select_last(cell: Cell) -> str | None:
         regression = _select_last(cell.replace(readout="regression"))
         if regression is not None:  # no regression geometry to carry a head
             return regression
-        if cell.attention == "linear" and (cell.post or laws.rigid(cell)
+        if cell.attention == "linear" and (cell.post or laws.rigid(cell) or not cell.normed
                                            or (cell.affine.gain and cell.eps == 0)):
             # constructions.select_last_head (a learned pre-norm, eps = 0) on the values of the
-            # regression construction, constructions.select_last_points on its points
+            # regression construction, constructions.select_last_points on its points,
+            # constructions.select_last_free_head without a norm
             return None
         return (f"{what} has no construction yet for classification with "
                 + ("softmax attention" if cell.attention == "softmax" else
-                   "linear attention without a norm" if not cell.normed else
                    "linear attention, a learned pre-norm and eps > 0")
                 + " (built: linear attention with a learned pre-norm at eps = 0, "
                 "constructions.select_last_head; with bare pre-norm or post-norm, "

@@ -48,7 +48,8 @@ that the two agree on every cell of a grid of all parts).
 (:class:`~constructions.classification.ClassificationDesign`) and, for the select task read last,
 :func:`gain_select_last` (:class:`~constructions.select_last_head.SelectLastHead`) and
 :func:`points_select_last` (:class:`~constructions.select_last_points.SelectLastPointsHead`, on
-the points of the regression construction).
+the points of the regression construction) and, without a norm, :func:`free_select_last`
+(:class:`~constructions.select_last_free_head.FreeSelectLastHead`).
 """
 
 from __future__ import annotations
@@ -411,6 +412,7 @@ CLASSIFICATION = (
     Entry("last_post", "LastArcHead", last_arc_head),
     Entry("select_last_head", "SelectLastHead", gain_select_last),
     Entry("select_last_points", "SelectLastPointsHead", points_select_last),
+    Entry("select_last_free_head", "FreeSelectLastHead", free_select_last),
 )
 
 TABLES = {"regression": REGRESSION, "classification": CLASSIFICATION}

@@ -34,6 +34,10 @@ CELLS = [Cell(attention="linear", variant="pre_learned", readout="classification
                                  (8, "rmsnorm", "gain"), (4, "rmsnorm", "gain_bias"))]
 
 
+#: eps > 0: the norm of the turned embeddings shrinks with theta (LayerNorm), the shape follows
+EPS_CELLS = [CELLS[0].replace(d=2, eps=0.1), CELLS[1].replace(d=3, eps=0.1), CELLS[2].replace(eps=0.1)]
+
+
 def _judged(params: Params, L: int) -> float:
     res = counts_to(params, L, "arb256")
     assert res.certified and res.min_margin > 0
@@ -51,6 +55,13 @@ def test_the_construction_is_judged_and_below_the_bound(cell, L):
     if L <= 6:  # max-min for its own outputs: inside the polygon brackets of the LP
         z = outputs_of(cell, {k: v for k, v in params.vectors.items() if k != "u"}, L)
         assert best_head(z, outer=False) * (1 - 1e-7) <= m <= best_head(z, outer=True) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("cell", EPS_CELLS[:2], ids=lambda c: c.describe())
+def test_with_eps_the_searched_shape_is_judged_and_below_the_bound(cell):
+    params = classification.design(cell).build(4)
+    assert last_read.opposed_shape(cell, 4) > 0
+    assert _judged(params, 4) <= margin_upper(cell, 4)
 
 
 def test_the_weighted_pair_bound_against_linear_programming():
@@ -82,7 +93,7 @@ def test_the_weighted_pair_bound_against_linear_programming():
         assert inner * (1 - 1e-9) <= f(w) <= outer * (1 + 1e-6)
 
 
-@pytest.mark.parametrize("cell", CELLS[:3], ids=lambda c: c.describe())
+@pytest.mark.parametrize("cell", CELLS[:3] + EPS_CELLS, ids=lambda c: c.describe())
 def test_the_closed_form_of_the_opposed_points(cell):
     theta = last_read.opposed_shape(cell, 9)
     assert 0 <= theta <= math.pi / 2

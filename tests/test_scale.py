@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bounds import benchmark, search, sweep
-from constructions import regression
+from constructions import one_sided, regression
 from constructions.cell import MAX_L, Cell, Params
 from helpers import ARCHS, arch_cell, examples, random_params, ref_mp
 from verify import counts_to, interval_pass, judge, reduced
@@ -138,10 +138,69 @@ def test_benchmark_reports_cpu_wall_rows_and_the_naive_ratio(capsys):
     out = json.loads(capsys.readouterr().out)
     assert rc == 0
     (cell,) = out["cells"]
-    assert (cell["attention"], cell["variant"], cell["readout"]) == ("linear", "none", "regression")
+    assert (cell["attention"], cell["variant"], cell["readout"], cell["norm"]) == (
+        "linear", "none", "regression", "layernorm")
     assert cell["wall"] > 0 and cell["cpu"] > 0
     (row,) = out["large_rows"]
     assert row["L"] == 64 and row["certified"] and row["cpu"] > 0 and row["wall"] > 0
     naive = out["naive"]
     assert naive["L"] == 16 and naive["naive_seconds"] > 0 and naive["judge_seconds"] > 0
     assert naive["ratio"] == pytest.approx(naive["naive_seconds"] / naive["judge_seconds"])
+
+
+@pytest.mark.parametrize("L", [one_sided.WARM_L, 1024])
+@pytest.mark.parametrize("foot", [1e-3, 0.5, 3.0])
+def test_the_one_sided_cold_start_finds_the_scan_s_least_shape(monkeypatch, L, foot):
+    """Without an earlier search (``L >= WARM_L``) the least amplitude is found from the
+    asymptotic edge ``lam = L^{3/2}/(4 sqrt 2)`` as the root of the best fit's margin; the
+    log-spaced scan with a Brent search (the path below ``WARM_L``) must find the same shape and
+    no smaller amplitude, and the shape found is the edge: the margin is >= 0 there and < 0 just
+    below it."""
+    monkeypatch.setattr(one_sided, "_LAST", {})
+    one_sided._least.cache_clear()
+    guess = one_sided._warm(L)
+    lam, R = one_sided.least_amplitude(L, foot)
+    assert one_sided.centre_point(L, foot, lam)[0] >= 0 > one_sided.centre_point(L, foot, lam * (1 - 1e-6))[0]
+    assert abs(np.log(lam) - guess) < 0.01  # the asymptotic edge, at most 1% off from WARM_L on
+    monkeypatch.setattr(one_sided, "_LAST", {})
+    monkeypatch.setattr(one_sided, "WARM_L", 10 * L)
+    one_sided._least.cache_clear()
+    lam_scan, R_scan = one_sided.least_amplitude(L, foot)
+    one_sided._least.cache_clear()
+    assert R <= R_scan * (1 + 1e-9) and lam == pytest.approx(lam_scan, rel=1e-5)
+
+
+def test_the_one_sided_row_at_two_to_the_sixteen_is_at_its_boundary():
+    """Linear attention after post-RMSNorm (the one-sided arc, cold-started at this L): the
+    certified ``B_min`` counts and the construction at ``B_min (1 - 10 rtol)`` fails on balls."""
+    cell = Cell("linear", "post_bare", "regression", norm="rmsnorm")
+    L, rtol = 2**16, 1e-6
+    row = search.regression_row(cell, L, rtol=rtol, lower=False)
+    assert row["certified"] and row["worst_error"] < 0.5
+    below = counts_to(regression.design(cell).build(L, row["B_min"] * (1 - 10 * rtol)), L, "arb256")
+    assert below.verdict == "fails"
+
+
+def test_benchmark_times_a_row_of_either_norm_kind():
+    """``--cells A/V/R/K`` names the norm kind: the row of the one-sided arc (linear attention,
+    post-RMSNorm) is timed in its own sweep process, certified, with its proven gap."""
+    args = benchmark.parse(["--cells", "linear/post_bare/regression/rmsnorm", "softmax/none/regression"])
+    assert args.cells == [("linear", "post_bare", "regression", "rmsnorm"),
+                          ("softmax", "none", "regression", "layernorm")]
+    row = benchmark.time_row("linear", "post_bare", "rmsnorm", 16)
+    assert row["norm"] == "rmsnorm" and row["certified"] and row["cpu"] > 0
+    assert 0 <= row["gap"] <= 1e-4  # B_min / B_lower - 1
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(L=st.integers(3, 300), foot=st.floats(1e-3, 10.0), loglam=st.floats(-1.0, 4.0))
+def test_the_one_sided_margin_from_four_counts_bounds_the_best_fit_s(L, foot, loglam):
+    """:func:`constructions.one_sided.margin_above` (the levelled error on the exchange's last
+    reference) is never below the margin of the best fit on every count, whatever reference
+    the earlier searches left."""
+    lam = float(10.0**loglam) * L
+    delta, _ = one_sided.centre_point(L, foot, lam)
+    assert one_sided.margin_above(L, foot, lam) >= delta
+    # on the best fit's own reference (the last one) the bound is the margin itself, to rounding
+    if np.isfinite(delta) and 0.5 - delta > 1e-3:
+        assert one_sided.margin_above(L, foot, lam) == pytest.approx(delta, rel=1e-6)

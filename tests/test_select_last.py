@@ -169,7 +169,7 @@ REFUSED = [dict(variant="none", d=2), dict(variant="pre_bare", d=2), dict(varian
            dict(variant="pre_bare", eps=0.01, d=2), dict(variant="pre_learned", d=2),
            dict(variant="pre_learned", norm="rmsnorm", eps=0.01),
            dict(variant="post_bare", norm="rmsnorm", eps=0.01), dict(variant="post_bare", d=2, eps=0.01),
-           dict(variant="post_bare", eps=0.01), dict(variant="none", readout="classification")]
+           dict(variant="post_bare", eps=0.01), dict(variant="none", readout="classification", d=2)]
 
 
 @pytest.mark.parametrize("kw", REFUSED, ids=lambda kw: "-".join(str(v) for v in kw.values()))

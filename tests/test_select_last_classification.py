@@ -106,8 +106,7 @@ def test_the_bound_is_the_count_sub_tasks():
             assert margin_upper(cell, 3) == count
 
 
-@pytest.mark.parametrize("kw", [dict(variant="none", norm="layernorm", affine=None),
-                                dict(variant="pre_learned", norm="layernorm", affine="gain", eps=0.01),
+@pytest.mark.parametrize("kw", [dict(variant="pre_learned", norm="layernorm", affine="gain", eps=0.01),
                                 dict(attention="softmax", variant="post_bare", norm="layernorm", affine=None)])
 def test_the_cells_without_a_head_are_refused(kw):
     cell = _cell(**{"d": 8, "eps": 0.0, **kw})
