@@ -154,7 +154,14 @@ def _post(cell: Cell, L: int) -> float:
     of its own there): the arc of ``P + Q + m Q`` has its foot at ``p = -(F + 1)`` and its distance
     tied, ``lam <= kappa F`` (:func:`constructions.laws.last_distance_ratio`), so the dual
     certificate over that smaller domain (:func:`bounds.arc_margin.arc_upper` of the last-read
-    cell at ``L - 1``, from ``L = 5``) bounds it too; the smaller of the two is returned."""
+    cell at ``L - 1``, from ``L = 5``) bounds it too; the smaller of the two is returned.
+
+    *Softmax: every output* (from ``L = 5``).  The count 0 lies on the same arc, at ``n_* =
+    -1/(2 rho)`` in a proven range, so the dual certificate over all ``L + 1`` outputs
+    (:func:`bounds.arc_margin.last_arc_upper`) bounds ``m`` as well; a bias ``beta`` moves every
+    output by ``beta``, i.e. every logit of class ``c`` by the constant ``<u_c, beta>`` that
+    ``b_c`` absorbs, so the bound of the gain alone holds with a bias.  The smallest of the
+    bounds is returned."""
     from bounds.margin import _arc_problem, _dual, margin_upper  # it imports this module
 
     if L >= 2:

@@ -443,9 +443,9 @@ class LastArcHead(ClassificationDesign):
 
 
 #: the most Nelder-Mead runs of :func:`_last_shape` (each from the last one's best point)
-RESTARTS = 6
+RESTARTS = 2
 #: with a gain :func:`_last_shape` runs from this many of the best points of its grid
-GRID_STARTS = 3
+GRID_STARTS = 1
 #: with a gain :func:`_last_shape` starts from a grid up to this length, beyond it from its own
 #: shape at half the length
 WARM_L = 16
@@ -491,7 +491,7 @@ def _last_shape(des: LastArcHead, L_fit: int):
             run = None
             for _ in range(RESTARTS):  # Nelder-Mead stalls on this ridge: restart from its best point
                 res = optimize.minimize(f, start, method="Nelder-Mead",
-                                        options={"xatol": 1e-9, "fatol": 1e-16, "maxiter": 600})
+                                        options={"xatol": 1e-7, "fatol": 1e-13, "maxiter": 600})
                 if run is not None and res.fun >= run.fun * (1 - 1e-10):
                     break
                 run, start = res, res.x

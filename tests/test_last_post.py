@@ -259,3 +259,13 @@ def test_the_classification_head_is_certified_within_unit_norm(kw):
             z = [_last_read(cell, p, n) for n in range(L + 1)]
             gaps = [mpmath.sqrt(mpmath.fsum((a - b) ** 2 for a, b in zip(z[n + 1], z[n]))) for n in range(L)]
         assert row["margin"] <= min(gaps) * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("kw", [KW[0], KW[2], KW[3], KW[6]])
+def test_the_head_is_within_one_percent_of_the_proven_bound(kw):
+    """At ``L = 16`` the certified margin of the shaped arc (its foot moved with the head) is
+    within 1% of :func:`bounds.last_margin._post`'s dual certificate over every output."""
+    from bounds.search import classification_row
+
+    row = classification_row(_cell(kw).replace(readout="classification"), 16)
+    assert row["certified"] and row["margin"] <= row["margin_upper"] <= 1.01 * row["margin"]
