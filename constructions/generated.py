@@ -3,7 +3,7 @@
 The sources lambdify wrote for the numeric paths, and values derived in sympy, under
 the key of the modules they come from (used only while ``KEY`` is current)."""
 
-KEY = 'a3cb3ec0e113b1fa172df18819aabfaee4e2b69d7b175af6d9834423c53590ab'
+KEY = '78a34cd106fe453794e4dd169b12284a21a97b7b6526e4a64592024de6f28549'
 
 FUNCTIONS = {
     'FootDesign:attention=linear,variant=post_bare,norm=rmsnorm,affine=bare,readout=regression,d=8,eps=0.0,task=count,read=bos:capacity mpmath':

@@ -248,11 +248,15 @@ def _arc_steps(cell: Cell) -> list[Step]:
     elif not foot:
         # LayerNorm (RMSNorm ties the foot to the budget: _foot_steps):
         # r(n) = (1 + tau|e_s|^2) e_s + n tau <e_s,e_a> e_a with e_s = xi v + eta one,
-        # e_a = mu c_1 + eta one; mu solves tau mu (eta^2 - xi mu L/2) = (1 + tau |e_s|^2) xi
+        # e_a = mu c_1 + eta one; mu solves tau mu (eta^2 - xi mu L/2) = (1 + tau |e_s|^2) xi,
+        # real iff 2 tau xi L omega <= tau^2 eta^4: with xi <= eta/(2|V|), omega <= (1 + 5 tau
+        # eta^2/4) xi, so xi <= eta^2/(4 sqrt(L sqrt d) g) suffices where 1 + 5 tau eta^2/4 <= 8 g^2:
+        # g = 1 at eps = 0 (eta <= 1/4), g = sqrt(1 + tau eta^2) with eps > 0 (eta = B/4 unbounded)
+        guard = 1 if cell.eps == 0 else sympy.sqrt(1 + tau * eta**2)
         out += [
             Step(eta, nu / 2, "the component of both embeddings along one"),
-            Step(xi, sympy.Min(eta / (2 * V_norm), eta**2 / (4 * sympy.sqrt(L * sd)), eta**3 / (8 * sd)),
-                 "the scale of v in e_s, small enough for the norm bound"),
+            Step(xi, sympy.Min(eta / (2 * V_norm), eta**2 / (4 * sympy.sqrt(L * sd) * guard), eta**3 / (8 * sd)),
+                 "the scale of v in e_s, small enough for the norm bound and a real root mu"),
             Step(omega, (1 + tau * (xi**2 * V_norm**2 + eta**2)) * xi, "the coefficient of v in the residual"),
             Step(mu, 2 * omega / (tau * eta**2 + sympy.sqrt(tau**2 * eta**4 - 2 * tau * xi * L * omega)),
                  "the c_1 component of e_a, the smaller root that puts the residual line in place"),
