@@ -19,11 +19,9 @@ def refusal(cell: Cell) -> str | None:
     what = f"the {task} task at the {read} read"
     if cell.readout == "classification":
         if read == "last" and task == "count":
-            if cell.post and cell.attention == "linear" and not cell.kind.centred:
-                return (f"{what} has no construction yet for classification with linear attention and "
-                        "post-RMSNorm (regression is built, constructions.last_foot: its geometry ties "
-                        "the foot and the distance of the one-sided arc to the budget, and no head is "
-                        "derived on it)")
+            if cell.post and cell.attention == "linear" and not cell.kind.centred and cell.eps == 0:
+                # constructions.count_last_foot_head: the select task's head without e_b
+                return refusal(cell.replace(task="select"))
             if cell.post and cell.eps > 0:
                 return (f"{what} has no construction yet for classification after post-norm with "
                         "eps > 0 (the head of constructions.last_post.LastArcHead reads the arc at "

@@ -13,7 +13,7 @@ attention with LayerNorm (:mod:`constructions.last_post`):
 * ``B_lower <= B_min`` on certified rows, the bound below the BOS construction of ``L - 1``
   (an independent upper bound on what it bounds), and the two meeting from ``L = 32``;
 * the refusals of what is not built (``d = 2`` LayerNorm, classification with ``eps > 0``,
-  classification with linear attention and post-RMSNorm, the select task); the regression cells
+  the select task); the regression cells
   at ``eps > 0`` are built (:mod:`constructions.last_post_eps`).
 """
 
@@ -214,7 +214,6 @@ def test_the_lower_bound_needs_what_it_uses():
     _cell(KW[0], d=2, eps=0.01), _cell(KW[1], d=2, eps=0.01),
     _cell(KW[6], d=2, eps=0.01), _cell(KW[2], d=2).replace(readout="classification"),
     Cell(attention="softmax", variant="post_bare", norm="rmsnorm", read="last", task="select", eps=0.01),
-    Cell(attention="linear", variant="post_bare", norm="rmsnorm", read="last", readout="classification"),
     Cell(attention="softmax", variant="post_learned", read="last", readout="classification", eps=0.01)])
 def test_what_is_not_built_is_refused(cell):
     assert refusal(cell)
