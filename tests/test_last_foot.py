@@ -141,6 +141,10 @@ def test_served_and_refused():
         # eps > 0: the one-sided arc lifted (constructions.last_post_eps)
         assert refusal(_cell(kw, eps=0.01)) is None
         assert registry.serving(_cell(kw, eps=0.01)).name == "EpsFootDesign"
-        assert refusal(_cell(kw).replace(readout="classification"))
+        # classification: the select task's head without e_b (constructions.count_last_foot_head);
+        # refused at eps > 0
+        assert refusal(_cell(kw).replace(readout="classification")) is None
+        assert registry.serving(_cell(kw).replace(readout="classification")).name == "CountLastFootHead"
+        assert refusal(_cell(kw, eps=0.01).replace(readout="classification"))
     with pytest.raises(ValueError):
         LastFootDesign(_cell(KW[0]).replace(read="bos"))
