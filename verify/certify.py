@@ -9,10 +9,9 @@ ball and returns a float at least as large as the largest.
 from __future__ import annotations
 
 import flint
-import numpy as np
 
 from constructions.cell import Params
-from verify.backends import get_backend
+from verify.backends import arb_ceil, get_backend
 from verify.forward import NormUndefined
 from verify.judge import CountResult, counts_to
 
@@ -68,7 +67,9 @@ def witness_budget(build) -> float:
 
 
 def rigorous_bound(params: Params) -> float:
-    """A float upper bound on ``B(theta)``, computed in ball arithmetic."""
+    """A float upper bound on ``B(theta)``, computed in ball arithmetic: the largest norm's ball
+    rounded up to the nearest float above it (:func:`verify.backends.arb_ceil`; a norm that is 1
+    to working precision, e.g. ``1 - 10^-33``, gives 1.0, not the next floats above)."""
     bk = get_backend("arb256")
     with bk.context():
         best = 0.0
@@ -77,7 +78,7 @@ def rigorous_bound(params: Params) -> float:
             rows = rows if rows.ndim == 2 else rows[None, :]
             for row in rows:
                 norm = flint.arb(sum((x * x for x in row), flint.arb(0))).sqrt()
-                best = max(best, float(bk.upper(np.array([norm], dtype=object))[0]))
+                best = max(best, arb_ceil(norm))
         return best
 
 
