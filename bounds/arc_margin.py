@@ -540,14 +540,16 @@ def _search(arc: _Arc, centre, root, tail: float, halves) -> float:
         return max(-heap[0][0], tail)
 
 
-def _halves(box):
-    """The two halves of a box ``(l0, l1, p0, p1)`` across its longer side."""
-    l0, l1, p0, p1 = box
-    if l1 - l0 >= p1 - p0:
-        mid = 0.5 * (l0 + l1)
-        return (l0, mid, p0, p1), (mid, l1, p0, p1)
-    mid = 0.5 * (p0 + p1)
-    return (l0, l1, p0, mid), (l0, l1, mid, p1)
+def _halves(box, weights=(1.0, 1.0)):
+    """The two halves of a box ``(l0, l1, p0, p1, ...)`` (pairs of ends, one per side) across its
+    widest side, side ``i``'s width counted ``weights[i]`` times (the first widest on a tie)."""
+    sides = [box[i:i + 2] for i in range(0, len(box), 2)]
+    widths = [w * (b - a) for w, (a, b) in zip(weights, sides)]
+    k = widths.index(max(widths))
+    a, b = sides[k]
+    mid = 0.5 * (a + b)
+    return tuple(tuple(v for j, side in enumerate(sides) for v in (half if j == k else side))
+                 for half in ((a, mid), (mid, b)))
 
 
 # ---------------------------------------------------------------------- the count 0 at the last read
@@ -623,16 +625,6 @@ def last_arc_upper(cell: Cell, L: int) -> float:
 
 
 def _thirds(box):
-    """The two halves of a box ``(l0, l1, p0, p1, n0, n1)`` across its longest side, the third
-    counted :data:`FIRST_WEIGHT` times."""
-    l0, l1, p0, p1, n0, n1 = box
-    widths = (l1 - l0, p1 - p0, FIRST_WEIGHT * (n1 - n0))
-    k = widths.index(max(widths))
-    out = []
-    for half in (0, 1):
-        parts = [(l0, l1), (p0, p1), (n0, n1)]
-        a, b = parts[k]
-        mid = 0.5 * (a + b)
-        parts[k] = (a, mid) if half == 0 else (mid, b)
-        out.append(tuple(v for part in parts for v in part))
-    return out
+    """:func:`_halves` of a box ``(l0, l1, p0, p1, n0, n1)``, the third side counted
+    :data:`FIRST_WEIGHT` times."""
+    return _halves(box, (1.0, 1.0, FIRST_WEIGHT))

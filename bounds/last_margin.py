@@ -434,9 +434,10 @@ def last_margin_upper(cell: Cell, L: int) -> float | None:
     applies: post-norm with ``eps > 0`` or without an arc construction; bare pre-norm softmax
     with ``eps > 0``).  Only upper bounds on ``|h|`` and ``|h_a - h_s|`` are used, which hold for
     every ``eps`` (``|N(v)| <= sqrt(d)``, ``|N(v)_i| <= M``), except the exact ``X = sqrt(-2
-    sigma)`` of bare pre-norm (``eps = 0``); after post-norm (``eps = 0``): :func:`_post`."""
-    if registry.builds("last_post", cell):  # constructions.last_post.built, without its sympy
-        return _post(cell, L)
+    sigma)`` of bare pre-norm (``eps = 0``); after post-norm (``eps = 0``; with linear attention
+    and post-RMSNorm too, :mod:`constructions.count_last_foot_head`): :func:`_post`."""
+    if registry.builds("last_post", cell) or registry.builds("count_last_foot_head", cell):
+        return _post(cell, L)  # the arc of the last read (without loading the heads' sympy)
     if cell.post or (cell.attention == "softmax" and laws.rigid(cell) and cell.eps > 0):
         return None
     with flint.ctx.workprec(PREC):

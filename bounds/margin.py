@@ -255,8 +255,7 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     a parameter set of the count cell with every vector of norm at most 1.  The select task read
     last with linear attention: the count task's bound at the last read, by the same argument
     (``(s, a^n)`` read at its last token is the select input ``n_b = 0`` with query ``a``, ``(s)``
-    at ``s``); after post-RMSNorm (``eps = 0``; for the count task read last too, whose head is the
-    select task's, :mod:`constructions.count_last_foot_head`) the arc bound of
+    at ``s``); after post-RMSNorm (``eps = 0``) the arc bound of
     :func:`bounds.last_margin._post`, whose proof covers every arc; or the bound
     of its query-``b`` inputs (:func:`bounds.last_margin.select_linear_upper`) where that is
     smaller.  With softmax
@@ -269,8 +268,8 @@ def margin_upper(cell: Cell, L: int) -> float | None:
 
         count = cell.replace(task="count")
         bound = last_margin_upper(count, L)
-        if bound is None and (cell.distractor or not cell.kind.centred) and cell.post and cell.eps == 0:
-            # linear attention after post-RMSNorm (either task): the count task's z_1..z_L are an arc R unit(P + n Q)
+        if bound is None and cell.distractor and cell.post and cell.eps == 0:
+            # linear attention after post-RMSNorm: the count task's z_1..z_L are an arc R unit(P + n Q)
             # (r(n) = e_a + tau <e_a, e_s> e_s + n tau |e_a|^2 e_a), so _post's proof holds
             bound = _post(count, L)
         bounds = [b for b in (bound, select_linear_upper(cell, L) if cell.distractor else None)

@@ -495,15 +495,15 @@ def _last_shape(des: LastArcHead, L_fit: int):
         return classification.head_margin(y, classification.circle_head(y)[0])
 
     with np.errstate(invalid="ignore"):
+        if gain:
+            f = lambda s: -margin(math.exp(s[0]), s[1], s[2], s[3])
         if gain and L_fit > WARM_L:  # warm start: the shape at half the length
             q, omega, chi, delta = _last_shape(des, L_fit // 2)
             starts = [(math.log(q), omega, chi, delta)]
-            f = lambda s: -margin(math.exp(s[0]), s[1], s[2], s[3])
         elif gain:
             grid = [(math.log(0.22), omega, chi, delta) for omega in np.linspace(0, math.pi, 9)[:-1]
                     for chi in (0.4, math.pi / 4, 1.2) for delta in (0.0, -1 / 3)]
-            starts = sorted(grid, key=lambda s: -margin(math.exp(s[0]), *s[1:]))[:GRID_STARTS]
-            f = lambda s: -margin(math.exp(s[0]), s[1], s[2], s[3])
+            starts = sorted(grid, key=f)[:GRID_STARTS]
         else:
             res = optimize.minimize_scalar(lambda lq: -margin(math.exp(lq), 0.0, 0.0, 0.0),
                                            bounds=(math.log(0.02), math.log(4.0)), method="bounded",

@@ -50,7 +50,7 @@ that the two agree on every cell of a grid of all parts).
 :func:`points_select_last` (:class:`~constructions.select_last_points.SelectLastPointsHead`, on
 the points of the regression construction) and, without a norm, :func:`free_select_last`
 (:class:`~constructions.select_last_free_head.FreeSelectLastHead`); the count task read last
-after post-RMSNorm with linear attention: :func:`foot_last_head`
+after post-RMSNorm with linear attention: :func:`last_foot`, the regression cell's own test
 (:class:`~constructions.count_last_foot_head.CountLastFootHead`, the select task's head).
 """
 
@@ -407,12 +407,6 @@ def points_select_last(cell: Cell) -> bool:
             or linear_select_last_foot(cell) or (eps_select_last(cell) and not cell.affine.gain))
 
 
-def foot_last_head(cell: Cell) -> bool:
-    """The count task read last, linear attention with post-RMSNorm at ``eps = 0``: the head of
-    :func:`linear_select_last_foot` without ``e_b``."""
-    return last_foot(cell)
-
-
 #: the classification heads (module docstring)
 CLASSIFICATION = (
     Entry("classification", "ClassificationDesign", bos_head),
@@ -421,7 +415,7 @@ CLASSIFICATION = (
     Entry("select_last_head", "SelectLastHead", gain_select_last),
     Entry("select_last_points", "SelectLastPointsHead", points_select_last),
     Entry("select_last_free_head", "FreeSelectLastHead", free_select_last),
-    Entry("count_last_foot_head", "CountLastFootHead", foot_last_head),
+    Entry("count_last_foot_head", "CountLastFootHead", last_foot),
 )
 
 TABLES = {"regression": REGRESSION, "classification": CLASSIFICATION}
