@@ -31,10 +31,33 @@ from constructions import laws, registry
 
 def theory_exponent(cell: Cell):
     """The proven growth exponent of the fitted quantity (None where it does not grow):
-    :func:`constructions.laws.theory_exponent` for ``B_min``, the margin's for classification."""
+    :func:`constructions.laws.theory_exponent` for ``B_min``, the margin's for classification;
+    0 for the ``B_min`` of a classification cell that is not scale-free, which grows like
+    ``sqrt(ln L)`` (:func:`log_law`)."""
     if cell.readout == "classification":
-        return laws.margin_exponent(cell)
+        from constructions.classification import scale_free
+
+        return laws.margin_exponent(cell) if scale_free(cell) else 0.0
     return laws.theory_exponent(cell)
+
+
+def log_law(cell: Cell, rows, L_from: int) -> dict:
+    """The fit of ``B_min^2`` on ``ln L`` over the certified rows with ``L >= L_from``: its slope,
+    95% interval and the theory slope ``sqrt(d)/2`` (the select task read last with softmax
+    attention without a norm, classification: :mod:`bounds.contrast_lower` proves ``B_min^2 >=
+    (sqrt(d)/2) ln((L - 1)/2) - o(1)`` and :mod:`constructions.select_last_contrast_head` keeps
+    ``B^2 = (sqrt(d)/2) ln L + O(1)``)."""
+    pts = sorted((r["L"], r["B_min"]) for r in rows
+                 if r.get("certified") and r.get("B_min") and r["L"] >= L_from)
+    out = {"slope": None, "ci95": None, "theory": math.sqrt(cell.d) / 2, "model": "B_min^2 = c + s ln L"}
+    if len(pts) < 2:
+        return out
+    x = np.log([p[0] for p in pts])
+    slope, half = _least_squares([x], np.array([p[1] ** 2 for p in pts]))
+    out["slope"] = slope
+    if half is not None:
+        out["ci95"] = [slope - half, slope + half]
+    return out
 
 
 def t_quantile(df: int, p: float) -> float:
@@ -77,6 +100,10 @@ def theory_note(cell: Cell):
         return ("theory is the exponent of the proven upper bound (the count task read last, its "
                 "sub-task n_b = 0); the head (constructions.select_last_points on the regression "
                 "geometry) decays faster, and the select task's own rate is not derived")
+    if cell.readout == "classification" and theory_exponent(cell) == 0:
+        return ("B_min grows like sqrt(ln L), slower than every power: the embeddings keep the "
+                "score contrast exp(tau <e_a - e_b, e_s>) > L - 1 (bounds.contrast_lower, "
+                "constructions.select_last_contrast_head); log_law fits B_min^2 on ln L")
     if cell.readout != "classification" or laws.family(cell) != "segment":
         return None
     gap = laws.last_score_gap_max if cell.read.last else laws.score_gap_max

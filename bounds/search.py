@@ -22,9 +22,10 @@ from __future__ import annotations
 import time
 from decimal import ROUND_CEILING
 
+from bounds import contrast_lower
 from bounds.lower import ARC_BOXES, b_lower
 from bounds.lstar import cell_l_star, l_star_reason
-from constructions import cli, laws, regression
+from constructions import cli, laws, registry, regression
 from constructions.cell import Cell, Params
 from verify import interval_pass
 from verify.certify import certify, rigorous_bound, witness_budget
@@ -199,14 +200,22 @@ def _infimum_row(row: dict, design, L: int, start: float, witness: bool = False)
     return row
 
 
+#: the proven lower bounds on ``B_min`` of the classification cells that are not scale-free, by
+#: the key of the registry entry that serves them
+CLASSIFICATION_LOWER = {"contrast_select_last": contrast_lower.b_lower}
+
+
 def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
     """One sweep row of a classification cell: the certified margin of a unit-norm head, and
     ``margin_upper``, a proven upper bound on the margin of every parameter set with every
     vector of norm <= 1 (:func:`bounds.margin.margin_upper`; None where no proof applies), with
     their ratio ``margin_ratio`` (``witness=True``: and the certified head as
     ``row["witness"]``, as in :func:`regression_row`).  ``B_min`` is 0 as an infimum only where
-    the head is certified (a certified head scaled by any ``t > 0`` still counts); else None:
-    null by a proof beyond ``L*``, or a row the sweep does not report (:func:`unreached`)."""
+    the head is certified (a certified head scaled by any ``t > 0`` still counts) and the cell is
+    scale-free (:func:`constructions.classification.scale_free`); else None: null by a proof
+    beyond ``L*``, or a row the sweep does not report (:func:`unreached`).  Where the cell is not
+    scale-free, ``B_min`` is the certified bound of every vector but the head (whose rows scale
+    down freely) and ``B_lower`` the proof of :data:`CLASSIFICATION_LOWER`."""
     start = time.perf_counter()
     row = {"L": L, "B_min": 0.0, "B_min_is_infimum": True, "B_lower": 0.0, "certified": False,
            "margin": None, "storage": None}
@@ -231,7 +240,11 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
         storage=params.storage(),
         seconds=time.perf_counter() - start,
     )
-    if not res.certified:  # no head certified: nothing shows that B_min is an infimum of 0
+    if not classification.scale_free(cell):  # the embeddings set B_min (their scores' contrast)
+        row.update(B_min=rigorous_bound(params, exclude=("u",)) if res.certified else None,
+                   B_min_is_infimum=False,
+                   B_lower=CLASSIFICATION_LOWER[registry.serving(cell).key](cell, L))
+    elif not res.certified:  # no head certified: nothing shows that B_min is an infimum of 0
         row.update(B_min=None, B_min_is_infimum=False)
     if not res.counts:
         row["note"] = f"cannot certify ({res.verdict})"

@@ -218,7 +218,7 @@ def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
     result = summary(cell, rows, fit_from, rtol, lower_boxes)
     if save_params is not None:
         for r in result["rows"]:  # every row's files are those of the witness it reports
-            source = r.get(ENVELOPE_KEYS[cell.readout])
+            source = r.get(_witness_key(cell))
             if source is not None:
                 files[r["L"]] = _witness_for(cell, files[source][0], source, r["L"])
             if r["L"] in files:
@@ -233,6 +233,20 @@ def sweep(cell: Cell, Ls, fit_from: int = 64, rtol: float = 1e-6,
 
 #: the key naming the larger ``L'`` whose witness a row reports (:func:`envelope`)
 ENVELOPE_KEYS = {"regression": "B_min_witness_L", "classification": "margin_witness_L"}
+
+
+def _scale_free(cell: Cell) -> bool:
+    """A classification cell whose ``B_min`` is an infimum of 0
+    (:func:`constructions.classification.scale_free`); its rows' value is the margin, every other
+    cell's is the cost ``B_min``."""
+    from constructions import classification  # scipy: only classification sweeps load it
+
+    return cell.readout == "classification" and classification.scale_free(cell)
+
+
+def _witness_key(cell: Cell) -> str:
+    """The key of :data:`ENVELOPE_KEYS` that names a row's witness in ``cell``."""
+    return ENVELOPE_KEYS["classification" if _scale_free(cell) else "regression"]
 
 
 def envelope(cell: Cell, rows: list[dict]) -> list[dict]:
@@ -254,7 +268,9 @@ def envelope(cell: Cell, rows: list[dict]) -> list[dict]:
     ``B_min_own`` (None where it has none) and a note; its other keys (``worst_error``,
     ``shape``, ``closed_form``, ...) stay those of its own construction.  Classification: the
     same with the largest certified ``margin`` (``margin_witness_L``, ``margin_own``; the
-    ratio to ``margin_upper`` is recomputed, and ``B_min = 0`` is then shown as an infimum).  The
+    ratio to ``margin_upper`` is recomputed, and ``B_min = 0`` is then shown as an infimum); but
+    a classification cell that is not scale-free (:func:`_scale_free`) goes by its cost, as
+    regression does, the row taking the witness's ``B_min`` and ``margin``.  The
     fit (:func:`summary`) uses the reported values; ``--save-params`` writes, for such a row,
     the witness of ``L'`` certified again at ``L`` (:func:`_witness_for`).
 
@@ -266,8 +282,9 @@ def envelope(cell: Cell, rows: list[dict]) -> list[dict]:
     exit status 1).
     """
     regression = cell.readout == "regression"
-    key, witness_key = ("B_min" if regression else "margin"), ENVELOPE_KEYS[cell.readout]
-    better = (lambda a, b: a < b) if regression else (lambda a, b: a > b)
+    cost = not _scale_free(cell)  # the rows' value is a cost: B_min
+    key, witness_key = ("B_min" if cost else "margin"), _witness_key(cell)
+    better = (lambda a, b: a < b) if cost else (lambda a, b: a > b)
     out = [dict(r) for r in rows]
     best = None  # (value, L) of the best certified row of a larger L, scanning down
     for r in sorted(out, key=lambda r: r["L"], reverse=True):
@@ -275,15 +292,19 @@ def envelope(cell: Cell, rows: list[dict]) -> list[dict]:
         if best is not None and (own is None or better(best[0], own)):
             value, source = best
             r.update({f"{key}_own": own, key: value, witness_key: source, "certified": True})
-            what = (f"B_min is the certified witness of L = {source} (it counts to every L <= {source})"
-                    if regression else
+            what = (f"B_min is the certified witness of L = {source} (it counts to every L <= {source}"
+                    + ("" if regression else f", its head's rows 0..{r['L']}") + ")"
+                    if cost else
                     f"margin is that of the certified head of L = {source}, its rows 0..{r['L']} "
                     f"(margins over fewer inputs and classes are no smaller)")
-            mine = "none certified" if own is None else directed(own, ROUND_CEILING if regression
+            mine = "none certified" if own is None else directed(own, ROUND_CEILING if cost
                                                                  else ROUND_FLOOR, 7)
             note = f"{what}; this L's own construction: {mine} ({key}_own)"
             r["note"] = f"{note}; {r['note']}" if r.get("note") else note
-            if not regression:
+            if cost and not regression:  # the witness's head and margin come with its embeddings
+                src = next(x for x in out if x["L"] == source)
+                r.update(margin=src["margin"], margin_ratio=None)
+            elif not regression:
                 r.update(B_min=0.0, B_min_is_infimum=True, B_lower=0.0)
                 upper = r.get("margin_upper")
                 r["margin_ratio"] = upper / value if upper is not None else None
@@ -295,18 +316,20 @@ def envelope(cell: Cell, rows: list[dict]) -> list[dict]:
 
 def _check_bounds(cell: Cell, rows: list[dict]) -> None:
     """The check of :func:`envelope`: :class:`constructions.cli.Failure` naming the first pair of rows that breaks it."""
-    regression = cell.readout == "regression"
-    proven, certified = ("B_lower", "B_min") if regression else ("margin_upper", "margin")
-    bound = None  # (value, L): the strongest proven bound of the rows so far, in L order
-    for r in sorted(rows, key=lambda r: r["L"]):
-        v = r.get(proven)
-        if v is not None and (bound is None or (v > bound[0] if regression else v < bound[0])):
-            bound = (v, r["L"])
-        c = r.get(certified) if r.get("certified") else None
-        if bound is not None and c is not None and (c < bound[0] if regression else c > bound[0]):
-            raise cli.Failure(f"row L = {r['L']}: the certified {certified} {c!r} is "
-                               f"{'below' if regression else 'above'} the proven {proven} "
-                               f"{bound[0]!r} of L = {bound[1]}: a certificate or a proof is wrong")
+    pairs = [("B_lower", "B_min", True)]  # (proven, certified, the proof bounds from below)
+    if cell.readout == "classification":
+        pairs.append(("margin_upper", "margin", False))
+    for proven, certified, below in pairs:
+        bound = None  # (value, L): the strongest proven bound of the rows so far, in L order
+        for r in sorted(rows, key=lambda r: r["L"]):
+            v = r.get(proven)
+            if v is not None and (bound is None or (v > bound[0] if below else v < bound[0])):
+                bound = (v, r["L"])
+            c = r.get(certified) if r.get("certified") else None
+            if bound is not None and c is not None and (c < bound[0] if below else c > bound[0]):
+                raise cli.Failure(f"row L = {r['L']}: the certified {certified} {c!r} is "
+                                   f"{'below' if below else 'above'} the proven {proven} "
+                                   f"{bound[0]!r} of L = {bound[1]}: a certificate or a proof is wrong")
 
 
 def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6,
@@ -328,12 +351,14 @@ def summary(cell: Cell, rows: list[dict], fit_from: int = 64, rtol: float = 1e-6
             rows.append(r)
         else:
             missed.append({"L": r["L"], "reason": why})
-    quantity = "B_min" if cell.readout == "regression" else "margin"
+    quantity = "margin" if _scale_free(cell) else "B_min"
     fitted = fitting.fit([r["L"] for r in rows],
                          [r[quantity] if r.get("certified") else None for r in rows], fit_from)
     fitted.update(quantity=quantity, theory=fitting.theory_exponent(cell))
-    if cell.readout == "classification":
+    if quantity == "margin":
         fitted["theory_local"] = fitting.theory_local(rows, fit_from)
+    elif cell.readout == "classification":
+        fitted["log_law"] = fitting.log_law(cell, rows, fit_from)
     fitted["note"] = FIT_NOTE
     if cell.readout == "regression":
         fitted["leading_constant"] = fitting.leading_constant(cell, rows)
@@ -440,12 +465,21 @@ def table(result: dict) -> str:
     lead = f.get("leading_constant")
     if lead is not None:
         extra.append(_leading_note(lead, result["d"]))
+    law = f.get("log_law")
+    if law is not None and law["slope"] is not None:
+        ci = f"[{law['ci95'][0]:.4f}, {law['ci95'][1]:.4f}]" if law["ci95"] else "(too few points)"
+        extra.append(f"fit of B_min^2 on ln L over L >= {f['L_from']}: slope {law['slope']:.4f}, "
+                     f"95% CI {ci}; theory {law['theory']:.4f} (sqrt(d)/2)")
     out = [title, *legend, *lines, *_unreached_line(result["unreached"]), fit_line, *extra]
     if f.get("theory_note"):
         out.append(f"theory: {f['theory_note']}")
-    if cls:
+    if cls and any(r.get("B_min_is_infimum") for r in result["rows"]):
         out.append("B_min is an infimum: with free biases the argmax is scale-free, so heads of "
                    "any norm > 0 count; margin is the certified smallest logit gap at unit norm")
+    elif cls:
+        out.append("B_min is the certified bound of the embeddings: the head's rows scale down "
+                   "freely, the embeddings' scores must keep a contrast; margin is the certified "
+                   "smallest logit gap of the head with rows of norm <= 1")
     if result["L_star"] is not None:
         why = l_star_reason(Cell(**{k: result[k] for k in CSV_METADATA if k != "version"}))
         out.append(f"L* = {result['L_star']}: the largest count {why} reaches at d={result['d']}")

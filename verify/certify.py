@@ -66,14 +66,18 @@ def witness_budget(build) -> float:
     return WITNESS_BUDGET if first is None else first
 
 
-def rigorous_bound(params: Params) -> float:
+def rigorous_bound(params: Params, exclude: tuple[str, ...] = ()) -> float:
     """A float upper bound on ``B(theta)``, computed in ball arithmetic: the largest norm's ball
     rounded up to the nearest float above it (:func:`verify.backends.arb_ceil`; a norm that is 1
-    to working precision, e.g. ``1 - 10^-33``, gives 1.0, not the next floats above)."""
+    to working precision, e.g. ``1 - 10^-33``, gives 1.0, not the next floats above); the vectors
+    named in ``exclude`` left out (the head ``u`` of a classification cell whose embeddings alone
+    set ``B_min``)."""
     bk = get_backend("arb256")
     with bk.context():
         best = 0.0
-        for v in params.vectors.values():
+        for name, v in params.vectors.items():
+            if name in exclude:
+                continue
             rows = bk.vec(v)
             rows = rows if rows.ndim == 2 else rows[None, :]
             for row in rows:

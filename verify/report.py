@@ -16,9 +16,12 @@
   only when asked (``exact``); otherwise ``B_min`` is the nearest double to the same closed
   form evaluated without sympy (:func:`constructions.closed_forms.value`; ``closed_form``'s
   float can differ from it in the last bit) and ``B_min_exact`` is None.  Classification: 0 as an infimum once some head
-  counts to ``L`` (free biases make the argmax scale-free,
-  :mod:`constructions.classification`), so a head that is certified to count shows it, and
-  ``ratio`` is undefined (every task and read position: the argument scales only the head).
+  counts to ``L`` where the cell's construction is scale-free
+  (:func:`constructions.classification.scale_free`: free biases make the argmax invariant under a
+  positive factor on the head, and there the embeddings scale down to 0 with it), and ``ratio``
+  is undefined; not known where the embeddings' scores must keep a contrast (the select task read
+  last with softmax attention without a norm, :mod:`constructions.select_last_contrast_head`) or
+  no construction serves the cell.
 
 :func:`exit_status` is 0 for ``counts`` and 1 otherwise.
 """
@@ -41,9 +44,16 @@ def _b_min(params: Params, L: int, counts: bool, exact: bool) -> dict:
     known = cell.task == COUNT and cell.read == BOS
     out = {"B_min": None, "B_min_exact": None, "B_min_is_infimum": False}
     if cell.readout == "classification":
-        if counts:  # every task and read: the head's scale is free
+        from constructions.classification import scale_free
+
+        if counts and scale_free(cell):  # the cell's construction scales down to 0 and counts
             return {**out, "B_min": 0.0, "B_min_exact": "0" if exact else None, "B_min_is_infimum": True,
-                    "B_min_source": "an infimum: with free biases the argmax is scale-free"}
+                    "B_min_source": "an infimum: with free biases the argmax is scale-free, and the "
+                                    "cell's construction scales its embeddings down to 0"}
+        if counts:
+            return {**out, "B_min_source": "not known here: the head scales freely, but nothing "
+                                           "shows that the embeddings do (their scores may have to "
+                                           "keep a contrast; bounds.sweep reports B_min and B_lower)"}
         return {**out, "B_min_source": "not known here"}
     form = None if not known else (closed_forms.closed_form if exact else closed_forms.value)(cell, L)
     if form is None:
