@@ -1,0 +1,177 @@
+"""The select task read last, softmax attention without a norm, classification: the head of
+constructions.select_last_contrast_head (certified, cancels b at its own query) and the proven
+lower bound of bounds.contrast_lower (checked against an independent LP over heads)."""
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+
+from bounds import contrast_lower, search
+from constructions import classification
+from constructions.cell import Cell
+from verify import explicit
+from verify.certify import certify, rigorous_bound
+from verify.report import check
+from verify.strategies import sequences, target
+
+
+def cell(d=8):
+    return Cell(attention="softmax", variant="none", readout="classification", d=d, task="select",
+                read="last")
+
+
+@pytest.fixture(scope="module")
+def heads():
+    return {(d, L): classification.design(cell(d)).build(L) for d in (2, 3, 8)
+            for L in (1, 2, 3, 5, 8, 16)}
+
+
+def own_logits(params, seq: str):
+    """An independent token-by-token pass (mpmath, 40 digits): softmax at the last token."""
+    with mpmath.workdps(40):
+        e = {t: [mpmath.mpf(x) for x in params.vectors[f"e_{t}"]] for t in "sab"}
+        dot = lambda x, y: mpmath.fsum(p * q for p, q in zip(x, y))
+        tau = 1 / mpmath.sqrt(params.cell.d)
+        q = e[seq[-1]]
+        w = [mpmath.exp(tau * dot(q, e[t])) for t in seq]
+        D = mpmath.fsum(w)
+        A = [mpmath.fsum(wj * e[t][i] for wj, t in zip(w, seq)) / D for i in range(params.cell.d)]
+        z = [qi + ai for qi, ai in zip(q, A)]
+        return [dot([mpmath.mpf(x) for x in u], z) + mpmath.mpf(b)
+                for u, b in zip(params.vectors["u"], params.scalars["b"])]
+
+
+def test_certified_at_every_small_L_and_every_d(heads):
+    for (d, L), params in heads.items():
+        res = certify(params, L)
+        assert res.certified and res.min_margin > 0, (d, L, res.verdict)
+        rows = np.array([[float(x) for x in u] for u in params.vectors["u"]])
+        assert np.linalg.norm(rows, axis=1).max() <= 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_random_sequences_are_counted_by_an_independent_pass(heads, data):
+    d, L = data.draw(st.sampled_from([(2, 8), (3, 16), (8, 16)]))
+    params = heads[(d, L)]
+    seq = data.draw(sequences(params.cell, max_length=L))
+    mine = own_logits(params, seq)
+    assert max(range(L + 1), key=lambda c: mine[c]) == target(seq)
+    theirs = np.asarray(explicit(params, seq, "float64"), dtype=float)
+    assert int(np.argmax(theirs)) == target(seq)
+
+
+def test_b_is_cancelled_at_its_own_query(heads):
+    """At the query b the logits times D/w_s do not move with n_b (module docstring)."""
+    params = heads[(8, 16)]
+    with mpmath.workdps(40):
+        e = {t: [mpmath.mpf(x) for x in params.vectors[f"e_{t}"]] for t in "sab"}
+        dot = lambda x, y: mpmath.fsum(p * q for p, q in zip(x, y))
+        tau = 1 / mpmath.sqrt(8)
+        for n_a in (0, 3, 7):
+            scaled = []
+            for n_b in (1, 4, 16 - n_a):
+                seq = "s" + "a" * n_a + "b" * n_b
+                D = mpmath.fsum(mpmath.exp(tau * dot(e["b"], e[t])) for t in seq)
+                w_s = mpmath.exp(tau * dot(e["b"], e["s"]))
+                scaled.append([x * D / w_s for x in own_logits(params, seq)])
+            for other in scaled[1:]:
+                assert max(abs(p - q) for p, q in zip(other, scaled[0])) < mpmath.mpf(10) ** -25
+
+
+def test_lower_bound_is_monotone_and_below_every_certified_bound(heads):
+    values = [contrast_lower.b_lower(cell(), L) for L in range(1, 80)]
+    assert values[:4] == [0.0] * 4 and values[4] > 0
+    assert all(a <= b for a, b in zip(values, values[1:]))
+    for (d, L), params in heads.items():
+        assert contrast_lower.b_lower(cell(d), L) < rigorous_bound(params, exclude=("u",))
+
+
+def test_lower_bound_has_the_construction_slope():
+    """B_lower^2 = (sqrt(d)/2) ln((L - 1)/2) + o(1): the slope of the construction's law."""
+    for L in (2**10, 2**16):
+        b = contrast_lower.b_lower(cell(), L)
+        assert b**2 == pytest.approx(math.sqrt(8) / 2 * math.log((L - 1) / 2), abs=1e-3)
+
+
+def _inputs(L):
+    """Every input (n_a, n_b, last token) of the select task read last with length <= L."""
+    out = [(0, 0, "s")]
+    for n_a in range(L + 1):
+        for n_b in range(L + 1 - n_a):
+            if n_a:
+                out.append((n_a, n_b, "a"))
+            if n_b:
+                out.append((n_a, n_b, "b"))
+    return out
+
+
+def lp_margin(e, L, d):
+    """The largest margin of any head (every entry of u in [-1, 1], biases free) on the outputs
+    of the embeddings ``e`` (float LP over the outputs of every input)."""
+    tau = 1 / math.sqrt(d)
+    zs, cls = [], []
+    for n_a, n_b, q in _inputs(L):
+        w = {t: math.exp(tau * e[q] @ e[t]) for t in "sab"}
+        counts = {"s": 1, "a": n_a, "b": n_b}
+        D = sum(counts[t] * w[t] for t in "sab")
+        zs.append(e[q] + sum(counts[t] * w[t] * e[t] for t in "sab") / D)
+        cls.append(n_a)
+    C, nv = L + 1, (L + 1) * (d + 1) + 1  # u_c (d), b_c, then m
+    rows = []
+    for z, n in zip(zs, cls):
+        for c in range(C):
+            if c == n:
+                continue
+            row = np.zeros(nv)
+            row[c * (d + 1):c * (d + 1) + d] = z
+            row[c * (d + 1) + d] = 1
+            row[n * (d + 1):n * (d + 1) + d] -= z
+            row[n * (d + 1) + d] -= 1
+            row[-1] = 1
+            rows.append(row)  # l_c - l_n + m <= 0
+    bounds = [(-1, 1)] * nv
+    for c in range(C):
+        bounds[c * (d + 1) + d] = (None, None)
+    bounds[-1] = (None, 1)
+    cost = np.zeros(nv)
+    cost[-1] = -1
+    res = linprog(cost, A_ub=np.array(rows), b_ub=np.zeros(len(rows)), bounds=bounds, method="highs")
+    return -res.fun
+
+
+def test_the_necessary_condition_against_an_lp_over_heads():
+    """Embeddings that break the proof's inequality admit no head (LP margin <= 0 to float
+    noise); the construction's embeddings, which keep it, admit one."""
+    L, d = 7, 3
+    tau = 1 / math.sqrt(d)
+    rng = np.random.default_rng(5)
+    broken = 0
+    for _ in range(40):
+        e = {t: rng.normal(size=d) * rng.uniform(0.3, 2.5) for t in "sab"}
+        a, b = e["a"], e["b"]
+        lhs = 2 * math.exp(tau * (a @ a - a @ b)) + math.exp(tau * (a @ a - b @ b)) / (L - 3)
+        if lhs < L - 1:
+            broken += 1
+            assert lp_margin(e, L, d) < 1e-9
+    assert broken >= 5
+    params = classification.design(cell(d)).build(L)
+    e = {t: np.array([float(x) for x in params.vectors[f"e_{t}"]]) for t in "sab"}
+    assert lp_margin(e, L, d) > 1e-7
+
+
+def test_rows_report_the_embeddings_bound_not_an_infimum():
+    row = search.classification_row(cell(), 16)
+    assert row["certified"] and row["B_min_is_infimum"] is False
+    assert row["B_lower"] == contrast_lower.b_lower(cell(), 16) > 1
+    assert row["B_lower"] < row["B_min"] and row["margin_upper"] is None
+    params = classification.design(cell()).build(16)
+    assert row["B_min"] == rigorous_bound(params, exclude=("u",))
+    report = check(params, 16, exact=False)
+    assert report["verdict"] == "counts" and report["B_min"] is None
+    assert not report["B_min_is_infimum"]
