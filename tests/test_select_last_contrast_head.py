@@ -175,3 +175,18 @@ def test_rows_report_the_embeddings_bound_not_an_infimum():
     report = check(params, 16, exact=False)
     assert report["verdict"] == "counts" and report["B_min"] is None
     assert not report["B_min_is_infimum"]
+
+
+def test_the_readme_row_at_16():
+    """The README's table row of L = 16 is what the sweep's row reports."""
+    import os
+    import re
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    section = text.split("### Classification of the select task read last with softmax attention")[1]
+    (line,) = re.findall(r"^\| 16 \| (\S+) \| (\S+) \| (\S+) \|$", section.split("## ")[0], flags=re.M)
+    row = search.classification_row(cell(), 16)
+    assert float(line[0]) >= row["B_min"] and float(line[0]) - row["B_min"] < 1e-6
+    assert float(line[1]) <= row["B_lower"] and row["B_lower"] - float(line[1]) < 1e-6
+    assert float(line[2]) == pytest.approx(row["margin"], rel=2e-3)
