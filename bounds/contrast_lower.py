@@ -46,8 +46,11 @@ from constructions.cell import Cell
 from verify.backends import arb_floor
 
 
-def b_lower(cell: Cell, L: int) -> float:
-    """The proven lower bound on ``B_min(L)`` of the module docstring (0 where ``L <= 4``)."""
+def b_lower(cell: Cell, L: int) -> float | None:
+    """The proven lower bound on ``B_min(L)`` of the module docstring (0 where ``L <= 4``; None
+    after a norm, where the logits are not affine in the counts and nothing is proven)."""
+    if cell.normed:
+        return None
     if L <= 4:
         return 0.0
     with flint.ctx.workprec(128):

@@ -44,9 +44,9 @@ def theory_exponent(cell: Cell):
 def log_law(cell: Cell, rows, L_from: int) -> dict:
     """The fit of ``B_min^2`` on ``ln L`` over the certified rows with ``L >= L_from``: its slope,
     95% interval and the theory slope ``sqrt(d)/2`` (the select task read last with softmax
-    attention without a norm, classification: :mod:`bounds.contrast_lower` proves ``B_min^2 >=
-    (sqrt(d)/2) ln((L - 1)/2) - o(1)`` and :mod:`constructions.select_last_contrast_head` keeps
-    ``B^2 = (sqrt(d)/2) ln L + O(1)``)."""
+    attention, classification: :mod:`constructions.select_last_contrast_head` keeps ``B^2 =
+    (sqrt(d)/2) ln L + O(1)``, and without a norm :mod:`bounds.contrast_lower` proves ``B_min^2 >=
+    (sqrt(d)/2) ln((L - 1)/2) - o(1)``)."""
     pts = sorted((r["L"], r["B_min"]) for r in rows
                  if r.get("certified") and r.get("B_min") and r["L"] >= L_from)
     out = {"slope": None, "ci95": None, "theory": math.sqrt(cell.d) / 2, "model": "B_min^2 = c + s ln L"}
@@ -101,9 +101,13 @@ def theory_note(cell: Cell):
                 "sub-task n_b = 0); the head (constructions.select_last_points on the regression "
                 "geometry) decays faster, and the select task's own rate is not derived")
     if cell.readout == "classification" and theory_exponent(cell) == 0:
-        return ("B_min grows like sqrt(ln L), slower than every power: the embeddings keep the "
-                "score contrast exp(tau <e_a - e_b, e_s>) > L - 1 (bounds.contrast_lower, "
-                "constructions.select_last_contrast_head); log_law fits B_min^2 on ln L")
+        return ("B_min grows like sqrt(ln L), slower than every power: the construction's "
+                "embeddings keep the score contrast exp(tau <e_a - e_b, e_s>) > L - 1 "
+                "(constructions.select_last_contrast_head); "
+                + ("the proven lower bound has the same slope of B_min^2 on ln L "
+                   "(bounds.contrast_lower)" if not cell.normed else
+                   "after post-LayerNorm no lower bound is proven, the slope is the construction's")
+                + "; log_law fits B_min^2 on ln L")
     if cell.readout != "classification" or laws.family(cell) != "segment":
         return None
     gap = laws.last_score_gap_max if cell.read.last else laws.score_gap_max

@@ -227,7 +227,12 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
     from bounds.margin import margin_upper  # with the classification heads (sympy, scipy)
     from constructions import classification  # scipy: only classification rows load it
 
-    params = classification.design(cell).build(L)
+    try:
+        params = classification.design(cell).build(L)
+    except ValueError as exc:  # the construction has no head at this L: no row (unreached)
+        row.update(B_min=None, B_min_is_infimum=False, note=f"no head built: {exc}",
+                   seconds=time.perf_counter() - start)
+        return row
     res = certify(params, L)
     margin = res.min_margin if res.counts else None
     upper = margin_upper(cell, L)

@@ -158,8 +158,11 @@ def _select_last(cell: Cell) -> str | None:
             # regression construction, constructions.select_last_points on its points,
             # constructions.select_last_free_head without a norm
             return None
-        if cell.attention == "softmax" and not cell.normed:
-            return None  # constructions.select_last_contrast_head: b cancelled at its own query
+        if cell.attention == "softmax" and (not cell.normed or (
+                cell.post and cell.kind.centred and cell.eps == 0 and cell.d >= 3)):
+            # constructions.select_last_contrast_head: b cancelled at its own query, or on the
+            # all-ones axis that post-LayerNorm removes
+            return None
         return (f"{what} has no construction yet for classification with "
                 + ("softmax attention" if cell.attention == "softmax" else
                    "linear attention, a learned pre-norm and eps > 0")
