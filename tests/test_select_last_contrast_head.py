@@ -190,3 +190,27 @@ def test_the_readme_row_at_16():
     assert float(line[0]) >= row["B_min"] and float(line[0]) - row["B_min"] < 1e-6
     assert float(line[1]) <= row["B_lower"] and row["B_lower"] - float(line[1]) < 1e-6
     assert float(line[2]) == pytest.approx(row["margin"], rel=2e-3)
+
+
+POST = [Cell(attention="softmax", variant=v, readout="classification", d=d, task="select", read="last",
+             **({"affine": a} if a else {}))
+        for v, a in (("post_bare", None), ("post_learned", "gain"), ("post_learned", None)) for d in (3, 8)]
+
+
+@pytest.mark.parametrize("post", POST, ids=lambda c: c.describe())
+def test_after_post_layernorm_every_output_is_on_the_arc_of_t(post):
+    """e_b on the all-ones axis: the centred residual is P + t Q at every input, so the head in t
+    classifies; certified at small L, and the independent pass (with the norm) agrees."""
+    for L in (1, 3, 6, 12):
+        params = classification.design(post).build(L)
+        res = certify(params, L)
+        assert res.certified, (post.describe(), L, res.verdict)
+        e_b = np.array([float(x) for x in params.vectors["e_b"]])
+        assert np.ptp(e_b) < 1e-15
+    seqs = ["s", "sb", "sab", "sba", "saaab", "sbbba", "sabbabbaaab", "sbbbbbbbbbb"]
+    for seq in seqs:
+        logits = np.asarray(explicit(params, seq, "float64"), dtype=float)
+        assert int(np.argmax(logits)) == target(seq)
+    row = search.classification_row(post, 12)
+    assert row["certified"] and row["B_lower"] is None and not row["B_min_is_infimum"]
+    assert row["B_min"] == rigorous_bound(params, exclude=("u",))
