@@ -159,9 +159,9 @@ def _select_last(cell: Cell) -> str | None:
             # constructions.select_last_free_head without a norm
             return None
         if cell.attention == "softmax" and (not cell.normed or (
-                cell.post and cell.kind.centred and cell.eps == 0 and cell.d >= 3)):
-            # constructions.select_last_contrast_head: b cancelled at its own query, or on the
-            # all-ones axis that post-LayerNorm removes
+                cell.post and cell.eps == 0 and cell.d >= 3)):
+            # constructions.select_last_contrast_head: b cancelled at its own query, or a head
+            # orthogonal to e_b (and to the all-ones axis after LayerNorm) without biases
             return None
         return (f"{what} has no construction yet for classification with "
                 + ("softmax attention" if cell.attention == "softmax" else

@@ -411,9 +411,10 @@ def points_select_last(cell: Cell) -> bool:
 
 def contrast_select_last(cell: Cell) -> bool:
     """The select task read last, softmax attention without a norm, every ``d``, or after
-    post-LayerNorm at ``eps = 0``, ``d >= 3``, every affine (a head that cancels ``b`` at its own
-    query, or ``e_b`` on the all-ones axis, :mod:`constructions.select_last_contrast_head`)."""
-    return pair_select_last(cell) or (select_last_arc(cell) and cell.eps == 0 and cell.d >= 3)
+    post-norm at ``eps = 0``, ``d >= 3``, either kind and every affine (a head that cancels ``b``
+    at its own query, :mod:`constructions.select_last_contrast_head`)."""
+    return pair_select_last(cell) or (cell.distractor and cell.read.last and cell.attention == "softmax"
+                                      and cell.post and cell.eps == 0 and cell.d >= 3)
 
 
 #: the classification heads (module docstring)

@@ -1,5 +1,5 @@
 r"""Classification of the select task read last, softmax attention without a norm or after
-post-LayerNorm: a head that the distractor cannot move at its own query, and the score contrast
+post-norm: a head that the distractor cannot move at its own query, and the score contrast
 that the count then costs.
 
 *The logits are read on one line.*  Post-norm and no norm both score the raw embeddings (``h =
@@ -19,15 +19,14 @@ weights ``w^q_j = exp(tau <e_q, e_j>)``, the denominator ``D^q = w^q_s + n_a w^q
 
   ``u_c`` is the vector of the plane of ``e_s - e_b, e_a - e_b`` with ``<u_c, e_s - e_b> =
   alpha_c`` and ``<u_c, e_a - e_b> = beta_c``.
-* *Post-LayerNorm* (``eps = 0``; ``z = g * N(r) + beta``, ``N`` scale invariant): put ``e_b`` on
-  the all-ones axis, so that its centred part ``C e_b`` is 0.  Then ``C (D^q r)`` is ``w^b_s (P +
-  kappa n_a Q)`` at the query ``b`` and ``w^a_s (P + (1 + 2 rho n_a + mu n_b) Q)`` at the query
-  ``a``, ``P = C e_s``, ``Q = C e_a``, and ``P`` for ``(s)`` (``r = 2 e_s``): every output is
-  ``g * N(P + t Q) + beta``, with the same ``t``.  The head ``u_c = alpha_c P* + beta_c Q*`` (the
-  vector of the plane of ``P, Q`` with ``<u_c, P> = alpha_c``, ``<u_c, Q> = beta_c``), a gain
-  ``g`` on the all-ones axis and ``b_c = -<u_c, beta>`` has the logits ``G (alpha_c + beta_c
-  t)/|P + t Q|`` (``G = sqrt(d)`` bare, ``|g|`` with the gain): one positive factor for every
-  class.
+* *Post-norm* (``eps = 0``; ``z = g * N(r) + beta``, ``N`` scale invariant).  Take ``u_c``
+  orthogonal to ``e_b`` with ``<u_c, e_s> = alpha_c``, ``<u_c, e_a> = beta_c`` (in the span of
+  ``e_s, e_a, e_b``), a gain ``g`` on the all-ones axis and ``b_c = -<u_c, beta>``.  After
+  RMSNorm ``N(r) = sqrt(d) r/|r|``; after LayerNorm ``N(r) = sqrt(d) C r/|C r|`` with ``C`` the
+  centring, and ``e_b`` on the all-ones axis ``o`` makes ``u_c`` centred, so ``<u_c, C r> = <u_c,
+  r>``.  Either way the logit is ``G <u_c, D^q r> / |(C) D^q r|`` (``G = sqrt(d)`` bare, ``|g|``
+  with the gain) with the positive factor common to the classes, and ``<u_c, D^q r> = F^q_c`` of
+  the no-norm case with ``r_c = b_c = 0``: the same lines and the same positions ``t``.
 
 So in both every input is read at one position ``t`` of the lines ``alpha_c + beta_c t``: ``t =
 kappa n_a`` (last token ``b``, ``n_b >= 1``), ``t = 1 + 2 rho n_a + mu n_b`` (last token ``a``,
@@ -40,17 +39,19 @@ by one factor to norm at most 1 (a positive factor on every ``(u_c, b_c)`` keeps
 
 *The geometry.*  ``e_a, e_b, e_s`` of one norm ``B``, at two angles (:func:`gram`): without a norm
 in the first coordinate plane, ``e_b`` and ``e_s`` at ``phi`` and ``psi`` from ``e_a``; after
-post-LayerNorm ``e_b = B o`` (``o`` the unit all-ones vector), ``e_a`` and ``e_s`` at two angles
-from it, ``e_s`` turned by :data:`CHI` out of the plane of ``o, e_a`` (so that ``P, Q`` span a
-plane; ``d >= 3``).  ``2 rho = kappa`` reads ``tau <e_a - e_b, e_a - e_s> = -ln 2``, which fixes
+post-norm ``e_b = B o`` (``o`` the unit all-ones vector), ``e_a`` and ``e_s`` at two angles
+from it, ``e_s`` turned by :data:`CHI` out of the plane of ``o, e_a`` (so that ``e_s, e_a, e_b``
+are independent, and after LayerNorm their centred parts span a plane; ``d >= 3``).
+``2 rho = kappa`` reads ``tau <e_a - e_b, e_a - e_s> = -ln 2``, which fixes
 ``B^2 = -sqrt(d) ln 2 / c_3`` with ``c_3 = <e_a - e_b, e_a - e_s>/B^2 < 0``; the condition
 ``kappa > (1 + SLACK)(1 + mu (L - 1))`` is ``tau <e_a - e_b, e_s> > ln((1 + SLACK)(L - 1 +
 1/mu))``, and the angles are those of the smallest ``B`` that meets it (a float search,
 :func:`angles`; the mpmath construction then checks that the classes are apart and the judge
 certifies every input on balls).  The condition needs ``exp(tau <e_a - e_b, e_s>) > L - 1``, so
 ``2 B^2 >= sqrt(d) ln(L - 1)``: ``B^2 = (sqrt(d)/2) ln L + O(1)``.  Without a norm this is the rate
-of the proven lower bound (:func:`bounds.contrast_lower.b_lower`); after post-LayerNorm no lower
-bound is proven (the logits are not affine in the counts there).
+of the proven lower bound (:func:`bounds.contrast_lower.b_lower`); after post-norm no lower
+bound is proven (a head with biases reads the normalised outputs, whose logits are not affine in
+the counts).
 
 *Not scale-free.*  The argmax is invariant under a positive factor on the head, not on the
 embeddings: their scores set ``kappa`` and ``mu``.  So ``B_min`` here is not an infimum of 0: it is
@@ -82,15 +83,15 @@ def built(cell: Cell) -> bool:
     return registry.builds("select_last_contrast_head", cell)
 
 
-#: after post-LayerNorm, the angle of ``e_s`` out of the plane of ``e_b`` and ``e_a`` (the arc's
-#: plane needs the centred parts of ``e_a`` and ``e_s`` apart)
+#: after post-norm, the angle of ``e_s`` out of the plane of ``e_b`` and ``e_a`` (the head needs
+#: ``e_s, e_a, e_b`` independent)
 CHI = math.pi / 4
 
 
 def gram(cell: Cell, first: float, second: float, cos=math.cos, sin=math.sin):
     """``(g_ab, g_as, g_bs)``: the cosines between ``e_a, e_b, e_s`` (all of norm ``B``) at the
     geometry's two angles (module docstring): without a norm ``e_b`` and ``e_s`` at ``first`` and
-    ``second`` from ``e_a`` in one plane; after post-LayerNorm ``e_a`` and ``e_s`` at ``first`` and
+    ``second`` from ``e_a`` in one plane; after post-norm ``e_a`` and ``e_s`` at ``first`` and
     ``second`` from ``e_b`` (on the all-ones axis), ``e_s`` turned by :data:`CHI` out of the plane
     of ``e_b`` and ``e_a``.  ``cos``/``sin``: floats (``math``) or ``mpmath``."""
     if cell.post:
@@ -140,7 +141,7 @@ def angles(cell: Cell, L: int):
 
 class ContrastSelectLastHead(ClassificationDesign):
     """The head of the select task read last, softmax attention without a norm or after
-    post-LayerNorm (module docstring); the interface of :class:`~constructions.classification.ClassificationDesign`,
+    post-norm (module docstring); the interface of :class:`~constructions.classification.ClassificationDesign`,
     not scale-free (:attr:`scale_free`)."""
 
     #: the embeddings set the scores: ``B_min`` is not an infimum of 0 (module docstring)
@@ -206,7 +207,7 @@ class ContrastSelectLastHead(ClassificationDesign):
     def build(self, L_value: int, dps: int = 50) -> Params:
         """The head at ``L`` (refused beyond :func:`constructions.classification.check_size`):
         the collinear head in ``t`` (module docstring), ``u_c`` in the plane of ``e_s - e_b, e_a -
-        e_b`` without a norm, of the centred ``e_s, e_a`` after post-LayerNorm."""
+        e_b`` without a norm, orthogonal to ``e_b`` after post-norm."""
         if isinstance(L_value, bool) or not isinstance(L_value, (int, np.integer)) or L_value < 1:
             raise ValueError(f"L must be a positive integer, got {L_value!r}")
         L_value = int(L_value)
@@ -219,19 +220,20 @@ class ContrastSelectLastHead(ClassificationDesign):
                 raise ValueError(f"{self.cell.describe()}: the classes meet at L = {L_value}")
             slopes, intercepts = collinear_head(lo, [mpmath.mpf(1)], upper=hi)
             dot = lambda p, q: mpmath.fsum(i * j for i, j in zip(p, q))
-            if post:  # <u_c, P> = alpha_c, <u_c, Q> = beta_c
-                centred = lambda v: v - mpmath.fsum(v) / self.cell.d
-                x, y = centred(vec["e_s"]), centred(vec["e_a"])
+            if post:  # <u_c, e_s> = alpha_c, <u_c, e_a> = beta_c, <u_c, e_b> = 0
+                span = [vec["e_s"], vec["e_a"], vec["e_b"]]
+                targets = lambda alpha, k: [alpha, k, 0]
             else:  # <u_c, e_s - e_b> = alpha_c, <u_c, e_a - e_b> = beta_c
-                x, y = vec["e_s"] - vec["e_b"], vec["e_a"] - vec["e_b"]
-            gram_xy = mpmath.matrix([[dot(x, x), dot(x, y)], [dot(x, y), dot(y, y)]])
+                span = [vec["e_s"] - vec["e_b"], vec["e_a"] - vec["e_b"]]
+                targets = lambda alpha, k: [alpha, k]
+            gram_xy = mpmath.matrix([[dot(x, y) for y in span] for x in span])
             rows = []
             for k, alpha in zip(slopes[:, 0], intercepts):
-                cx, cy = mpmath.lu_solve(gram_xy, mpmath.matrix([alpha, k]))
-                rows.append(cx * x + cy * y)
+                coef = mpmath.lu_solve(gram_xy, mpmath.matrix(targets(alpha, k)))
+                rows.append(sum((coef[i] * x for i, x in enumerate(span) if i), coef[0] * span[0]))
             scale = SIGMA / max(mpmath.sqrt(dot(r, r)) for r in rows)
             u = np.array([r * scale for r in rows], dtype=object)
-            if post:  # b_c = -<u_c, beta>: the logit is <u_c, g * N(r)>, whose sign is alpha_c + beta_c t
+            if post:  # b_c = -<u_c, beta>: the logit is <u_c, g * N(r)> (module docstring)
                 b = [-dot(r, vec["beta"]) if "beta" in vec else mpmath.mpf(0) for r in u]
             else:
                 b = [-2 * dot(r, vec["e_b"]) for r in u]

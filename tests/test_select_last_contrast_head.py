@@ -195,12 +195,15 @@ def test_the_readme_row_at_16():
 POST = [Cell(attention="softmax", variant=v, readout="classification", d=d, task="select", read="last",
              **({"affine": a} if a else {}))
         for v, a in (("post_bare", None), ("post_learned", "gain"), ("post_learned", None)) for d in (3, 8)]
+POST += [Cell(attention="softmax", variant=v, readout="classification", d=d, task="select", read="last",
+              norm="rmsnorm", **({"affine": a} if a else {}))
+         for v, a in (("post_bare", None), ("post_learned", None)) for d in (3, 8)]
 
 
 @pytest.mark.parametrize("post", POST, ids=lambda c: c.describe())
-def test_after_post_layernorm_every_output_is_on_the_arc_of_t(post):
-    """e_b on the all-ones axis: the centred residual is P + t Q at every input, so the head in t
-    classifies; certified at small L, and the independent pass (with the norm) agrees."""
+def test_after_post_norm_the_head_reads_t(post):
+    """A head orthogonal to e_b (e_b on the all-ones axis) without biases reads every output at
+    its t; certified at small L, and the independent pass (with the norm) agrees."""
     for L in (1, 3, 6, 12):
         params = classification.design(post).build(L)
         res = certify(params, L)
