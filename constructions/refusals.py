@@ -149,6 +149,8 @@ def _select_last(cell: Cell) -> str | None:
     :mod:`constructions.select_last_linear_post`, LayerNorm at ``d = 2`` for ``L = 1`` only)."""
     what = "the select task at the last read"
     if cell.readout == "classification":
+        if cell.attention == "softmax" and cell.pre:
+            return _cancel_head(cell, what)
         regression = _select_last(cell.replace(readout="regression"))
         if regression is not None:  # no regression geometry to carry a head
             return regression
@@ -200,6 +202,25 @@ def _select_last(cell: Cell) -> str | None:
     return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
             "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
             "every d, are built)")
+
+
+def _cancel_head(cell: Cell, what: str) -> str | None:
+    """Classification with softmax attention and pre-norm: None where
+    :mod:`constructions.select_last_cancel_head` builds (``eps = 0``, ``d >= 3``)."""
+    if cell.eps > 0:
+        return (f"{what} has no construction yet for classification with softmax attention, pre-norm "
+                "and eps > 0 (constructions.select_last_cancel_head puts h_a on the sphere over the "
+                "diameter [h_s, h_b] and scales the embeddings freely, which uses the norm's exact "
+                "scale invariance, eps = 0; eps = 0 is built at d >= 3)")
+    if cell.d >= 3:
+        return None
+    return (f"{what} has no construction at d = 2 for classification with softmax attention and "
+            f"pre-{cell.kind.name} (the head of constructions.select_last_cancel_head needs rows "
+            "orthogonal to e_a - e_b that read h_s - h_b and h_a - h_b independently: "
+            + ("the centred line holds one direction" if cell.kind.centred else
+               "in the plane every such row is a multiple of one vector, so every logit has one "
+               "root in the position and two classes are told apart")
+            + "; d >= 3 is built)")
 
 
 def _select_last_softmax(cell: Cell, what: str) -> str | None:
