@@ -103,6 +103,9 @@ from constructions.classification import check_size
 
 #: every embedding's norm is at most this (rounding stays inside the unit ball)
 SIGMA = 1 - mpmath.mpf(2) ** -40
+#: the smallest and (one minus) the largest share ``nu/SIGMA`` of a LayerNorm embedding's centred
+#: part (a nearly constant embedding would leave the float screen's norm undefined)
+NU_MIN = 2.0**-16
 #: the rows are scaled to norm at most this
 SHRINK = 1 - mpmath.mpf(2) ** -50
 
@@ -136,44 +139,52 @@ class CancelSelectLastHead:
         shape = {"theta": math.pi if self.planar() else math.pi * sig(x.pop(0)),
                  "psi": math.pi * sig(x.pop(0))}
         if self.cell.kind.centred:
-            shape["nu"] = sig(x.pop(0))
+            shape["nu"] = NU_MIN + (1 - 2 * NU_MIN) * sig(x.pop(0))
         else:
             shape["lb"], shape["ls"] = math.exp(max(min(x.pop(0), 8.0), -8.0)), math.exp(max(min(x.pop(0), 8.0), -8.0))
         if self.cell.affine.gain:
             shape["R"] = sig(x.pop(0))
         return shape
 
-    def embeddings(self, shape: dict, dps: int = 50) -> dict:
-        """``e_s, e_a, e_b`` (and ``g``, ``beta``) of ``shape`` (module docstring), mpf at ``dps``."""
+    def embeddings(self, shape: dict, dps: int | None = 50) -> dict:
+        """``e_s, e_a, e_b`` (and ``g``, ``beta``) of ``shape`` (module docstring), mpf at ``dps``
+        digits (``None``: float64), and under ``"_h"`` the values ``h_x = R unit_x`` they are built
+        to have (the screen's; the build reads the verifier's)."""
         d, cell = self.cell.d, self.cell
-        with mpmath.workdps(dps):
-            sigma = mpmath.mpf(SIGMA)
-            f = _frame(cell, self.planar())
-            c, s = mpmath.cos(mpmath.mpf(shape["theta"]) / 2), mpmath.sin(mpmath.mpf(shape["theta"]) / 2)
-            psi = mpmath.mpf(shape["psi"])
+        m = mpmath if dps else math
+        num = mpmath.mpf if dps else float
+        with mpmath.workdps(dps or 15):
+            sigma = num(SIGMA)
+            f = _frame(cell, self.planar(), num, m.sqrt)
+            c, s = m.cos(num(shape["theta"]) / 2), m.sin(num(shape["theta"]) / 2)
+            psi = num(shape["psi"])
             unit = {"s": c * f[0] + s * f[1], "b": c * f[0] - s * f[1],
-                    "a": c * f[0] + s * (mpmath.cos(psi) * f[1] + mpmath.sin(psi) * f[2])}
+                    "a": c * f[0] + s * (m.cos(psi) * f[1] + m.sin(psi) * f[2])}
+            R = num(shape["R"]) * sigma if cell.affine.gain else m.sqrt(num(d))
             if cell.kind.centred:
-                nu = sigma * mpmath.mpf(shape["nu"])
-                mu = mpmath.sqrt(sigma**2 - nu**2)
-                one = np.array([1 / mpmath.sqrt(d)] * d, dtype=object)
+                nu = sigma * num(shape["nu"])
+                mu = m.sqrt(sigma**2 - nu**2)
+                one = np.array([1 / m.sqrt(num(d))] * d, dtype=object if dps else float)
                 vec = {f"e_{t}": (-mu if t == "b" else mu) * one + nu * unit[t] for t in "sab"}
             else:
-                length = {"a": mpmath.mpf(1), "b": mpmath.mpf(shape["lb"]), "s": mpmath.mpf(shape["ls"])}
+                length = {"a": num(1), "b": num(shape["lb"]), "s": num(shape["ls"])}
                 top = max(length.values())
                 vec = {f"e_{t}": sigma * length[t] / top * unit[t] for t in "sab"}
             if cell.affine.gain:
-                vec["g"] = np.array([mpmath.mpf(shape["R"]) * sigma / mpmath.sqrt(d)] * d, dtype=object)
+                vec["g"] = np.array([R / m.sqrt(num(d))] * d, dtype=object if dps else float)
             if cell.affine.bias:
-                vec["beta"] = np.array([mpmath.mpf(0)] * d, dtype=object)
+                vec["beta"] = np.array([num(0)] * d, dtype=object if dps else float)
+            vec["_h"] = {t: R * unit[t] for t in "sab"}
             return vec
 
     def screen(self, x, L_value: int) -> float:
-        """The margin ``S m`` of the shape ``unpack(x)`` in float64 (``-inf`` where degenerate)."""
+        """The margin ``S m`` of the shape ``unpack(x)`` on its designed values, float64
+        (``-inf`` where degenerate)."""
+        vec = self.embeddings(self.unpack(x), None)
+        e = {t: vec[f"e_{t}"] for t in "sab"}
         try:
-            vec = self.embeddings(self.unpack(x), 20)
-            return head(self.cell, vec, L_value, "float64")[2]
-        except (ValueError, ZeroDivisionError, np.linalg.LinAlgError):
+            return head(e, vec["_h"], 1 / math.sqrt(self.cell.d), L_value, False)[2]
+        except (ValueError, ZeroDivisionError, np.linalg.LinAlgError, OverflowError):
             return -math.inf
 
     def best_shape(self, L_value: int) -> dict:
@@ -188,92 +199,98 @@ class CancelSelectLastHead:
         L_value = int(L_value)
         check_size(self.cell, L_value)
         vec = self.embeddings(self.best_shape(L_value), dps)
-        u, b, _ = head(self.cell, vec, L_value, f"mp{dps}")
+        vec.pop("_h")
+        u, b, _ = _build_head(self.cell, vec, L_value, dps)
         return Params(self.cell, {**vec, "u": u}, {"b": b})
 
 
-def _frame(cell: Cell, planar: bool) -> list:
-    """Three orthonormal d-vectors of the norm's image (mpf): the axes (RMSNorm) or the centred
-    axes made orthonormal (LayerNorm; the first 0 at ``d = 3``, where the image is a plane)."""
+def _frame(cell: Cell, planar: bool, num=mpmath.mpf, sqrt=mpmath.sqrt) -> list:
+    """Three orthonormal d-vectors of the norm's image (numbers ``num``): the axes (RMSNorm) or
+    the centred axes made orthonormal (LayerNorm; the first 0 at ``d = 3``, where the image is a
+    plane)."""
     d = cell.d
-    axes = [np.array([mpmath.mpf(int(i == j)) for i in range(d)], dtype=object) for j in range(3)]
+    axes = [np.array([num(int(i == j)) for i in range(d)], dtype=object) for j in range(3)]
     if not cell.kind.centred:
         return axes
     out = []
     for a in axes[:2 if planar else 3]:
-        v = a - mpmath.fsum(a) / d
+        v = a - sum(a) / d
         for f in out:
-            v = v - f * mpmath.fsum(v * f)
-        out.append(v / mpmath.sqrt(mpmath.fsum(v * v)))
-    return ([np.array([mpmath.mpf(0)] * d, dtype=object)] if planar else []) + out
+            v = v - f * sum(v * f)
+        out.append(v / sqrt(sum(v * v)))
+    return ([np.array([num(0)] * d, dtype=object)] if planar else []) + out
 
 
-def head(cell: Cell, vec: dict, L_value: int, backend: str):
-    """``(u, b, margin)``: the rows, biases and the margin ``S m`` of the head of the module
-    docstring on the embeddings ``vec``, from the verifier's values in ``backend`` (``float64``:
-    the screen; ``mp<dps>``: the build).  ``ValueError`` where the construction does not apply
-    (dependent ``v_0, v_1, v_2``, ``1 + a_1 <= 0``, classes out of order)."""
+def _build_head(cell: Cell, vec: dict, L_value: int, dps: int):
+    """:func:`head` on the verifier's values and embeddings at ``dps`` digits."""
     from verify.forward import numbers
 
-    mp = backend != "float64"
-    L = L_value
-    zero = Params(cell, {**vec, "u": np.zeros((L + 1, cell.d))}, {"b": [0] * (L + 1)})
-    nums = numbers(zero, backend, readout=False)
+    zero = Params(cell, {**vec, "u": np.zeros((L_value + 1, cell.d))}, {"b": [0] * (L_value + 1)})
+    nums = numbers(zero, f"mp{dps}", readout=False)
     with nums.backend.context():
-        dot = (lambda x, y: mpmath.fsum(x * y)) if mp else (lambda x, y: float(np.dot(x, y)))
-        exp = mpmath.exp if mp else math.exp
-        h, e, tau = nums.h, nums.e, nums.tau
-        rho = {q: exp(tau * dot(h[q], h["a"] - h["s"])) for q in "ab"}
-        sig = {q: exp(tau * dot(h[q], h["b"] - h["s"])) for q in "ab"}
-        M = [e["a"] - e["b"], h["s"] - h["b"], h["a"] - h["b"]]
-        gram = [[dot(x, y) for y in M] for x in M]
-        if mp:
-            H = mpmath.inverse(mpmath.matrix(gram))
-            H = [[H[i, j] for j in range(3)] for i in range(3)]
-        else:
-            if np.linalg.cond(gram) > 1e12:
-                raise ValueError("v_0, v_1, v_2 are dependent")
-            H = np.linalg.inv(np.array(gram)).tolist()
-        My = [dot(x, e["s"] - e["a"]) for x in M]
-        a1, a2 = (sum(H[i][j] * My[j] for j in range(3)) for i in (1, 2))
-        if not a1 > -1:
-            raise ValueError("1 + a_1 <= 0: the input (s) is read with the wrong sign")
-        t_s = a2 / (1 + a1)
-        lo, hi, W = [], [], []
-        for n in range(L + 1):
-            pts, ws = [], []
-            if n == 0:
-                pts, ws = [0 * t_s, t_s], [1 / (1 + a1), 1 + L * sig["b"]]
-            for q, ok in (("a", n >= 1), ("b", n <= L - 1)):
-                if ok and n >= 1:
-                    pts.append(rho[q] * n)
-                    ws.append(1 + rho[q] * n + (L - n) * sig[q])
-            lo.append(min(pts))
-            hi.append(max(pts))
-            W.append(max(ws))
-        gaps = [lo[n + 1] - hi[n] for n in range(L)]
-        if not all(g > 0 for g in gaps):
-            raise ValueError("two classes meet")
-        steps = [(W[n] + W[n + 1]) / gaps[n] for n in range(L)]
-        m = 2 / (mpmath.fsum(steps) if mp else math.fsum(steps))
-        k, A = [-1 + 0 * m], [0 * m]
-        for n in range(L):
-            dk = m * steps[n]
-            A.append(A[-1] - dk * (hi[n] + gaps[n] * W[n] / (W[n] + W[n + 1])))
-            k.append(k[-1] + dk)
-        C = _centre(np.array([float(v) for v in A]), np.array([float(v) for v in k]),
-                    [[float(H[i][j]) for j in (1, 2)] for i in (1, 2)])
-        Q = [H[1][1] * (a + C) ** 2 + 2 * H[1][2] * (a + C) * kc + H[2][2] * kc**2 for a, kc in zip(A, k)]
-        S = (SHRINK if mp else float(SHRINK)) / (mpmath.sqrt(max(Q)) if mp else math.sqrt(max(Q)))
-        if not mp:
-            return None, None, float(S * m)
-        rows = []
-        for a, kc in zip(A, k):
-            xi = [0, S * (a + C), S * kc]
-            coef = [mpmath.fsum(H[i][j] * xi[j] for j in range(3)) for i in range(3)]
-            rows.append(coef[0] * M[0] + coef[1] * M[1] + coef[2] * M[2])
-        b = [-dot(r, e["a"] + h["b"]) for r in rows]
-        return np.array(rows, dtype=object), b, S * m
+        return head(nums.e, nums.h, nums.tau, L_value, True)
+
+
+def head(e: dict, h: dict, tau, L_value: int, mp: bool):
+    """``(u, b, margin)``: the rows, biases and the margin ``S m`` of the head of the module
+    docstring on the embeddings ``e`` and values ``h`` (token -> vector), in mpmath (``mp``: the
+    build, at the working precision) or float64 (the screen: ``u, b`` are None).  ``ValueError``
+    where the construction does not apply (dependent ``v_0, v_1, v_2``, ``1 + a_1 <= 0``, classes
+    out of order)."""
+    L = L_value
+    dot = (lambda x, y: mpmath.fsum(x * y)) if mp else (lambda x, y: float(np.dot(x, y)))
+    exp = mpmath.exp if mp else math.exp
+    e = {t: np.asarray(v, dtype=object if mp else float) for t, v in e.items()}
+    h = {t: np.asarray(v, dtype=object if mp else float) for t, v in h.items()}
+    rho = {q: exp(tau * dot(h[q], h["a"] - h["s"])) for q in "ab"}
+    sig = {q: exp(tau * dot(h[q], h["b"] - h["s"])) for q in "ab"}
+    M = [e["a"] - e["b"], h["s"] - h["b"], h["a"] - h["b"]]
+    gram = [[dot(x, y) for y in M] for x in M]
+    if mp:
+        H = mpmath.inverse(mpmath.matrix(gram))
+        H = [[H[i, j] for j in range(3)] for i in range(3)]
+    else:
+        if np.linalg.cond(gram) > 1e12:
+            raise ValueError("v_0, v_1, v_2 are dependent")
+        H = np.linalg.inv(np.array(gram)).tolist()
+    My = [dot(x, e["s"] - e["a"]) for x in M]
+    a1, a2 = (sum(H[i][j] * My[j] for j in range(3)) for i in (1, 2))
+    if not a1 > -1:
+        raise ValueError("1 + a_1 <= 0: the input (s) is read with the wrong sign")
+    t_s = a2 / (1 + a1)
+    lo, hi, W = [], [], []
+    for n in range(L + 1):
+        pts, ws = ([0 * t_s, t_s], [1 / (1 + a1), 1 + L * sig["b"]]) if n == 0 else ([], [])
+        for q, ok in (("a", n >= 1), ("b", 1 <= n <= L - 1)):
+            if ok:
+                pts.append(rho[q] * n)
+                ws.append(1 + rho[q] * n + (L - n) * sig[q])
+        lo.append(min(pts))
+        hi.append(max(pts))
+        W.append(max(ws))
+    gaps = [lo[n + 1] - hi[n] for n in range(L)]
+    if not all(g > 0 for g in gaps):
+        raise ValueError("two classes meet")
+    steps = [(W[n] + W[n + 1]) / gaps[n] for n in range(L)]
+    m = 2 / (mpmath.fsum(steps) if mp else math.fsum(steps))
+    k, A = [-1 + 0 * m], [0 * m]
+    for n in range(L):
+        dk = m * steps[n]
+        A.append(A[-1] - dk * (hi[n] + gaps[n] * W[n] / (W[n] + W[n + 1])))
+        k.append(k[-1] + dk)
+    C = _centre(np.array([float(v) for v in A]), np.array([float(v) for v in k]),
+                [[float(H[i][j]) for j in (1, 2)] for i in (1, 2)])
+    Q = [H[1][1] * (a + C) ** 2 + 2 * H[1][2] * (a + C) * kc + H[2][2] * kc**2 for a, kc in zip(A, k)]
+    S = (SHRINK if mp else float(SHRINK)) / (mpmath.sqrt(max(Q)) if mp else math.sqrt(max(Q)))
+    if not mp:
+        return None, None, float(S * m)
+    rows = []
+    for a, kc in zip(A, k):
+        xi = [0, S * (a + C), S * kc]
+        coef = [mpmath.fsum(H[i][j] * xi[j] for j in range(3)) for i in range(3)]
+        rows.append(coef[0] * M[0] + coef[1] * M[1] + coef[2] * M[2])
+    b = [-dot(r, e["a"] + h["b"]) for r in rows]
+    return np.array(rows, dtype=object), b, S * m
 
 
 def _centre(A: np.ndarray, k: np.ndarray, H) -> float:
@@ -296,14 +313,14 @@ def _best_shape(des: CancelSelectLastHead, L_value: int) -> dict:
 
     cell = des.cell
     dims = (0 if des.planar() else 1) + 1 + (1 if cell.kind.centred else 2) + (1 if cell.affine.gain else 0)
-    f = lambda x: -des.screen(x, L_value)
+    f = lambda x: -math.log(max(des.screen(x, L_value), 1e-300))
     grid = [np.array(p[:dims]) for p in
             [(a, b, c, c2, r) for a in (-1.0, 0.5, 2.0) for b in (-1.0, 0.5, 2.0)
              for c in (-1.5, 0.5) for c2 in (-1.0, 1.0) for r in (0.0, 3.0)]]
     start = min(grid, key=f)
     res = optimize.minimize(f, start, method="Nelder-Mead",
-                            options={"xatol": 1e-7, "fatol": 1e-16, "maxiter": 400 * dims})
+                            options={"xatol": 1e-5, "fatol": 1e-9, "maxfev": 300 * dims})
     best = res.x if res.fun < f(start) else start
-    if not math.isfinite(f(best)):
+    if not f(best) < 690:
         raise ValueError(f"{cell.describe()}: no shape separates the classes at L = {L_value}")
     return des.unpack(best)
