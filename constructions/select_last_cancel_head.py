@@ -99,7 +99,7 @@ import numpy as np
 
 from constructions import laws, registry
 from constructions.cell import Cell, Params
-from constructions.classification import check_size
+from constructions.classification import ClassificationDesign, check_size
 
 #: every embedding's norm is at most this (rounding stays inside the unit ball)
 SIGMA = 1 - mpmath.mpf(2) ** -40
@@ -115,7 +115,7 @@ def built(cell: Cell) -> bool:
     return registry.builds("select_last_cancel_head", cell)
 
 
-class CancelSelectLastHead:
+class CancelSelectLastHead(ClassificationDesign):
     """The unit-norm head of the select task read last, softmax attention with pre-norm at
     ``eps = 0`` (module docstring); the interface of
     :class:`~constructions.classification.ClassificationDesign` (``build``)."""
