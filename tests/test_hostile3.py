@@ -35,7 +35,7 @@ def test_select_last_classification_refusal_names_every_built_regression_family(
         if refusal(cell) is None:
             modules.add(type(regression.design(cell)).__module__)
     assert modules
-    why = refusal(Cell("softmax", "pre_learned", "classification", 8, 0.0, task="select",
+    why = refusal(Cell("softmax", "post_learned", "classification", 8, 0.0, task="select",
                        read="last"))
     missing = [m for m in sorted(modules) if m not in why]
     assert not missing, (missing, why)
