@@ -75,14 +75,13 @@ multiplies ``v_0`` and ``y`` by ``lam``; the rows ``u_c`` still satisfy ``<u_c, 
 and with ``b_c = -<u_c, lam e_a> - r_c`` the ``a, b`` inputs keep their logits while ``(s)``'s are
 ``lam <u_c, y> + alpha_c = (1 + lam a_1) l_c(lam a_2/(1 + lam a_1))``.  Scaling the head ``u_c, b_c
 -> kappa u_c, kappa b_c`` multiplies every logit by ``kappa > 0``.  So the certified head at
-``(lam, kappa)`` classifies every input as long as ``t_s(lam)`` stays inside the gap before class 1
-and ``1 + lam a_1 > 0``, which holds for all ``lam`` in ``(0, 1]`` (``t_s(lam)`` moves monotonically
-from ``t_s`` to ``0``, both in ``[lo_0, hi_0]``); with a gain, ``g -> lam g`` scales the values and
-is not free, but bare and gain cells alike have ``B(theta) = max(lam |e|, kappa |u|, |g|)``, and
-for the bare cells ``lam, kappa -> 0`` drive the bound to 0.  With a gain ``|g| = R`` stays: the
-infimum is then over the head and embeddings only, and the sweep's ``B_min = 0`` (an infimum,
-:func:`bounds.search.classification_row`) rests on the learned-norm rule that the unit-norm
-margin is what is reported.
+``(lam, kappa)`` classifies every input with margin at least ``kappa S m``: ``t_s(lam)`` is monotone
+in ``lam`` and lies between ``0`` and ``t_s``, both in ``[lo_0, hi_0]``, and its factor ``1/(1 + lam
+a_1)`` is at most ``max(1, 1/(1 + a_1)) <= W_0``.  As ``lam, kappa -> 0`` every embedding and row
+goes to 0 (bare: ``B -> 0``).  With a gain, ``g -> gam g`` scales the values by ``gam``; the right
+angle is scale invariant, the positions ``rho(gam) n`` stay strictly increasing and the head of
+this module is rebuilt at that geometry (valid wherever the screen's conditions hold; not proved
+here for every ``gam``).  The tests certify the bare scaling at ``lam = kappa = 2^-12``.
 
 *The bound* (:func:`bounds.margin.margin_upper`): the count task's at the last read, its sub-task
 ``n_b = 0`` (:mod:`constructions.select_last_points`, "The bound": the inputs ``(s, a^n)`` read at
