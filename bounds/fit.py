@@ -106,7 +106,7 @@ def theory_note(cell: Cell):
                 "(constructions.select_last_contrast_head); "
                 + ("the proven lower bound has the same slope of B_min^2 on ln L "
                    "(bounds.contrast_lower)" if not cell.normed else
-                   "after post-LayerNorm no lower bound is proven, the slope is the construction's")
+                   "after post-norm no lower bound is proven, the slope is the construction's")
                 + "; log_law fits B_min^2 on ln L")
     if cell.readout != "classification" or laws.family(cell) != "segment":
         return None

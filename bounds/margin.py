@@ -255,7 +255,8 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     a parameter set of the count cell with every vector of norm at most 1.  The select task read
     last with linear attention: the count task's bound at the last read, by the same argument
     (``(s, a^n)`` read at its last token is the select input ``n_b = 0`` with query ``a``, ``(s)``
-    at ``s``); after post-RMSNorm (``eps = 0``) the arc bound of
+    at ``s``; the argument is the attention's and the norm's own, so it holds for softmax
+    attention with pre-norm as well); after post-RMSNorm (``eps = 0``) the arc bound of
     :func:`bounds.last_margin._post`, whose proof covers every arc; or the bound
     of its query-``b`` inputs (:func:`bounds.last_margin.select_linear_upper`) where that is
     smaller.  With softmax
@@ -263,7 +264,7 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     :mod:`bounds.select_margin`, which sees the distractor."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
-    if cell.read.last and (not cell.distractor or cell.attention == "linear"):
+    if cell.read.last and (not cell.distractor or cell.attention == "linear" or cell.pre):
         from bounds.last_margin import _post, last_margin_upper, select_linear_upper  # they build on this module
 
         count = cell.replace(task="count")

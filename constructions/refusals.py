@@ -149,6 +149,8 @@ def _select_last(cell: Cell) -> str | None:
     :mod:`constructions.select_last_linear_post`, LayerNorm at ``d = 2`` for ``L = 1`` only)."""
     what = "the select task at the last read"
     if cell.readout == "classification":
+        if cell.attention == "softmax":
+            return _cancel_head(cell, what) if cell.pre else _contrast_head(cell, what)
         regression = _select_last(cell.replace(readout="regression"))
         if regression is not None:  # no regression geometry to carry a head
             return regression
@@ -158,28 +160,13 @@ def _select_last(cell: Cell) -> str | None:
             # regression construction, constructions.select_last_points on its points,
             # constructions.select_last_free_head without a norm
             return None
-        if cell.attention == "softmax" and (not cell.normed or (
-                cell.post and cell.eps == 0 and cell.d >= 3)):
-            # constructions.select_last_contrast_head: b cancelled at its own query, or a head
-            # orthogonal to e_b (and to the all-ones axis after LayerNorm) without biases
-            return None
-        return (f"{what} has no construction yet for classification with "
-                + ("softmax attention" if cell.attention == "softmax" else
-                   "linear attention, a learned pre-norm and eps > 0")
-                + " (built: linear attention with a learned pre-norm at eps = 0, "
-                "constructions.select_last_head; with bare pre-norm or post-norm, "
+        return (f"{what} has no construction yet for classification with linear attention, a "
+                "learned pre-norm and eps > 0 (built: linear attention with a learned pre-norm at "
+                "eps = 0, constructions.select_last_head; with bare pre-norm or post-norm, "
                 "constructions.select_last_points, a head on the points of the regression "
                 "construction, whose embeddings stay in the unit ball there and whose classes lie "
-                "apart along its read-out or its arc; here the regression construction is built but "
-                "no head on it is derived; the regression constructions are linear attention "
-                "without a norm or with pre-norm, constructions.select_last, with pre-LayerNorm and "
-                "eps > 0, constructions.last_eps, softmax attention without a norm, "
-                "constructions.select_last_pair, with bare pre-norm, constructions.select_last_bare, "
-                "with a learned pre-norm, "
-                "constructions.select_last_softmax (with a bias where the values fill a curve, "
-                "constructions.select_last_circle), with post-LayerNorm, "
-                "constructions.select_last_post, with post-RMSNorm, constructions.select_last_rms, "
-                "and linear attention with post-norm, constructions.select_last_linear_post)")
+                "apart along its read-out or its arc; here the regression construction, "
+                "constructions.last_eps, is built but no head on it is derived)")
     if cell.attention == "softmax":
         return _select_last_softmax(cell, what)
     if cell.post:
@@ -205,6 +192,44 @@ def _select_last(cell: Cell) -> str | None:
     return (f"{what} has no construction at d = 2 with bare pre-LayerNorm (its two values "
             "+-h leave b the value of a or of -a: not derived; d >= 3, and pre-RMSNorm at "
             "every d, are built)")
+
+
+def _contrast_head(cell: Cell, what: str) -> str | None:
+    """Classification with softmax attention without a norm or after post-norm: None where
+    :mod:`constructions.select_last_contrast_head` builds (no norm, every ``d``; post-norm at
+    ``eps = 0``, ``d >= 3``)."""
+    if not cell.normed:
+        return None
+    if cell.eps > 0:
+        return (f"{what} has no construction yet for classification with softmax attention, "
+                "post-norm and eps > 0 (constructions.select_last_contrast_head reads every output "
+                "through the norm's factor 1/|r|, common to the classes only where the norm is "
+                "exactly scale invariant, eps = 0; eps = 0 is built at d >= 3)")
+    if cell.d >= 3:
+        return None
+    return (f"{what} has no construction at d = 2 for classification with softmax attention after "
+            f"post-{cell.kind.name} (the head of constructions.select_last_contrast_head needs rows "
+            "orthogonal to e_b that read e_s and e_a independently: three independent embeddings; "
+            "d >= 3 is built)")
+
+
+def _cancel_head(cell: Cell, what: str) -> str | None:
+    """Classification with softmax attention and pre-norm: None where
+    :mod:`constructions.select_last_cancel_head` builds (``eps = 0``, ``d >= 3``)."""
+    if cell.eps > 0:
+        return (f"{what} has no construction yet for classification with softmax attention, pre-norm "
+                "and eps > 0 (constructions.select_last_cancel_head puts h_a on the sphere over the "
+                "diameter [h_s, h_b] and scales the embeddings freely, which uses the norm's exact "
+                "scale invariance, eps = 0; eps = 0 is built at d >= 3)")
+    if cell.d >= 3:
+        return None
+    return (f"{what} has no construction at d = 2 for classification with softmax attention and "
+            f"pre-{cell.kind.name} (the head of constructions.select_last_cancel_head needs rows "
+            "orthogonal to e_a - e_b that read h_s - h_b and h_a - h_b independently: "
+            + ("the centred line holds one direction" if cell.kind.centred else
+               "in the plane every such row is a multiple of one vector, so every logit has one "
+               "root in the position and two classes are told apart")
+            + "; d >= 3 is built)")
 
 
 def _select_last_softmax(cell: Cell, what: str) -> str | None:

@@ -51,7 +51,9 @@ that the two agree on every cell of a grid of all parts).
 the points of the regression construction) and, without a norm, :func:`free_select_last`
 (:class:`~constructions.select_last_free_head.FreeSelectLastHead`), with softmax attention
 :func:`contrast_select_last` (:class:`~constructions.select_last_contrast_head.
-ContrastSelectLastHead`, not scale-free); the count task read last
+ContrastSelectLastHead`, without a norm and after post-norm, not scale-free) and, with pre-norm at
+``eps = 0``, :func:`cancel_select_last`
+(:class:`~constructions.select_last_cancel_head.CancelSelectLastHead`); the count task read last
 after post-RMSNorm with linear attention: :func:`last_foot`, the regression cell's own test
 (:class:`~constructions.count_last_foot_head.CountLastFootHead`, the select task's head).
 """
@@ -417,6 +419,13 @@ def contrast_select_last(cell: Cell) -> bool:
                                       and cell.post and cell.eps == 0 and cell.d >= 3)
 
 
+def cancel_select_last(cell: Cell) -> bool:
+    """The select task read last, softmax attention with pre-norm at ``eps = 0``, ``d >= 3``, every
+    kind and affine (:mod:`constructions.select_last_cancel_head`: the distractor cancelled)."""
+    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.pre
+            and cell.eps == 0 and cell.d >= 3)
+
+
 #: the classification heads (module docstring)
 CLASSIFICATION = (
     Entry("classification", "ClassificationDesign", bos_head),
@@ -427,6 +436,7 @@ CLASSIFICATION = (
     Entry("select_last_free_head", "FreeSelectLastHead", free_select_last),
     Entry("count_last_foot_head", "CountLastFootHead", last_foot),
     Entry("select_last_contrast_head", "ContrastSelectLastHead", contrast_select_last),
+    Entry("select_last_cancel_head", "CancelSelectLastHead", cancel_select_last),
 )
 
 TABLES = {"regression": REGRESSION, "classification": CLASSIFICATION}

@@ -105,8 +105,9 @@ def test_the_other_cells_are_not_this_head(kw):
     cell = _cell(kw.pop("norm", "layernorm"), "gain" if "learned" in kw.get("variant", "pre_learned")
                  else None, 8, **kw)
     assert not select_last_head.built(cell)
-    if kw.get("variant") in ("none", "pre_bare", "post_learned"):
-        # constructions.select_last_free_head, constructions.select_last_points
+    if kw.get("variant") in ("none", "pre_bare", "post_learned") or kw.get("attention") == "softmax":
+        # constructions.select_last_free_head, constructions.select_last_points; softmax:
+        # constructions.select_last_cancel_head
         assert refusal(cell) is None
         assert not isinstance(classification.design(cell), select_last_head.SelectLastHead)
         return
