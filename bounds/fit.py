@@ -35,7 +35,7 @@ def theory_exponent(cell: Cell):
     0 for the ``B_min`` of a classification cell that is not scale-free, which grows like
     ``sqrt(ln L)`` (:func:`log_law`)."""
     if cell.readout == "classification":
-        from constructions.classification import scale_free
+        from constructions.registry import scale_free
 
         return laws.margin_exponent(cell) if scale_free(cell) else 0.0
     return laws.theory_exponent(cell)

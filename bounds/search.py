@@ -212,7 +212,7 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
     their ratio ``margin_ratio`` (``witness=True``: and the certified head as
     ``row["witness"]``, as in :func:`regression_row`).  ``B_min`` is 0 as an infimum only where
     the head is certified (a certified head scaled by any ``t > 0`` still counts) and the cell is
-    scale-free (:func:`constructions.classification.scale_free`); else None: null by a proof
+    scale-free (:func:`constructions.registry.scale_free`); else None: null by a proof
     beyond ``L*``, or a row the sweep does not report (:func:`unreached`).  Where the cell is not
     scale-free, ``B_min`` is the certified bound of every vector but the head (whose rows scale
     down freely) and ``B_lower`` the proof of :data:`CLASSIFICATION_LOWER`."""
@@ -245,7 +245,7 @@ def classification_row(cell: Cell, L: int, witness: bool = False) -> dict:
         storage=params.storage(),
         seconds=time.perf_counter() - start,
     )
-    if not classification.scale_free(cell):  # the embeddings set B_min (their scores' contrast)
+    if not registry.scale_free(cell):  # the embeddings set B_min (their scores' contrast)
         row.update(B_min=rigorous_bound(params, exclude=("u",)) if res.certified else None,
                    B_min_is_infimum=False,
                    B_lower=CLASSIFICATION_LOWER[registry.serving(cell).key](cell, L))

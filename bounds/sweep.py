@@ -33,7 +33,7 @@ from bounds.lower import ARC_BOXES
 from bounds.lstar import cell_l_star, l_star_reason, l_star_status
 from bounds.search import row as sweep_row
 from bounds.search import warm_up
-from constructions import __version__, cli, progress, regression
+from constructions import __version__, cli, progress, registry, regression
 from constructions.cell import ATTENTIONS, KINDS, NORMS, READOUTS, READS, TASKS, Cell
 from constructions.cell import MAX_L as CELL_MAX_L
 from constructions.refusals import refusal
@@ -237,11 +237,9 @@ ENVELOPE_KEYS = {"regression": "B_min_witness_L", "classification": "margin_witn
 
 def _scale_free(cell: Cell) -> bool:
     """A classification cell whose ``B_min`` is an infimum of 0
-    (:func:`constructions.classification.scale_free`); its rows' value is the margin, every other
+    (:func:`constructions.registry.scale_free`); its rows' value is the margin, every other
     cell's is the cost ``B_min``."""
-    from constructions import classification  # scipy: only classification sweeps load it
-
-    return cell.readout == "classification" and classification.scale_free(cell)
+    return cell.readout == "classification" and registry.scale_free(cell)
 
 
 def _witness_key(cell: Cell) -> str:

@@ -88,7 +88,6 @@ every count with every class, ``(L+1)^2 d`` multiply-adds (:func:`verify.judge.c
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 
 import mpmath
@@ -259,11 +258,6 @@ def collinear_head(x, direction, offset=0, upper=None):
 
 class ClassificationDesign:
     """The unit-norm classification construction of one cell (module docstring)."""
-
-    #: ``B_min`` is an infimum of 0: the construction's embeddings (and gain, bias) scale down to
-    #: 0 with a head that still counts (SPEC's design notes; a design whose embeddings set its
-    #: scores' contrast says False, and its rows report the embeddings' bound)
-    scale_free = True
 
     def __init__(self, cell: Cell):
         if cell.readout != "classification":
@@ -556,16 +550,6 @@ def _mp_vector(axis, width: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=None)
-def scale_free(cell: Cell) -> bool:
-    """Whether ``B_min`` of the classification ``cell`` is known to be an infimum of 0: its head's
-    design says so (:attr:`ClassificationDesign.scale_free`); False where no construction serves
-    the cell (nothing is known there)."""
-    entry = registry.serving(cell)
-    if entry is None:
-        return False
-    return getattr(importlib.import_module(f"constructions.{entry.module}"), entry.name).scale_free
-
-
 def design(cell: Cell) -> ClassificationDesign:
     """The head of a classification cell: the first entry of
     :data:`constructions.registry.CLASSIFICATION` that serves it, built

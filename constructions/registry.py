@@ -75,6 +75,10 @@ class Entry:
     module: str
     name: str
     serves: Callable[[Cell], bool]
+    #: classification: ``B_min`` is an infimum of 0, the construction's embeddings (and gain,
+    #: bias) scaling down to 0 with a head that still counts (SPEC's design notes); False where
+    #: the embeddings' scores must keep a contrast, and the rows report the embeddings' bound
+    scale_free: bool = True
 
     @property
     def key(self) -> str:
@@ -435,11 +439,19 @@ CLASSIFICATION = (
     Entry("select_last_points", "SelectLastPointsHead", points_select_last),
     Entry("select_last_free_head", "FreeSelectLastHead", free_select_last),
     Entry("count_last_foot_head", "CountLastFootHead", last_foot),
-    Entry("select_last_contrast_head", "ContrastSelectLastHead", contrast_select_last),
+    Entry("select_last_contrast_head", "ContrastSelectLastHead", contrast_select_last, scale_free=False),
     Entry("select_last_cancel_head", "CancelSelectLastHead", cancel_select_last),
 )
 
 TABLES = {"regression": REGRESSION, "classification": CLASSIFICATION}
+
+
+def scale_free(cell: Cell) -> bool:
+    """Whether ``B_min`` of the classification ``cell`` is known to be an infimum of 0: the
+    :attr:`Entry.scale_free` of the entry serving it; False where none serves it (nothing is
+    known there)."""
+    entry = serving(cell)
+    return entry is not None and entry.scale_free
 
 
 def serving(cell: Cell) -> Entry | None:

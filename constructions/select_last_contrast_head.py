@@ -142,10 +142,8 @@ def angles(cell: Cell, L: int):
 class ContrastSelectLastHead(ClassificationDesign):
     """The head of the select task read last, softmax attention without a norm or after
     post-norm (module docstring); the interface of :class:`~constructions.classification.ClassificationDesign`,
-    not scale-free (:attr:`scale_free`)."""
-
-    #: the embeddings set the scores: ``B_min`` is not an infimum of 0 (module docstring)
-    scale_free = False
+    not scale-free (its registry entry says so,
+    :attr:`constructions.registry.Entry.scale_free`)."""
 
     def __init__(self, cell: Cell):
         if not built(cell):

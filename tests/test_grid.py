@@ -290,7 +290,7 @@ BAD = [
     {"--attention": "softmax,quadratic"}, {"--norm": "batchnorm"}, {"--readout": "ranking"},
     {"--affine": "gain"}, {"--variant": "none,pre_learned", "--affine": "bare"},
     {"--variant": "post_bare", "--task": "select", "--read": "last", "--norm": "rmsnorm",
-     "--readout": "classification"},
+     "--readout": "classification", "--eps": "0.001"},
     {"--readout": "classification", "--Lmax": "65536", "--d": "64"},
     {"--eps": "-1"}, {"--rtol": "0.5"}, {"--jobs": "0"}, {"--lower-boxes": "0"},
     {"--fit-from": "0"}, {"--out": None}, {"--variant": None},

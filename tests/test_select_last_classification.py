@@ -107,7 +107,8 @@ def test_the_bound_is_the_count_sub_tasks():
 
 
 @pytest.mark.parametrize("kw", [dict(variant="pre_learned", norm="layernorm", affine="gain", eps=0.01),
-                                dict(attention="softmax", variant="post_bare", norm="layernorm", affine=None)])
+                                dict(attention="softmax", variant="post_bare", norm="layernorm", affine=None,
+                                     eps=0.01)])
 def test_the_cells_without_a_head_are_refused(kw):
     cell = _cell(**{"d": 8, "eps": 0.0, **kw})
     assert refusal(cell) is not None

@@ -149,14 +149,14 @@ def test_the_distractor_leaves_the_count_task_s_lower_end_and_raises_no_upper_en
         assert abs(hi - min(h.subs(rho, r) for h in highs)) < 1e-12
 
 
-def test_the_cell_is_built_at_every_d_and_eps_and_classification_stays_refused():
+def test_the_cell_is_built_at_every_d_and_eps_and_classification_has_its_own_head():
     for d, eps in ((2, 0.0), (3, 0.0), (8, 0.5)):
         cell = _cell(d, eps=eps)
         assert refusal(cell) is None and slp.built(cell)
         assert registry.serving(cell).name == "SelectPairDesign"
         assert type(design(cell)) is slp.SelectPairDesign
     clf = Cell("softmax", "none", "classification", d=3, task="select", read="last")
-    assert refusal(clf) is not None and registry.serving(clf) is None
+    assert refusal(clf) is None and registry.serving(clf).name == "ContrastSelectLastHead"
     with pytest.raises(ValueError):
         slp.SelectPairDesign(_cell(3).replace(task="count"))
 

@@ -95,7 +95,7 @@ def test_the_select_interval_is_the_bos_arc_at_eps_0():
     (dict(d=2, eps=1e-3), "d = 2"),
     (dict(eps=1e-3, norm="rmsnorm"), "eps > 0"),
     (dict(attention="linear", eps=1e-3), "linear attention with post-norm and eps > 0"),
-    (dict(readout="classification"), "classification"),
+    (dict(readout="classification", d=2), "classification"),
 ])
 def test_refusals(kw, words):
     base = dict(attention="softmax", variant="post_bare", readout="regression", d=8, task="select", read="last")

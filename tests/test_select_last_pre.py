@@ -135,7 +135,7 @@ def test_the_cells_built_and_the_cells_refused():
         assert registry.serving(cell).name == "BareSelectLastDesign"
         assert type(design(cell)) is slb.BareSelectLastDesign
     for cell in (_cell("rmsnorm", 3, eps=0.1), _cell("layernorm", 2, eps=0.1),
-                 _cell("layernorm", 3).replace(readout="classification")):
+                 _cell("layernorm", 2).replace(readout="classification")):
         assert refusal(cell) is not None and registry.serving(cell) is None
     assert l_star_status(_cell("rmsnorm", 3, eps=0.1)) == ("finite", last_l_star_eps(3))
     with pytest.raises(ValueError):

@@ -134,7 +134,7 @@ def test_registry_and_refusals():
         for d in (2, 8):
             cell = _cell(variant, affine, d=d)
             assert refusal(cell) is None and select_last_rms.built(cell)
-    for kw, words in ((dict(eps=1e-3), "eps > 0"), (dict(readout="classification"), "classification")):
+    for kw, words in ((dict(eps=1e-3), "eps > 0"), (dict(readout="classification", eps=1e-3), "classification")):
         cell = _cell("post_bare", **kw)
         why = refusal(cell)
         assert why is not None and words in why

@@ -17,7 +17,7 @@
   form evaluated without sympy (:func:`constructions.closed_forms.value`; ``closed_form``'s
   float can differ from it in the last bit) and ``B_min_exact`` is None.  Classification: 0 as an infimum once some head
   counts to ``L`` where the cell's construction is scale-free
-  (:func:`constructions.classification.scale_free`: free biases make the argmax invariant under a
+  (:func:`constructions.registry.scale_free`: free biases make the argmax invariant under a
   positive factor on the head, and there the embeddings scale down to 0 with it), and ``ratio``
   is undefined; not known where the embeddings' scores must keep a contrast (the select task read
   last with softmax attention without a norm, :mod:`constructions.select_last_contrast_head`) or
@@ -44,7 +44,7 @@ def _b_min(params: Params, L: int, counts: bool, exact: bool) -> dict:
     known = cell.task == COUNT and cell.read == BOS
     out = {"B_min": None, "B_min_exact": None, "B_min_is_infimum": False}
     if cell.readout == "classification":
-        from constructions.classification import scale_free
+        from constructions.registry import scale_free
 
         if counts and scale_free(cell):  # the cell's construction scales down to 0 and counts
             return {**out, "B_min": 0.0, "B_min_exact": "0" if exact else None, "B_min_is_infimum": True,
