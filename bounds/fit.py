@@ -35,9 +35,7 @@ def theory_exponent(cell: Cell):
     0 for the ``B_min`` of a classification cell that is not scale-free, which grows like
     ``sqrt(ln L)`` (:func:`log_law`)."""
     if cell.readout == "classification":
-        from constructions.registry import scale_free
-
-        return laws.margin_exponent(cell) if scale_free(cell) else 0.0
+        return laws.margin_exponent(cell) if registry.scale_free(cell) else 0.0
     return laws.theory_exponent(cell)
 
 
@@ -100,7 +98,7 @@ def theory_note(cell: Cell):
         return ("theory is the exponent of the proven upper bound (the count task read last, its "
                 "sub-task n_b = 0); the head (constructions.select_last_points on the regression "
                 "geometry) decays faster, and the select task's own rate is not derived")
-    if cell.readout == "classification" and theory_exponent(cell) == 0:
+    if cell.readout == "classification" and not registry.scale_free(cell):
         return ("B_min grows like sqrt(ln L), slower than every power: the construction's "
                 "embeddings keep the score contrast exp(tau <e_a - e_b, e_s>) > L - 1 "
                 "(constructions.select_last_contrast_head); "

@@ -78,10 +78,15 @@ and with ``b_c = -<u_c, lam e_a> - r_c`` the ``a, b`` inputs keep their logits w
 ``(lam, kappa)`` classifies every input with margin at least ``kappa S m``: ``t_s(lam)`` is monotone
 in ``lam`` and lies between ``0`` and ``t_s``, both in ``[lo_0, hi_0]``, and its factor ``1/(1 + lam
 a_1)`` is at most ``max(1, 1/(1 + a_1)) <= W_0``.  As ``lam, kappa -> 0`` every embedding and row
-goes to 0 (bare: ``B -> 0``).  With a gain, ``g -> gam g`` scales the values by ``gam``; the right
-angle is scale invariant, the positions ``rho(gam) n`` stay strictly increasing and the head of
-this module is rebuilt at that geometry (valid wherever the screen's conditions hold; not proved
-here for every ``gam``).  The tests certify the bare scaling at ``lam = kappa = 2^-12``.
+goes to 0 (bare: ``B -> 0``).  With a gain, ``g -> gam g`` (``gam > 0``) scales the values by
+``gam``: the right angle ``<h_a - h_b, h_a - h_s> = 0`` and the independence of ``v_1, v_2`` are
+scale invariant, so the cancellation holds and every input with ``n_a = n`` sits at ``rho(gam) n``
+with ``rho(gam) > 0``, strictly increasing in ``n``; and ``t_s(lam) -> 0`` as ``lam -> 0``, so for
+``lam`` small enough class 0 (``{0, t_s(lam)}``) lies below ``rho(gam)``, every gap ``G_n`` is
+positive and the weighted collinear head above exists at that geometry, with a positive margin.
+So for every ``gam > 0`` some ``lam`` and every ``kappa > 0`` give a head that counts, and
+``gam, lam, kappa -> 0`` takes every vector to 0: ``B_min = 0`` as an infimum with a gain too.
+The tests certify the bare scaling at ``lam = kappa = 2^-12``.
 
 *The bound* (:func:`bounds.margin.margin_upper`): the count task's at the last read, its sub-task
 ``n_b = 0`` (:mod:`constructions.select_last_points`, "The bound": the inputs ``(s, a^n)`` read at

@@ -32,7 +32,7 @@ import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
 
 from constructions.cell import BOS, COUNT, Params
-from constructions import closed_forms
+from constructions import closed_forms, registry
 from verify.certify import certify, rigorous_bound
 
 VERDICTS = {"counts": "counts", "fails": "does not count", "cannot certify": "cannot certify"}
@@ -44,9 +44,7 @@ def _b_min(params: Params, L: int, counts: bool, exact: bool) -> dict:
     known = cell.task == COUNT and cell.read == BOS
     out = {"B_min": None, "B_min_exact": None, "B_min_is_infimum": False}
     if cell.readout == "classification":
-        from constructions.registry import scale_free
-
-        if counts and scale_free(cell):  # the cell's construction scales down to 0 and counts
+        if counts and registry.scale_free(cell):  # the cell's construction scales down to 0 and counts
             return {**out, "B_min": 0.0, "B_min_exact": "0" if exact else None, "B_min_is_infimum": True,
                     "B_min_source": "an infimum: with free biases the argmax is scale-free, and the "
                                     "cell's construction scales its embeddings down to 0"}
