@@ -43,8 +43,8 @@ def log_law(cell: Cell, rows, L_from: int) -> dict:
     """The fit of ``B_min^2`` on ``ln L`` over the certified rows with ``L >= L_from``: its slope,
     95% interval and the theory slope ``sqrt(d)/2`` (the select task read last with softmax
     attention, classification: :mod:`constructions.select_last_contrast_head` keeps ``B^2 =
-    (sqrt(d)/2) ln L + O(1)``, and without a norm :mod:`bounds.contrast_lower` proves ``B_min^2 >=
-    (sqrt(d)/2) ln((L - 1)/2) - o(1)``)."""
+    (sqrt(d)/2) ln L + O(1)``, and :mod:`bounds.contrast_lower` proves ``B_min^2 >= (sqrt(d)/2)
+    ln((L - 1)/2) - o(1)`` without a norm, ``> (sqrt(d)/2) ln((L - 1)/3)`` after post-norm)."""
     pts = sorted((r["L"], r["B_min"]) for r in rows
                  if r.get("certified") and r.get("B_min") and r["L"] >= L_from)
     out = {"slope": None, "ci95": None, "theory": math.sqrt(cell.d) / 2, "model": "B_min^2 = c + s ln L"}
@@ -102,9 +102,7 @@ def theory_note(cell: Cell):
         return ("B_min grows like sqrt(ln L), slower than every power: the construction's "
                 "embeddings keep the score contrast exp(tau <e_a - e_b, e_s>) > L - 1 "
                 "(constructions.select_last_contrast_head); "
-                + ("the proven lower bound has the same slope of B_min^2 on ln L "
-                   "(bounds.contrast_lower)" if not cell.normed else
-                   "after post-norm no lower bound is proven, the slope is the construction's")
+                + "the proven lower bound has the same slope of B_min^2 on ln L (bounds.contrast_lower)"
                 + "; log_law fits B_min^2 on ln L")
     if cell.readout != "classification" or laws.family(cell) != "segment":
         return None

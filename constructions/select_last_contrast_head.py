@@ -48,16 +48,13 @@ are independent, and after LayerNorm their centred parts span a plane; ``d >= 3`
 1/mu))``, and the angles are those of the smallest ``B`` that meets it (a float search,
 :func:`angles`; the mpmath construction then checks that the classes are apart and the judge
 certifies every input on balls).  The condition needs ``exp(tau <e_a - e_b, e_s>) > L - 1``, so
-``2 B^2 >= sqrt(d) ln(L - 1)``: ``B^2 = (sqrt(d)/2) ln L + O(1)``.  Without a norm this is the rate
-of the proven lower bound (:func:`bounds.contrast_lower.b_lower`); after post-norm no lower
-bound is proven (a head with biases reads the normalised outputs, whose logits are not affine in
-the counts).
+``2 B^2 >= sqrt(d) ln(L - 1)``: ``B^2 = (sqrt(d)/2) ln L + O(1)``.  This is the rate of the
+proven lower bound (:func:`bounds.contrast_lower.b_lower`), without a norm and after post-norm.
 
 *Not scale-free.*  The argmax is invariant under a positive factor on the head, not on the
 embeddings: their scores set ``kappa`` and ``mu``.  So ``B_min`` here is not an infimum of 0: it is
 at most the bound of ``e_s, e_a, e_b`` (and the gain, of norm ``B``, and the bias, 0; the head's
-rows scale down freely) and, without a norm, at least :func:`bounds.contrast_lower.b_lower`
-(``L >= 5``).  The row's ``margin`` is that of the head with rows of norm ``<= 1`` on these
+rows scale down freely) and at least :func:`bounds.contrast_lower.b_lower` (``L >= 5``).  The row's ``margin`` is that of the head with rows of norm ``<= 1`` on these
 embeddings.
 """
 

@@ -1,6 +1,6 @@
-"""The select task read last, softmax attention without a norm, classification: the head of
-constructions.select_last_contrast_head (certified, cancels b at its own query) and the proven
-lower bound of bounds.contrast_lower (checked against an independent LP over heads)."""
+"""The select task read last, softmax attention without a norm or after post-norm, classification:
+the head of constructions.select_last_contrast_head (certified, cancels b at its own query) and
+the proven lower bounds of bounds.contrast_lower (checked against independent LPs over heads)."""
 
 import math
 
@@ -215,5 +215,91 @@ def test_after_post_norm_the_head_reads_t(post):
         logits = np.asarray(explicit(params, seq, "float64"), dtype=float)
         assert int(np.argmax(logits)) == target(seq)
     row = search.classification_row(post, 12)
-    assert row["certified"] and row["B_lower"] is None and not row["B_min_is_infimum"]
+    assert row["certified"] and not row["B_min_is_infimum"]
     assert row["B_min"] == rigorous_bound(params, exclude=("u",))
+    assert 0 < row["B_lower"] == contrast_lower.b_lower(post, 12) < row["B_min"]
+
+
+def _pair_outputs(e, L, d, centred):
+    """The normalised outputs ``N(r)`` (eps = 0, an own pass) of every input of class 1 and of
+    class 2, read at its last token."""
+    tau = 1 / math.sqrt(d)
+    out = {1: [], 2: []}
+    for n_a, n_b, q in _inputs(L):
+        if n_a not in out:
+            continue
+        counts = {"s": 1, "a": n_a, "b": n_b}
+        w = {t: counts[t] * math.exp(tau * e[q] @ e[t]) for t in "sab"}
+        r = e[q] + sum(w[t] * e[t] for t in "sab") / sum(w.values())
+        r = r - r.mean() if centred else r
+        out[n_a].append(math.sqrt(d) * r / np.linalg.norm(r))
+    return out
+
+
+def _separable(out, d):
+    """Whether some ``(l, delta)`` (``|l_i| <= 1``) has ``<l, y> + delta <= -m`` on class 1 and
+    ``>= m`` on class 2 with ``m > 1e-7``: the logit difference of any head with any gain and bias
+    after the norm (float LP)."""
+    rows = [np.r_[y, 1.0, 1.0] for y in out[1]] + [np.r_[-y, -1.0, 1.0] for y in out[2]]
+    cost = np.zeros(d + 2)
+    cost[-1] = -1
+    res = linprog(cost, A_ub=np.array(rows), b_ub=np.zeros(len(rows)),
+                  bounds=[(-1, 1)] * d + [(None, None), (None, 1)], method="highs")
+    return -res.fun > 1e-7
+
+
+#: the Gram matrix (at unit bound) of the embeddings that need the least bound for the chart's
+#: necessary condition on the classes 1 and 2 (a search; the LP needs x^2 about 8-16 (L - 1)/3)
+HULL_GRAM = np.array([[1.0, -0.9385924, 0.54629104], [-0.9385924, 0.99844217, -0.70233458],
+                      [0.54629104, -0.70233458, 0.61629504]])
+
+
+def _post(d, centred):
+    return Cell(attention="softmax", variant="post_bare", readout="classification", d=d,
+                task="select", read="last", norm="layernorm" if centred else "rmsnorm")
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(5, 40), st.sampled_from([3, 8]), st.booleans(), st.integers(0, 2**32 - 1),
+       st.floats(0.2, 1.0))
+def test_post_norm_lower_bound_against_an_lp_over_heads(L, d, centred, seed, shrink):
+    """After post-norm (LayerNorm: centred; RMSNorm) no head separates the classes 1 and 2 when
+    the embeddings' bound is at most the proven one: the LP over every head's logit difference
+    ``<l, N(r)> + delta`` (any gain and bias folded in) finds no margin.  The directions are
+    random, or near :data:`HULL_GRAM`."""
+    rng = np.random.default_rng(seed)
+    U = rng.normal(size=(3, d))
+    if seed % 2:
+        U = np.zeros((3, d))
+        U[:, :3] = np.linalg.cholesky(HULL_GRAM)
+        U += 0.02 * rng.normal(size=(3, d))
+    U /= np.linalg.norm(U, axis=1).max()
+    e = dict(zip("abs", contrast_lower.b_lower(_post(d, centred), L) * shrink * U))
+    assert not _separable(_pair_outputs(e, L, d, centred), d)
+
+
+@pytest.mark.parametrize("centred", [True, False])
+def test_post_norm_construction_is_separable_only_above_the_bound(centred):
+    """The LP check can fail: the construction's embeddings separate the classes 1 and 2 at their
+    own bound, and no longer when scaled down to the proven one."""
+    for L in (6, 12, 24):
+        post = _post(3, centred)
+        params = classification.design(post).build(L)
+        e = {t: np.array([float(x) for x in params.vectors[f"e_{t}"]]) for t in "sab"}
+        assert _separable(_pair_outputs(e, L, 3, centred), 3)
+        scale = contrast_lower.b_lower(post, L) / rigorous_bound(params, exclude=("u",))
+        assert not _separable(_pair_outputs({t: scale * v for t, v in e.items()}, L, 3, centred), 3)
+
+
+def test_the_readme_post_norm_lower_bound():
+    """The README's B_lower(1024) after post-norm is the proven bound at d = 8, rounded down."""
+    import os
+    import re
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    section = text.split("### Classification of the select task read last with softmax attention")[1]
+    (quoted,) = re.findall(r"`B_lower\(1024\) =\s+(\d+\.\d+)` at `d = 8`", section.split("## ")[0])
+    for kind in (True, False):
+        b = contrast_lower.b_lower(_post(8, kind), 1024)
+        assert float(quoted) <= b < float(quoted) + 1e-6
