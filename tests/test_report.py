@@ -15,8 +15,12 @@ from constructions.cell import Cell, architectures
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
+    """The report at d = 3 to L = 16; the task cells' sweeps (the select task and the last read,
+    whose shape searches cost most) only to L = 2, enough for their lines and figure."""
     out = tmp_path_factory.mktemp("report")
-    assert report.main(["--Lmax", "16", "--d", "3", "--out", str(out), "--jobs", "1"]) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(report, "TASKS_LMAX", 2)
+        assert report.main(["--Lmax", "16", "--d", "3", "--out", str(out), "--jobs", "1"]) == 0
     return out
 
 
