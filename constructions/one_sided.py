@@ -311,23 +311,17 @@ def _amplitude(L: int, foot: float, lam: float) -> float:
 
 
 def least_amplitude(L: int, foot: float):
-    """``(lam, min over lam of R*)`` at the foot.  Where an earlier search at ``L`` or ``L - 1``
-    gives a guess (:func:`_warm`): the edge of the admissible shapes next to it if the least is
-    there (:func:`_edge`), else a Brent search in the bracket ``e^{+-1/4}`` around it, kept if its
-    least is inside and below both ends; failing those, a log-spaced scan, then a bounded Brent
-    search."""
+    """``(lam, min over lam of R*)`` at the foot.  Where :func:`_warm` gives a guess: the edge of
+    the admissible shapes next to it if the least is there (:func:`_edge`), else a Brent search in
+    the bracket ``e^{+-1/4}`` around it, kept if its least is inside and below both ends; failing
+    those, a log-spaced scan, then a bounded Brent search.  A function of ``(L, foot)`` alone."""
     return _least(L, float(foot))
 
 
-#: the last best ``lam`` per ``L``: feet of nearby budgets have nearby best shapes, and so do
-#: nearby ``L`` (the best ``lam`` grows like ``(L + 2)^{3/2}``, the scan's upper end)
-_LAST: dict = {}
-
-
 def _warm(L: int):
-    """The log of a guess of the best ``lam`` at ``L``: the last one at ``L``, else the last one at
-    ``L - 1`` moved by the growth ``(L + 2)^{3/2}``, else (``L >= WARM_L``) the asymptotic edge
-    ``lam = L^{3/2}/(4 sqrt 2)`` (None: no guess).
+    """The log of a guess of the best ``lam`` at ``L``: for ``L >= WARM_L`` the asymptotic edge
+    ``lam = L^{3/2}/(4 sqrt 2)`` (None below it: no guess, the scan decides).  The guess depends
+    on ``L`` alone, so the shape found at ``(L, foot)`` does not depend on earlier searches.
 
     The asymptotic edge: for ``lam >> L`` the angles ``theta_n = atan((n + F)/lam)`` are small and
     the counts are ``n + F = lam tan theta``; the read-outs ``C + A_perp cos theta + A_along sin
@@ -337,16 +331,12 @@ def _warm(L: int):
     fit errs by ``E = (lam/2) (L/lam)^3/32 = L^3/(64 lam^2)``, which is 1/2 at ``lam^2 =
     L^3/32``, with the alternation at the Chebyshev extrema ``0, L/4, 3L/4, L`` (the first
     reference of :func:`_chebyshev`)."""
-    if L in _LAST:
-        return np.log(_LAST[L])
-    if L - 1 in _LAST:
-        return np.log(_LAST[L - 1]) + 1.5 * np.log((L + 2) / (L + 1))
     if L >= WARM_L:
         return 1.5 * np.log(L) - np.log(4 * np.sqrt(2))
     return None
 
 
-#: from this ``L`` on a search without an earlier one starts at the asymptotic edge (:func:`_warm`;
+#: from this ``L`` on the search starts at the asymptotic edge (:func:`_warm`;
 #: at ``L = 256`` it is within 1% of the edge, at ``L = 4096`` within 0.06%)
 WARM_L = 256
 
@@ -408,7 +398,6 @@ def _least(L: int, foot: float):
     mid = _warm(L)
     edge = None if mid is None else _edge(L, foot, mid)
     if edge is not None:
-        _LAST[L] = edge[0]
         return edge
     if mid is not None:  # a Brent search in a bracket around the guess, if it holds the least
         with np.errstate(invalid="ignore"):  # an infinite norm (no read-out) is a value
@@ -416,8 +405,7 @@ def _least(L: int, foot: float):
                                   options={"xatol": 1e-12})
         if (np.isfinite(res.fun) and abs(res.x - mid) < 0.2
                 and res.fun < min(value(mid - 0.25), value(mid + 0.25))):
-            _LAST[L] = float(np.exp(res.x))
-            return _LAST[L], float(res.fun)
+            return float(np.exp(res.x)), float(res.fun)
     grid = np.linspace(np.log(1e-2), np.log(10.0 * (L + 2) ** 1.5), 49)
     vals = np.array([value(g) for g in grid])
     j = int(np.argmin(vals))
@@ -427,8 +415,7 @@ def _least(L: int, foot: float):
         res = minimize_scalar(value, bounds=(grid[max(j - 1, 0)], grid[min(j + 1, len(grid) - 1)]),
                               method="bounded", options={"xatol": 1e-12})
     ll = res.x if res.fun < vals[j] else grid[j]
-    _LAST[L] = float(np.exp(ll))
-    return _LAST[L], min(float(res.fun), float(vals[j]))
+    return float(np.exp(ll)), min(float(res.fun), float(vals[j]))
 
 
 #: relative steps from the least shape tried by :func:`best_shape`: half decades, 1e-9 to 0.3

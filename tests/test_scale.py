@@ -151,18 +151,16 @@ def test_benchmark_reports_cpu_wall_rows_and_the_naive_ratio(capsys):
 @pytest.mark.parametrize("L", [one_sided.WARM_L, 1024])
 @pytest.mark.parametrize("foot", [1e-3, 0.5, 3.0])
 def test_the_one_sided_cold_start_finds_the_scan_s_least_shape(monkeypatch, L, foot):
-    """Without an earlier search (``L >= WARM_L``) the least amplitude is found from the
+    """From ``L >= WARM_L`` on the least amplitude is found from the
     asymptotic edge ``lam = L^{3/2}/(4 sqrt 2)`` as the root of the best fit's margin; the
     log-spaced scan with a Brent search (the path below ``WARM_L``) must find the same shape and
     no smaller amplitude, and the shape found is the edge: the margin is >= 0 there and < 0 just
     below it."""
-    monkeypatch.setattr(one_sided, "_LAST", {})
     one_sided._least.cache_clear()
     guess = one_sided._warm(L)
     lam, R = one_sided.least_amplitude(L, foot)
     assert one_sided.centre_point(L, foot, lam)[0] >= 0 > one_sided.centre_point(L, foot, lam * (1 - 1e-6))[0]
     assert abs(np.log(lam) - guess) < 0.01  # the asymptotic edge, at most 1% off from WARM_L on
-    monkeypatch.setattr(one_sided, "_LAST", {})
     monkeypatch.setattr(one_sided, "WARM_L", 10 * L)
     one_sided._least.cache_clear()
     lam_scan, R_scan = one_sided.least_amplitude(L, foot)
