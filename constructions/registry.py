@@ -260,10 +260,16 @@ def gain_select_last(cell: Cell) -> bool:
             and cell.kind.image_dim(cell.d) >= 2)
 
 
+def _softmax_select_last(cell: Cell) -> bool:
+    """The select task read last with softmax attention (the cells of the heads below differ in
+    the norm)."""
+    return cell.distractor and cell.read.last and cell.attention == "softmax"
+
+
 def gain_softmax_select_last(cell: Cell) -> bool:
     """Softmax attention with pre-norm and a gain at ``eps = 0``, the values filling a 2-D
     ellipse (RMSNorm ``d >= 3``, LayerNorm ``d >= 4``; :mod:`constructions.select_last_softmax`)."""
-    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.pre
+    return (_softmax_select_last(cell) and cell.pre
             and cell.affine.gain and cell.eps == 0 and cell.d >= (4 if cell.kind.centred else 3))
 
 
@@ -272,21 +278,21 @@ def circle_softmax_select_last(cell: Cell) -> bool:
     curve (the norm's image a plane: RMSNorm ``d = 2``, LayerNorm ``d = 3``;
     :mod:`constructions.select_last_circle`: the three points of :func:`gain_softmax_select_last`
     on a circle moved off 0 by the bias)."""
-    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.pre
+    return (_softmax_select_last(cell) and cell.pre
             and cell.affine.bias and cell.eps == 0 and cell.kind.image_dim(cell.d) == 2)
 
 
 def pair_select_last(cell: Cell) -> bool:
     """Softmax attention without a norm, every ``d`` (``L* = 2``: ``b`` a copy of ``s`` on the count
     task's extremal pair, :mod:`constructions.select_last_pair`)."""
-    return cell.distractor and cell.read.last and cell.attention == "softmax" and not cell.normed
+    return _softmax_select_last(cell) and not cell.normed
 
 
 def bare_softmax_select_last(cell: Cell) -> bool:
     """Softmax attention with bare pre-norm at ``eps = 0``, either kind, every ``d`` (``L* = 4``:
     three values on one great circle; LayerNorm at ``d = 2``, two values, ``L* = 2``;
     :mod:`constructions.select_last_bare`)."""
-    return (cell.distractor and cell.read.last and cell.attention == "softmax" and laws.rigid(cell)
+    return (_softmax_select_last(cell) and laws.rigid(cell)
             and cell.eps == 0)
 
 
@@ -294,7 +300,7 @@ def select_last_arc(cell: Cell) -> bool:
     """The select task read last, softmax attention with post-LayerNorm at ``eps = 0``
     (:mod:`constructions.select_last_post`: b with the centred part of a); at ``d = 2`` (two
     points) ``L = 1`` only, as :func:`last_arc`."""
-    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.post
+    return (_softmax_select_last(cell) and cell.post
             and cell.kind.centred and cell.eps == 0)
 
 
@@ -317,14 +323,14 @@ def eps_select_last_arc(cell: Cell) -> bool:
     """The select task read last, softmax attention with post-LayerNorm at ``eps > 0`` and
     ``d >= 3``, every affine (:mod:`constructions.last_post_eps`: :func:`select_last_arc` on the
     tilted plane)."""
-    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.post
+    return (_softmax_select_last(cell) and cell.post
             and cell.kind.centred and cell.eps > 0 and cell.d >= laws.smallest_d(cell))
 
 
 def select_last_rms(cell: Cell) -> bool:
     """The select task read last, softmax attention with post-RMSNorm at ``eps = 0``, every ``d``
     and affine (:mod:`constructions.select_last_rms`: ``e_b`` parallel to ``e_a``, one line)."""
-    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.post
+    return (_softmax_select_last(cell) and cell.post
             and not cell.kind.centred and cell.eps == 0)
 
 
@@ -419,15 +425,14 @@ def contrast_select_last(cell: Cell) -> bool:
     """The select task read last, softmax attention without a norm, every ``d``, or after
     post-norm at ``eps = 0``, ``d >= 3``, either kind and every affine (a head that cancels ``b``
     at its own query, :mod:`constructions.select_last_contrast_head`)."""
-    return pair_select_last(cell) or (cell.distractor and cell.read.last and cell.attention == "softmax"
-                                      and cell.post and cell.eps == 0 and cell.d >= 3)
+    return pair_select_last(cell) or (_softmax_select_last(cell) and cell.post and cell.eps == 0
+                                      and cell.d >= 3)
 
 
 def cancel_select_last(cell: Cell) -> bool:
     """The select task read last, softmax attention with pre-norm at ``eps = 0``, ``d >= 3``, every
     kind and affine (:mod:`constructions.select_last_cancel_head`: the distractor cancelled)."""
-    return (cell.distractor and cell.read.last and cell.attention == "softmax" and cell.pre
-            and cell.eps == 0 and cell.d >= 3)
+    return _softmax_select_last(cell) and cell.pre and cell.eps == 0 and cell.d >= 3
 
 
 #: the classification heads (module docstring)

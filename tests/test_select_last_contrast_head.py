@@ -111,16 +111,20 @@ def _inputs(L):
     return out
 
 
+def _residual(e, n_a, n_b, q, d):
+    """The residual ``r = e_q + A`` of the input with ``n_a`` tokens ``a``, ``n_b`` tokens ``b``
+    and last token ``q``, softmax at ``q`` (a float pass of its own)."""
+    counts = {"s": 1, "a": n_a, "b": n_b}
+    w = {t: counts[t] * math.exp(e[q] @ e[t] / math.sqrt(d)) for t in "sab"}
+    return e[q] + sum(w[t] * e[t] for t in "sab") / sum(w.values())
+
+
 def lp_margin(e, L, d):
     """The largest margin of any head (every entry of u in [-1, 1], biases free) on the outputs
     of the embeddings ``e`` (float LP over the outputs of every input)."""
-    tau = 1 / math.sqrt(d)
     zs, cls = [], []
     for n_a, n_b, q in _inputs(L):
-        w = {t: math.exp(tau * e[q] @ e[t]) for t in "sab"}
-        counts = {"s": 1, "a": n_a, "b": n_b}
-        D = sum(counts[t] * w[t] for t in "sab")
-        zs.append(e[q] + sum(counts[t] * w[t] * e[t] for t in "sab") / D)
+        zs.append(_residual(e, n_a, n_b, q, d))
         cls.append(n_a)
     C, nv = L + 1, (L + 1) * (d + 1) + 1  # u_c (d), b_c, then m
     rows = []
@@ -223,14 +227,11 @@ def test_after_post_norm_the_head_reads_t(post):
 def _pair_outputs(e, L, d, centred):
     """The normalised outputs ``N(r)`` (eps = 0, an own pass) of every input of class 1 and of
     class 2, read at its last token."""
-    tau = 1 / math.sqrt(d)
     out = {1: [], 2: []}
     for n_a, n_b, q in _inputs(L):
         if n_a not in out:
             continue
-        counts = {"s": 1, "a": n_a, "b": n_b}
-        w = {t: counts[t] * math.exp(tau * e[q] @ e[t]) for t in "sab"}
-        r = e[q] + sum(w[t] * e[t] for t in "sab") / sum(w.values())
+        r = _residual(e, n_a, n_b, q, d)
         r = r - r.mean() if centred else r
         out[n_a].append(math.sqrt(d) * r / np.linalg.norm(r))
     return out

@@ -20,8 +20,8 @@
   (:func:`constructions.registry.scale_free`: free biases make the argmax invariant under a
   positive factor on the head, and there the embeddings scale down to 0 with it), and ``ratio``
   is undefined; not known where the embeddings' scores must keep a contrast (the select task read
-  last with softmax attention without a norm, :mod:`constructions.select_last_contrast_head`) or
-  no construction serves the cell.
+  last with softmax attention without a norm or after post-norm,
+  :mod:`constructions.select_last_contrast_head`) or no construction serves the cell.
 
 :func:`exit_status` is 0 for ``counts`` and 1 otherwise.
 """
