@@ -150,7 +150,7 @@ def _post(cell: Cell, L: int) -> float:
     <= 2 |z_1 - z_0|``, with ``|z_1 - z_0| <= 2 sqrt(d)`` bare and ``|g * (N_1 - N_0)| <= 2 M |g|
     <= 2 M`` with a gain (``|N_i| <= M``, the kind's largest coordinate; a bias cancels).
 
-    *Linear attention after post-RMSNorm* (the count task, whose head there is the select task's,
+    *Linear attention after post-RMSNorm* (the count task,
     :mod:`constructions.count_last_foot_head`, and the select task's sub-task): the arc of ``P + Q + m Q`` has its foot at ``p = -(F + 1)`` and its distance
     tied, ``lam <= kappa F`` (:func:`constructions.laws.last_distance_ratio`), so the dual
     certificate over that smaller domain (:func:`bounds.arc_margin.arc_upper` of the last-read

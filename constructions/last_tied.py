@@ -28,6 +28,10 @@ arc, class 0 from ``x = D`` to ``x ~ F``, and the greedy head of
 :func:`constructions.classification.circle_head` reads them at their facing ends
 (:func:`constructions.select_last_points.arc_screen`).
 
+*The count task* (:mod:`constructions.count_last_foot_head`) has no query ``b``: its points are
+the offsets ``D`` and ``n + F`` for ``n = 1..L`` (:func:`counts`), and its parameter set has no
+``e_b``.
+
 *The shape* ``(F/L, t = c^2, omega, chi)`` (``b = 1 - 2^-30``, ``a = (sqrt(d) + b t)/F``, at most
 ``1 - 2^-30``): ``along = cos(omega) e_1 + sin(omega) e_2``, ``perp = -sin(omega) e_1 + cos(omega)
 e_2`` and, with a gain, ``g = (1 - 2^-40)(cos(chi) e_1 + sin(chi) e_2)`` (the bias 0), so that
@@ -65,12 +69,19 @@ def offsets(d: int, F_over_L: float, t: float, L: int):
     return a, F, b * math.sqrt(t * (1 - t)) / a, b * t / a
 
 
+def counts(cell: Cell, L: int) -> np.ndarray:
+    """The counts ``n`` whose offsets ``F + n`` hold outputs: ``0..L`` for the select task (the
+    offset ``F`` is the query ``b`` without ``a``, class 0), ``1..L`` for the count task, whose
+    class 0 is the input ``(s)`` alone."""
+    return np.arange(0 if cell.distractor else 1, L + 1, dtype=np.float64)
+
+
 def plane_points(cell: Cell, L: int, shape) -> np.ndarray:
-    """The outputs in the plane of ``e_1, e_2`` at the offsets ``D``, then ``F + n`` for ``n =
-    0..L`` (an ``(L + 2, 2)`` float array)."""
+    """The outputs in the plane of ``e_1, e_2`` at the offsets ``D``, then ``F + n`` for the
+    :func:`counts` ``n`` (a float array of one row each)."""
     F_over_L, t, omega, chi = shape
     _, F, lam, D = offsets(cell.d, F_over_L, t, L)
-    x = np.concatenate([[D], F + np.arange(L + 1, dtype=np.float64)])
+    x = np.concatenate([[D], F + counts(cell, L)])
     return on_plane(cell, x, lam, omega, chi)
 
 
@@ -94,7 +105,7 @@ def screen(cell: Cell, L: int, shape) -> float:
         return 0.0
     y = plane_points(cell, L, shape)
     z = np.concatenate([y, np.zeros((len(y), 1))], axis=1)
-    n_a = np.concatenate([[0], np.arange(L + 1)])
+    n_a = np.concatenate([[0], counts(cell, L)]).astype(np.int64)
     with np.errstate(all="ignore"):
         out = arc_screen(np.zeros(3), z, n_a, L)
     return 0.0 if out is None else float(out[0])
@@ -186,8 +197,9 @@ def geometry(cell: Cell, L: int, dps: int = 50) -> Params:
         vec = lambda xs: np.array(xs, dtype=object)
         vectors = {"e_a": vec([ra * v for v in along]),
                    "e_s": vec([rb * (c * p + s * q) for p, q in zip(along, perp)]),
-                   "e_b": vec([beta * ra * v for v in along]),
                    "w": vec(first)}
+        if cell.distractor:
+            vectors["e_b"] = vec([beta * ra * v for v in along])
         if cell.affine.gain:
             g = list(zero)
             g[0], g[1] = GAIN * mpmath.cos(chi), GAIN * mpmath.sin(chi)

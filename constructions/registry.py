@@ -55,7 +55,7 @@ ContrastSelectLastHead`, without a norm and after post-norm, not scale-free) and
 ``eps = 0``, :func:`cancel_select_last`
 (:class:`~constructions.select_last_cancel_head.CancelSelectLastHead`); the count task read last
 after post-RMSNorm with linear attention: :func:`last_foot`, the regression cell's own test
-(:class:`~constructions.count_last_foot_head.CountLastFootHead`, the select task's head).
+(:class:`~constructions.count_last_foot_head.CountLastFootHead`, its tied arc's head or the select task's).
 """
 
 from __future__ import annotations

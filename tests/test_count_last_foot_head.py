@@ -35,7 +35,7 @@ def test_certified_within_the_ball_and_between_the_select_margin_and_the_bound(c
 def test_the_count_outputs_are_the_select_parameter_sets(cell):
     L = 4
     select_params = classification.design(cell.replace(task="select")).build(L)
-    count_params = classification.design(cell).build(L)
+    count_params = classification.design(cell).stripped(L)
     for seq in [("s",), ("s", "a"), ("s",) + ("a",) * L]:
         a, b = explicit(select_params, seq, "mp40"), explicit(count_params, seq, "mp40")
         assert list(a) == list(b) and max(range(L + 1), key=lambda c: b[c]) == seq.count("a")
@@ -44,3 +44,14 @@ def test_the_count_outputs_are_the_select_parameter_sets(cell):
 def test_with_eps_it_is_refused_for_the_count_task():
     reason = refusal(CELLS[0].replace(eps=0.01))
     assert reason and reason.startswith("the count task at the last read")
+
+
+def test_bare_the_head_meets_the_bound_to_one_percent_from_L_16():
+    """The count task's own tied arc (module docstring of constructions.count_last_foot_head):
+    certified, and within 1% of the proven bound; the stripped select head, which keeps an
+    extra class-0 point one count before the count 1, is below it."""
+    cell, L = CELLS[0], 16
+    row = classification_row(cell, L, witness=True)
+    assert row["certified"] and row["margin_ratio"] <= 1.01
+    select = counts_to(classification.design(cell).stripped(L), L, "arb256")
+    assert select.certified and float(select.min_margin) < row["margin"]

@@ -141,7 +141,7 @@ def test_served_and_refused():
         # eps > 0: the one-sided arc lifted (constructions.last_post_eps)
         assert refusal(_cell(kw, eps=0.01)) is None
         assert registry.serving(_cell(kw, eps=0.01)).name == "EpsFootDesign"
-        # classification: the select task's head without e_b (constructions.count_last_foot_head);
+        # classification: the count task's tied arc head (constructions.count_last_foot_head);
         # refused at eps > 0
         assert refusal(_cell(kw).replace(readout="classification")) is None
         assert registry.serving(_cell(kw).replace(readout="classification")).name == "CountLastFootHead"
