@@ -33,7 +33,10 @@ omega_{c-1} [z_c - z_{c-1}, v_c]`` (``[,]`` the 2-D cross product), starting at 
 whose vector is ``-t_c`` (a slack pair before it has weight 0).  Any negative or undefined
 weight is set to 0: (W) needs only ``k >= 0``.  The same ``k`` is then used for *every*
 geometry; with it the supremum of (W) over the geometry is the construction's margin to float
-precision (a saddle point, observed), and what is proven is the supremum.
+precision (a saddle point, observed), and what is proven is the supremum.  The one exception is
+the tied arc of the last read with a gain, where that supremum sits at a larger foot, some 4%
+above the construction: there each box takes the least of (W) over the weights of the greedy
+heads on the tied arcs at a few feet (:data:`TIED_FEET`; any weights are valid on any box).
 
 **Stable chord geometry.**  In complex notation ``u_n = (lam + i x_n)/r_n``, ``x_n = n - p``,
 ``r_n = |lam + i x_n|``, ``S_n = r_n^2``: the points turn anticlockwise by ``dtheta_c`` with
@@ -140,6 +143,7 @@ most ``BATCH_ENTRIES`` box-class pairs): some 250-600 boxes bare and 1000-1400 w
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 
@@ -167,6 +171,10 @@ NEWTON_STEPS = 8
 TANGENT_BELOW = 0.3
 #: the least tangent point (``s^2``) of the tangent bound
 TANGENT_FLOOR = 1e-6
+#: the feet, as multiples of the construction's, of the certificates of the tied arc with a gain
+#: (:func:`_tied_family`): where the construction's weights alone stall (up to ~1.5 times its
+#: foot, d = 8); a heuristic, as any weights give a valid bound
+TIED_FEET = (1.0, 1.1, 1.25, 1.5)
 
 
 def certificate(cell: Cell, L: int):
@@ -242,6 +250,14 @@ class _Arc:
         #: Newton's start for ``eta_0``: the disk's centre, or the tied arc's ellipse (nearly
         #: degenerate: Newton from the centre would not reach it)
         self.eta = 0.999 * last_tied.count_arc(cell, L)[3] if tied_last else np.zeros(2)
+
+    def reweighted(self, k: np.ndarray) -> "_Arc":
+        """The same terms with the weights ``k`` (any ``k >= 0`` gives a valid bound)."""
+        other = copy.copy(self)
+        other.k = k
+        ki = Iv(k)
+        other.k_prev, other.k_next = ki[:-1], ki[1:]
+        return other
 
     def geometry(self, lam: Jet, p: Jet, first=None, centre=None, h=None):
         """``D`` and either ``N`` (bare) or, per class, ``(|G_c|, e(2 gamma_c))`` (with a gain;
@@ -479,6 +495,40 @@ def _replaced(x: Jet, where: np.ndarray, value: float) -> Jet:
     return Jet(pick(x.v, value), tuple(pick(g, 0.0) for g in x.g))
 
 
+class _Least:
+    """Several certificates (:class:`_Arc` with other weights) over one domain: a box's bound is
+    the least of theirs, each being valid for every geometry of the box."""
+
+    def __init__(self, arcs):
+        self.arcs, self.L = arcs, arcs[0].L
+
+    def boxes(self, *cols) -> np.ndarray:
+        # fmin: a set whose enclosure fails on a box (nan) leaves the box to the others
+        return np.fmin.reduce([arc.boxes(*cols) for arc in self.arcs], axis=0)
+
+    def crude(self, *box) -> flint.arb:
+        return self.arcs[0].crude(*box)
+
+    def cut(self, box):
+        return self.arcs[0].cut(box)
+
+
+def _tied_family(arc: _Arc, cell: Cell, L: int):
+    """With a gain, the certificates of the greedy heads on the tied arcs at the feet
+    :data:`TIED_FEET` times the construction's (its ``omega, chi``), the least of them on every
+    box (:class:`_Least`): one weight set is tight only near the arc it is read from, and with the
+    construction's alone the search stalls at feet up to ~1.5 times its own, where the sup of (W)
+    with its weights exceeds the margin of the arcs it is evaluated at by some 4% (``d = 8``)."""
+    if not arc.gain:
+        return arc
+    F, omega, chi = last_tied.count_shape(cell, L)
+    kappa = laws.last_distance_ratio(cell, 1, laws.FLOAT)
+    x = np.arange(L + 1, dtype=np.float64) + 1
+    feet = [f * F for f in TIED_FEET]
+    return _Least([arc.reweighted(_weights(last_tied.tied_points(cell, L, f, omega, chi), kappa * f, x + f))
+                   for f in feet])
+
+
 def _cat(parts) -> Iv:
     return Iv(np.concatenate([x.lo for x in parts], axis=-1), np.concatenate([x.hi for x in parts], axis=-1))
 
@@ -504,6 +554,7 @@ def arc_upper(cell: Cell, L: int) -> float:
             k, far = flint.arb(arc.kappa), FAR * L
             tail = arb_ceil(flint.arb(arc.a) * arc.R * (1 + k.atan() / 2) * k / (L * far * (1 + k * k)))
             root = arc.cut((0.0, float(far), -float(far), arc.p_max))
+            arc = _tied_family(arc, cell, L)
     return _search(arc, centre, root, tail, _halves)
 
 

@@ -73,7 +73,9 @@ regression's two lines along ``w``, orthogonal to ``h_b`` and nearly orthogonal 
 margin falls like ``L^-3/2``, against the bound's ``L^-1`` (the head is not shown max-min).  After
 post-RMSNorm the one-sided arc's geometry is tied to the budget; with the tied geometry of
 :mod:`constructions.last_tied` among the candidates the ratio to the bound falls with ``L``: 1.020
-(``L = 16``), 1.008 (64) bare, 1.068 and 1.035 with a gain (``d = 8``).
+(``L = 16``), 1.008 (64) bare, 1.023 and 1.008 with a gain (``d = 8``): the class 0 holds the
+query ``b`` one count before the count 1, which the count task's bound does not see (the count
+task's own head, :mod:`constructions.count_last_foot_head`, meets that bound to 1.004).
 """
 
 from __future__ import annotations
