@@ -36,7 +36,9 @@ geometry; with it the supremum of (W) over the geometry is the construction's ma
 precision (a saddle point, observed), and what is proven is the supremum.  The one exception is
 the tied arc of the last read with a gain, where that supremum sits at a larger foot, some 4%
 above the construction: there each box takes the least of (W) over the weights of the greedy
-heads on the tied arcs at a few feet (:data:`TIED_FEET`; any weights are valid on any box).
+heads on the tied arcs at a few feet (:data:`TIED_FEET`; any weights are valid on any box), and
+Newton's ``eta_0`` may come as close to the disk's edge as :data:`TIED_EDGE` (its best ellipse is
+nearly degenerate).
 
 **Stable chord geometry.**  In complex notation ``u_n = (lam + i x_n)/r_n``, ``x_n = n - p``,
 ``r_n = |lam + i x_n|``, ``S_n = r_n^2``: the points turn anticlockwise by ``dtheta_c`` with
@@ -166,6 +168,11 @@ BATCH_ENTRIES = 1 << 18
 FAR = 64
 #: Newton steps for the ellipse parameter ``eta_0`` at a box's centre
 NEWTON_STEPS = 8
+#: Newton's ``eta_0`` is kept within this radius of the disk (any point of the disk is valid)
+EDGE = 0.999
+#: the same on the tied arc of the last read, whose best ellipse with a gain is nearly degenerate
+#: (``|eta|`` about 0.9993 at ``d = 16``: kept at 0.999, the certificate was 3.5 times the head)
+TIED_EDGE = 1 - 1e-6
 #: a term whose root argument ``1 + <e(2 gamma_c), eta_0>`` is below this at a box's centre is
 #: replaced by its tangent bound (module docstring)
 TANGENT_BELOW = 0.3
@@ -249,7 +256,9 @@ class _Arc:
         self.k_prev, self.k_next = ki[:-1], ki[1:]
         #: Newton's start for ``eta_0``: the disk's centre, or the tied arc's ellipse (nearly
         #: degenerate: Newton from the centre would not reach it)
-        self.eta = 0.999 * last_tied.count_arc(cell, L)[3] if tied_last else np.zeros(2)
+        #: the radius within which Newton's ``eta_0`` is kept (:data:`EDGE`, :data:`TIED_EDGE`)
+        self.edge = TIED_EDGE if tied_last else EDGE
+        self.eta = self.edge * last_tied.count_arc(cell, L)[3] if tied_last else np.zeros(2)
 
     def reweighted(self, k: np.ndarray) -> "_Arc":
         """The same terms with the weights ``k`` (any ``k >= 0`` gives a valid bound)."""
@@ -405,7 +414,7 @@ class _Arc:
                     break
             eta = np.where(np.isfinite(step), eta + step, eta)
             norm = np.linalg.norm(eta, axis=1, keepdims=True)
-            eta = np.where(norm > 0.999, eta * (0.999 / np.maximum(norm, 1e-300)), eta)
+            eta = np.where(norm > self.edge, eta * (self.edge / np.maximum(norm, 1e-300)), eta)
         return eta
 
     def boxes(self, l0, l1, p0, p1, n0=None, n1=None) -> np.ndarray:

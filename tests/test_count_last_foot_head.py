@@ -52,7 +52,8 @@ def test_with_eps_it_is_refused_for_the_count_task():
     assert reason and reason.startswith("the count task at the last read")
 
 
-@pytest.mark.parametrize("cell", [CELLS[0], CELLS[0].replace(variant="post_learned", affine="gain")],
+@pytest.mark.parametrize("cell", [CELLS[0], CELLS[0].replace(variant="post_learned", affine="gain"),
+                                  CELLS[0].replace(variant="post_learned", affine="gain", d=16)],
                          ids=lambda c: c.describe())
 def test_the_head_meets_the_bound_to_one_percent_at_L_16(cell):
     """The count task's own tied arc (module docstring of constructions.count_last_foot_head):
