@@ -171,7 +171,8 @@ NEWTON_STEPS = 8
 #: Newton's ``eta_0`` is kept within this radius of the disk (any point of the disk is valid)
 EDGE = 0.999
 #: the same on the tied arc of the last read, whose best ellipse with a gain is nearly degenerate
-#: (``|eta|`` about 0.9993 at ``d = 16``: kept at 0.999, the certificate was 3.5 times the head)
+#: (``|eta|`` about 0.9993 at ``d = 16``, where kept at 0.999 the certificate's value at the
+#: construction was 3.5 times its margin)
 TIED_EDGE = 1 - 1e-6
 #: a term whose root argument ``1 + <e(2 gamma_c), eta_0>`` is below this at a box's centre is
 #: replaced by its tangent bound (module docstring)

@@ -81,7 +81,7 @@ class CountLastFootHead(ClassificationDesign):
     def _tied(self, L_value: int, dps: int) -> Params | None:
         """The arc head on :func:`constructions.last_tied.geometry` of the count cell (None where
         its outputs are not read apart)."""
-        from constructions.select_last_points import _arc_head, arc_screen, conic_centre
+        from constructions.select_last_points import arc_head, arc_screen, conic_centre
 
         geometry = last_tied.geometry(self.cell, L_value, dps)
         z, n_a = outputs(geometry, L_value)
@@ -89,7 +89,7 @@ class CountLastFootHead(ClassificationDesign):
         if arc is None:
             return None
         with mpmath.workdps(dps):
-            u, b = _arc_head(*arc[1:])
+            u, b = arc_head(*arc[1:])
         vectors = {k: v for k, v in geometry.vectors.items() if k != "w"}
         return Params(self.cell, {**vectors, "u": u}, {"b": b})
 

@@ -199,7 +199,7 @@ class SelectLastPointsHead(ClassificationDesign):
             return built_head
         _, params, head = best
         with mpmath.workdps(dps):
-            u, b = _line_head(*head[1:]) if head[0] == "line" else _arc_head(*head[1:])
+            u, b = _line_head(*head[1:]) if head[0] == "line" else arc_head(*head[1:])
         vec = {k: val for k, val in params.vectors.items() if k != "w"}
         return Params(self.cell, {**vec, "u": u}, {"b": b})
 
@@ -345,7 +345,7 @@ def plane_margin(P: np.ndarray, n_a: np.ndarray, v: np.ndarray, b: np.ndarray) -
     return worst
 
 
-def _arc_head(basis, centre, y, ends, v):
+def arc_head(basis, centre, y, ends, v):
     """The rows ``u_c = basis^T v_c`` and exact biases of the arc head: ``<u_c, z> = <v_c, P(z)> +
     <u_c, centre>`` with ``P(z)`` the plane coordinates of ``z - centre``, so ``b_c`` is the sum of
     the middle steps minus ``<u_c, centre>``; every logit scaled by :data:`SHRINK`."""
