@@ -532,11 +532,9 @@ def _tied_family(arc: _Arc, cell: Cell, L: int):
     if not arc.gain:
         return arc
     F, omega, chi = last_tied.count_shape(cell, L)
-    kappa = laws.last_distance_ratio(cell, 1, laws.FLOAT)
-    x = np.arange(L + 1, dtype=np.float64) + 1
-    feet = [f * F for f in TIED_FEET]
-    return _Least([arc.reweighted(_weights(last_tied.tied_points(cell, L, f, omega, chi), kappa * f, x + f))
-                   for f in feet])
+    n = np.arange(L + 1, dtype=np.float64)
+    arcs = (last_tied.tied_arc(cell, L, f * F, omega, chi) for f in TIED_FEET)
+    return _Least([arc.reweighted(_weights(y, lam, n - foot)) for lam, foot, y in arcs])
 
 
 def _cat(parts) -> Iv:

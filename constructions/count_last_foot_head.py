@@ -42,6 +42,8 @@ import numpy as np
 from constructions import last_tied, laws, registry
 from constructions.cell import Cell, Params
 from constructions.classification import ClassificationDesign
+from constructions.select_last_points import (SelectLastPointsHead, arc_head, arc_screen, conic_centre,
+                                              plane_margin, read_points)
 
 
 def built(cell: Cell) -> bool:
@@ -57,8 +59,6 @@ class CountLastFootHead(ClassificationDesign):
     def __init__(self, cell: Cell):
         if not built(cell):
             raise ValueError(f"{cell.describe()}: not served by CountLastFootHead")
-        from constructions.select_last_points import SelectLastPointsHead
-
         self.cell, self.family, self.foot, self.pencil = cell, laws.family(cell), None, None
         self.select = SelectLastPointsHead(cell.replace(task="select"))
         self.geometry = self.select.geometry
@@ -71,45 +71,32 @@ class CountLastFootHead(ClassificationDesign):
         if L_value < 2:
             return best
         own = self._tied(L_value, dps)
-        return own if own is not None and screen(own, L_value) > screen(best, L_value) else best
+        return own[0] if own is not None and own[1] > screen(best, L_value) else best
 
     def stripped(self, L_value: int, dps: int = 50) -> Params:
         """The select head at ``L`` without ``e_b``, as a parameter set of the count cell."""
         params = self.select.build(L_value, dps)
         return Params(self.cell, {k: v for k, v in params.vectors.items() if k != "e_b"}, params.scalars)
 
-    def _tied(self, L_value: int, dps: int) -> Params | None:
-        """The arc head on :func:`constructions.last_tied.geometry` of the count cell (None where
-        its outputs are not read apart)."""
-        from constructions.select_last_points import arc_head, arc_screen, conic_centre
-
+    def _tied(self, L_value: int, dps: int):
+        """``(params, margin)``: the arc head on :func:`constructions.last_tied.geometry` of the
+        count cell and its float screen (every input against every class,
+        :func:`constructions.select_last_points.arc_screen`); None where its outputs are not read
+        apart."""
         geometry = last_tied.geometry(self.cell, L_value, dps)
-        z, n_a = outputs(geometry, L_value)
+        z, n_a = read_points(geometry, L_value)
         arc = arc_screen(conic_centre(geometry), z, n_a, L_value)
         if arc is None:
             return None
         with mpmath.workdps(dps):
             u, b = arc_head(*arc[1:])
         vectors = {k: v for k, v in geometry.vectors.items() if k != "w"}
-        return Params(self.cell, {**vectors, "u": u}, {"b": b})
-
-
-def outputs(params: Params, L_value: int):
-    """``(z, n)``: the outputs of the count task's inputs read last (float64, the verifier's
-    forward pass) and their classes."""
-    from verify.forward import reduced
-    from verify.inputs import QUERY_TOKENS, InputSet
-
-    n_a, n_b, q = InputSet(params.cell, L_value).chunk(0, L_value + 1)
-    z = reduced(params, n_a, n_b, backend="float64", readout=False, query=[QUERY_TOKENS[i] for i in q])
-    return np.asarray(z, dtype=np.float64), n_a
+        return Params(self.cell, {**vectors, "u": u}, {"b": b}), arc[0]
 
 
 def screen(params: Params, L_value: int) -> float:
     """The smallest float margin of the head ``params`` over every input against every class."""
-    from constructions.select_last_points import plane_margin
-
-    z, n_a = outputs(params, L_value)
+    z, n_a = read_points(params, L_value)
     u = np.array([[float(c) for c in row] for row in params.vectors["u"]])
     b = np.array([float(c) for c in params.scalars["b"]])
     return plane_margin(z, n_a, u, b)

@@ -133,17 +133,18 @@ def best_shape(cell: Cell, L_fit: int):
     return best if f(best) <= f(start) else start
 
 
-def tied_points(cell: Cell, L: int, F: float, omega: float, chi: float) -> np.ndarray:
-    """The points ``y`` of the arc of ``L`` of the counts ``1..L+1`` read last at the foot ``F``:
-    the offsets ``x_m = F + 1 + m``, ``m = 0..L``, at the tie ``lam = kappa F``, on the plane
-    ``omega`` with the ellipse ``chi`` (:func:`on_plane`; floats)."""
+def tied_arc(cell: Cell, L: int, F: float, omega: float, chi: float):
+    """``(lam, p, y)``: the arc of ``L`` of the counts ``1..L+1`` read last at the foot ``F``: the
+    offsets ``x_m = F + 1 + m = m - p``, ``m = 0..L``, at the tie ``lam = kappa F``, and its points
+    ``y`` on the plane ``omega`` with the ellipse ``chi`` (:func:`on_plane`; floats)."""
     kappa = laws.last_distance_ratio(cell, 1, laws.FLOAT)
-    return on_plane(cell, F + 1 + np.arange(L + 1, dtype=np.float64), kappa * F, omega, chi)
+    lam = kappa * F
+    return lam, -(F + 1), on_plane(cell, F + 1 + np.arange(L + 1, dtype=np.float64), lam, omega, chi)
 
 
 @functools.lru_cache(maxsize=None)
 def count_shape(cell: Cell, L: int) -> tuple[float, float, float]:
-    """``(F, omega, chi)`` maximising the greedy margin of :func:`tied_points` (Nelder-Mead in
+    """``(F, omega, chi)`` maximising the greedy margin of :func:`tied_arc`'s points (Nelder-Mead in
     ``(log(F - sqrt(d)), omega, chi)`` from a few starts; bare, ``omega = chi = 0``)."""
     from scipy import optimize  # loaded only where the shape is searched
 
@@ -155,7 +156,7 @@ def count_shape(cell: Cell, L: int) -> tuple[float, float, float]:
         if cell.affine.gain and not 0 < p[2] < math.pi / 2:
             return 0.0
         with np.errstate(all="ignore"):
-            return -circle_margin(tied_points(cell, L, floor + math.exp(p[0]), p[1], p[2]))
+            return -circle_margin(tied_arc(cell, L, floor + math.exp(p[0]), p[1], p[2])[2])
 
     starts = [(math.log(q * L), om, ch) for q in (0.3, 0.6, 1.0)
               for om, ch in ([(1.5, 0.03), (1.5, 0.3), (0.0, 1.2)] if cell.affine.gain else [(0.0, 0.0)])]
@@ -170,15 +171,14 @@ def count_shape(cell: Cell, L: int) -> tuple[float, float, float]:
 
 
 def count_arc(cell: Cell, L: int):
-    """``(lam, p, y, eta)``: the arc of :func:`tied_points` at :func:`count_shape` (``lam = kappa
-    F``, foot ``p = -(F + 1)``; the weights of :func:`bounds.arc_margin.certificate` are read from
-    its greedy head), and its ellipse in the coordinates ``(perp, along)`` of
+    """``(lam, p, y, eta)``: :func:`tied_arc` at :func:`count_shape` (the weights of
+    :func:`bounds.arc_margin.certificate` are read from its greedy head), and its ellipse in the
+    coordinates ``(perp, along)`` of
     :mod:`bounds.arc_margin`: ``eta = cos(2 chi) e(2 alpha)`` with ``alpha = omega + pi/2`` the
     angle of ``e_1`` there (``(0, 0)`` bare)."""
     F, omega, chi = count_shape(cell, L)
-    kappa = laws.last_distance_ratio(cell, 1, laws.FLOAT)
     eta = math.cos(2 * chi) * np.array([-math.cos(2 * omega), -math.sin(2 * omega)])
-    return kappa * F, -(F + 1), tied_points(cell, L, F, omega, chi), eta if cell.affine.gain else np.zeros(2)
+    return *tied_arc(cell, L, F, omega, chi), eta if cell.affine.gain else np.zeros(2)
 
 
 def shape(cell: Cell, L: int):

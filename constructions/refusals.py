@@ -20,7 +20,7 @@ def refusal(cell: Cell) -> str | None:
     if cell.readout == "classification":
         if read == "last" and task == "count":
             if cell.post and cell.attention == "linear" and not cell.kind.centred and cell.eps == 0:
-                # constructions.count_last_foot_head: the select task's head without e_b is one of its two
+                # constructions.count_last_foot_head falls back on the select head: refused with it
                 return refusal(cell.replace(task="select"))
             if cell.post and cell.eps > 0:
                 return (f"{what} has no construction yet for classification after post-norm with "

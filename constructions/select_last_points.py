@@ -144,24 +144,6 @@ class SelectLastPointsHead(ClassificationDesign):
             out.append(last_tied.geometry(self.cell, L_value))
         return [p for p in out if _inside(p)]
 
-    def points(self, params: Params, L_value: int):
-        """``(z, n_a)``: the outputs of every input of the select task read last (float64, the
-        verifier's forward pass) and their classes."""
-        from verify.forward import reduced
-        from verify.inputs import QUERY_TOKENS, InputSet
-
-        inputs = InputSet(params.cell, L_value)
-        n_a, n_b, q = inputs.chunk(0, inputs.size)
-        z = np.asarray(reduced(params, n_a, n_b, backend="float64", readout=False,
-                               query=[QUERY_TOKENS[i] for i in q]), dtype=np.float64)
-        return z, n_a
-
-    def screen(self, params: Params, L_value: int):
-        """``(margin, v, lo, hi)``: the float screen of the head along ``v = w/|w|`` on the points
-        of ``params`` (every input of the select task read last, float64)."""
-        z, n_a = self.points(params, L_value)
-        return self._line_screen(params, z, n_a, L_value)
-
     def _line_screen(self, params: Params, z, n_a, L_value: int):
         w = np.array([float(c) for c in params.vectors["w"]])
         v = w / np.linalg.norm(w)
@@ -178,7 +160,7 @@ class SelectLastPointsHead(ClassificationDesign):
         check_size(self.cell, L_value)
         best = None
         for params in self.geometries(L_value):
-            z, n_a = self.points(params, L_value)
+            z, n_a = read_points(params, L_value)
             m, v, lo, hi = self._line_screen(params, z, n_a, L_value)
             if m > 0 and (best is None or m > best[0]):
                 best = (m, params, ("line", v, lo, hi))
@@ -246,9 +228,9 @@ class _CentredAt:
         return getattr(self._geometry, name)
 
 
-def neighbour_screen(params: Params, L_value: int) -> float:
-    """The smallest margin of the head ``params`` over every input of the select task read last
-    against the classes next to its own (float64, ``O(N d)``; the judge decides the rest)."""
+def read_points(params: Params, L_value: int):
+    """``(z, n_a)``: the outputs of every input of the cell's task read last (float64, the
+    verifier's forward pass) and their classes."""
     from verify.forward import reduced
     from verify.inputs import QUERY_TOKENS, InputSet
 
@@ -256,6 +238,13 @@ def neighbour_screen(params: Params, L_value: int) -> float:
     n_a, n_b, q = inputs.chunk(0, inputs.size)
     z = np.asarray(reduced(params, n_a, n_b, backend="float64", readout=False,
                            query=[QUERY_TOKENS[i] for i in q]), dtype=np.float64)
+    return z, n_a
+
+
+def neighbour_screen(params: Params, L_value: int) -> float:
+    """The smallest margin of the head ``params`` over every input of the select task read last
+    against the classes next to its own (float64, ``O(N d)``; the judge decides the rest)."""
+    z, n_a = read_points(params, L_value)
     u = np.array([[float(c) for c in row] for row in params.vectors["u"]])
     b = np.array([float(c) for c in params.scalars["b"]])
     own = np.einsum("ij,ij->i", z, u[n_a]) + b[n_a]
