@@ -69,6 +69,15 @@ from constructions.cell import Cell
 from verify.backends import arb_ceil
 
 
+def level_sum(rho, beta, L: int):
+    """``S = L rho^2 + L^2 rho + (L^3 - L)/3 + beta (rho L (L - 1)/2 + L (L - 1)(L - 2)/6)``, the
+    sum over ``n`` of ``(rho + n)(rho + n + 1 + beta (L - 1 - n))`` (module docstring), in any
+    number type (balls, intervals, jets, floats).  The coefficients are integers, exact as
+    floats below ``2^53`` (the select task's ``L`` is below 2895: :data:`verify.judge.MAX_INPUTS`)."""
+    return (L * rho * rho + L * L * rho + (L**3 - L) // 3
+            + beta * (rho * (L * (L - 1) // 2) + L * (L - 1) * (L - 2) // 6))
+
+
 def applies(cell: Cell, L: int) -> bool:
     """Whether the level bound is proven for ``cell`` at ``L`` (module docstring): the select task
     read at ``s``, softmax attention without post-norm, classification, ``eps = 0`` under a
@@ -100,14 +109,13 @@ def _level(cell: Cell, L: int) -> flint.arb:
     kappa = (-tau * M).exp()
     c = flint.arb(L**3 - L) / 3
     lin = L + kappa * flint.arb(L * (L - 1)) / 2
-    const = flint.arb(L * L) + kappa * flint.arb(L * (L - 1) * (L - 2)) / 6
     peak = (c / lin).sqrt()
 
     def X(rho):
         return _arb(laws.value_gap(cell, 1, sd * rho.log(), ops))
 
-    def denominator(rho):
-        return lin * rho + const + c / rho
+    def denominator(rho):  # S(rho, kappa rho)/rho = lin rho + const + c/rho
+        return level_sum(rho, kappa * rho, L) / rho
 
     rho_max = (_arb(laws.score_gap_max(cell, 1, ops)) / sd).exp()
     if laws.two_values(cell):
