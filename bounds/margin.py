@@ -261,7 +261,9 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     of its query-``b`` inputs (:func:`bounds.last_margin.select_linear_upper`) where that is
     smaller.  With softmax
     attention without post-norm the smaller of that and the level bound of
-    :mod:`bounds.select_margin`, which sees the distractor."""
+    :mod:`bounds.select_margin`, which sees the distractor; without a norm (``L <= 128``) also
+    the direction certificate over every placement (:mod:`bounds.select_placement`), which sees
+    the radius of the head's rows too."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
     if cell.read.last and (not cell.distractor or cell.attention == "linear" or cell.pre):
@@ -280,9 +282,12 @@ def margin_upper(cell: Cell, L: int) -> float | None:
         return None
     level = None
     if cell.distractor:
-        from bounds.select_margin import applies, level_upper  # it builds on this module
+        from bounds import select_placement  # they build on this module
+        from bounds.select_margin import applies, level_upper
 
         level = level_upper(cell, L) if applies(cell, L) else None
+        if select_placement.applies(cell, L):
+            level = min(level, select_placement.placement_upper(cell, L))
         cell = cell.replace(task="count")
     with flint.ctx.workprec(PREC):
         fam = laws.family(cell)

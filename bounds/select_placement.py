@@ -68,13 +68,16 @@ margin of the cell.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import flint
 import numpy as np
 
+from bounds import select_margin
 from bounds.jets import Jet
 from bounds.select_margin import level_sum
+from constructions.cell import Cell
 from constructions.pencil import weights
 from verify.backends import arb_ceil, arb_floor
 from verify.intervals import Iv
@@ -85,8 +88,14 @@ TOLERANCE = 2e-3
 MAX_BOXES = 60000
 #: boxes split per round (the ones of the largest bounds)
 BATCH = 512
-#: the float grid of ``w = tan(phi/2)`` searched at each centre (``w = 0``: the level bound)
-W_GRID = np.linspace(-0.75, 0.75, 121)
+#: the float grid of ``w = tan(phi/2)`` searched at each centre (``w = 0``: the level bound; only
+#: the choice of a direction, any is valid)
+W_GRID = np.linspace(-0.75, 0.75, 41)
+#: the finer steps (in units of the grid's) searched around the grid's best ``w``
+W_FINE = np.linspace(-1, 1, 9)
+#: the largest L bounded (its cost; beyond, the level bound is within 1% of the head at d = 8:
+#: 1.0062 at L = 128)
+MAX_L = 64
 #: the first partition of each chart: the parts per variable ``s, r_a, t_a, r_b, t_b``
 START = (2, 2, 4, 2, 4)
 
@@ -166,26 +175,36 @@ def _best_run(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
 
 
 def _float_best(centres, signs, tau: float, L: int):
-    """Per centre: the float bound ``min(F, 1/Sigma)`` at the best ``w`` of :data:`W_GRID` (the
-    best run of valid pairs at each; ``w = 0`` is the level bound) and that ``w``."""
+    """Per centre: the float bound ``min(F, 1/Sigma)`` at the best ``w`` (the best run of valid
+    pairs at each) of :data:`W_GRID`, then of :data:`W_FINE` steps of it around the best
+    (``w = 0`` is the level bound), and that ``w``."""
     X2, dt, cr, rho, beta = _placement(*(centres[:, i:i + 1] for i in range(5)), signs, tau, _Floats)
-    with np.errstate(all="ignore"):
-        level = np.sqrt(X2[:, 0]) * rho[:, 0] / level_sum(rho[:, 0], beta[:, 0], L)
-        w = W_GRID[None, :, None]
+    level = np.sqrt(X2[:, 0]) * rho[:, 0] / level_sum(rho[:, 0], beta[:, 0], L)
+    # the mirror image of a placement (cr -> -cr) has the same margins
+    X2, dt, cr, rho, beta = (v[:, :, None] for v in (X2, dt, np.abs(cr), rho, beta))
+
+    def sums(w):  # Sigma at the directions w (rows: one per centre, or one for all)
+        w = w[:, :, None]
         cos, sin = (1 - w * w) / (1 + w * w), 2 * w / (1 + w * w)
-        # the mirror image of a placement (cr -> -cr) has the same margins
-        X2, dt, cr, rho, beta = (v[:, :, None] for v in (X2, dt, np.abs(cr), rho, beta))
         first, second, W, C, T = _terms(X2, dt, cr, rho, beta, cos, sin, L)
         terms = np.minimum(first, second) * W / (np.sqrt(X2) * cr)
         valid = _pairs_valid(C, T, False) & np.isfinite(terms) & (cr > 0) & (X2 > 0)
-        total = np.where(_best_run(terms, valid), terms, 0.0).sum(-1)
-    i = np.argmax(total, axis=1)
-    best = total[np.arange(len(i)), i]
+        return np.where(_best_run(terms, valid), terms, 0.0).sum(-1)
+
+    with np.errstate(all="ignore"):
+        coarse = sums(W_GRID[None, :])
+        step = W_GRID[1] - W_GRID[0]
+        w = W_GRID[np.argmax(coarse, axis=1)][:, None] + step * W_FINE[None, :]
+        fine = sums(w)
+    i = np.argmax(fine, axis=1)
+    best, w = fine[np.arange(len(i)), i], w[np.arange(len(i)), i]
+    at = coarse.max(axis=1) > best  # the fine steps include the coarse best (step 0)
+    best, w = np.where(at, coarse.max(axis=1), best), np.where(at, W_GRID[np.argmax(coarse, axis=1)], w)
     with np.errstate(divide="ignore"):
         value = np.minimum(level, np.where(best > 0, 1 / best, np.inf))
     # where cr = 0 the frame degenerates: its level bound is no value of the certificate's
     value = np.where(np.isfinite(value) & (cr[:, 0, 0] > 0), value, 0.0)
-    return value, np.where(best > 0, W_GRID[i], 0.0)
+    return value, np.where(best > 0, w, 0.0)
 
 
 def _variables(lo, hi, jets: bool):
@@ -294,7 +313,6 @@ def box_bounds(lo: np.ndarray, hi: np.ndarray, signs, w: np.ndarray, tau: Iv, L:
     of the charts ``signs`` (``(sigma_a, sigma_b)`` columns) at the directions ``w``: a float
     ``>=`` the margin of every head on every placement of the box with ``cr > 0`` (module
     docstring; ``-inf`` where ``cr`` is surely negative), and the variable to split."""
-    N = len(lo)
     cos, sin = (Iv(v.lo[:, None], v.hi[:, None]) for v in _unit(w))
     X2, dt, cr, rho, beta = _placement(*_variables(lo, hi, False), signs, tau, _Intervals)
     bound = _finite(_column(X2.sqrt() * rho / level_sum(rho, beta, L))[1], np.inf)
@@ -342,13 +360,32 @@ def _charts():
     return np.tile(lo, (4, 1)), np.tile(hi, (4, 1)), signs
 
 
+def root(d: int):
+    """``tau = 1/sqrt(d)`` as a float (the search's) and as an enclosing interval (the boxes')."""
+    ball = 1 / flint.arb(d).sqrt()
+    return 1 / math.sqrt(d), Iv(arb_floor(ball), arb_ceil(ball))
+
+
+def applies(cell: Cell, L: int) -> bool:
+    """Whether :func:`placement_upper` bounds ``cell`` at ``L``: the level bound's cells
+    (:func:`bounds.select_margin.applies`) without a norm, up to :data:`MAX_L` (its cost)."""
+    return select_margin.applies(cell, L) and not cell.normed and L <= MAX_L
+
+
+@functools.lru_cache(maxsize=64)
+def placement_upper(cell: Cell, L: int) -> float:
+    """:func:`placement_sup` of the cell's width; ``ValueError`` where it does not apply."""
+    if not applies(cell, L):
+        raise ValueError(f"{cell.describe()}, L = {L}: the placement bound needs the select task "
+                         f"read at s, softmax attention without a norm, 3 <= L <= {MAX_L}")
+    return placement_sup(cell.d, L)
+
+
 def placement_sup(d: int, L: int, max_boxes: int = MAX_BOXES, log=None) -> float:
     """A float ``U >= m`` for every parameter set of the select cell read at ``s`` without a
     norm (softmax, classification, width ``d``) at ``L`` with every vector of norm at most 1:
     the branch and bound of the module docstring."""
-    tau = 1 / math.sqrt(d)  # the float search's; the boxes' is an enclosure
-    root = 1 / flint.arb(d).sqrt()
-    tau_iv = Iv(arb_floor(root), arb_ceil(root))
+    tau, tau_iv = root(d)
     lo, hi, signs = _charts()
     best = 0.0
 
