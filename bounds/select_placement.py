@@ -70,6 +70,8 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import flint
 import numpy as np
@@ -96,8 +98,6 @@ W_FINE = np.linspace(-1, 1, 9)
 #: the largest L bounded (its cost; beyond, the level bound is within 1% of the head at d = 8:
 #: 1.0062 at L = 128)
 MAX_L = 64
-#: the first partition of each chart: the parts per variable ``s, r_a, t_a, r_b, t_b``
-START = (2, 2, 4, 2, 4)
 
 
 def _exp(x: Iv) -> Iv:
@@ -174,11 +174,12 @@ def _best_run(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return valid & (idx > last_bad) & (idx <= end)
 
 
-def _float_best(centres, signs, tau: float, L: int):
+def _float_best(centres, signs, tau: float, L: int, family: "Family"):
     """Per centre: the float bound ``min(F, 1/Sigma)`` at the best ``w`` (the best run of valid
-    pairs at each) of :data:`W_GRID`, then of :data:`W_FINE` steps of it around the best
+    pairs at each ``w``) of :data:`W_GRID`, then of :data:`W_FINE` steps of it around the best
     (``w = 0`` is the level bound), and that ``w``."""
-    X2, dt, cr, rho, beta = _placement(*(centres[:, i:i + 1] for i in range(5)), signs, tau, _Floats)
+    X2, dt, cr, rho, beta = _placement(*family.expand([centres[:, i:i + 1] for i in range(centres.shape[1])]),
+                                       signs, tau, _Floats)
     level = np.sqrt(X2[:, 0]) * rho[:, 0] / level_sum(rho[:, 0], beta[:, 0], L)
     # the mirror image of a placement (cr -> -cr) has the same margins
     X2, dt, cr, rho, beta = (v[:, :, None] for v in (X2, dt, np.abs(cr), rho, beta))
@@ -191,15 +192,14 @@ def _float_best(centres, signs, tau: float, L: int):
         valid = _pairs_valid(C, T, False) & np.isfinite(terms) & (cr > 0) & (X2 > 0)
         return np.where(_best_run(terms, valid), terms, 0.0).sum(-1)
 
+    rows = np.arange(len(centres))
     with np.errstate(all="ignore"):
         coarse = sums(W_GRID[None, :])
         step = W_GRID[1] - W_GRID[0]
         w = W_GRID[np.argmax(coarse, axis=1)][:, None] + step * W_FINE[None, :]
-        fine = sums(w)
+        fine = sums(w)  # the fine steps include the coarse best (step 0)
     i = np.argmax(fine, axis=1)
-    best, w = fine[np.arange(len(i)), i], w[np.arange(len(i)), i]
-    at = coarse.max(axis=1) > best  # the fine steps include the coarse best (step 0)
-    best, w = np.where(at, coarse.max(axis=1), best), np.where(at, W_GRID[np.argmax(coarse, axis=1)], w)
+    best, w = fine[rows, i], w[rows, i]
     with np.errstate(divide="ignore"):
         value = np.minimum(level, np.where(best > 0, 1 / best, np.inf))
     # where cr = 0 the frame degenerates: its level bound is no value of the certificate's
@@ -209,10 +209,11 @@ def _float_best(centres, signs, tau: float, L: int):
 
 def _variables(lo, hi, jets: bool):
     """The box variables as column intervals (``jets``: jets with unit gradients)."""
+    k = lo.shape[1]
     out = []
-    for i in range(5):
+    for i in range(k):
         v = Iv(lo[:, i:i + 1], hi[:, i:i + 1])
-        out.append(Jet(v, tuple(Iv(1.0 if j == i else 0.0) for j in range(5))) if jets else v)
+        out.append(Jet(v, tuple(Iv(1.0 if j == i else 0.0) for j in range(k))) if jets else v)
     return out
 
 
@@ -249,32 +250,37 @@ def _lower(centre: Jet, box: Jet, h) -> Iv:
     return Iv(centre.v.lo) - sum((abs(g) * Iv(h[:, i:i + 1]) for i, g in enumerate(box.g)), Iv(0.0))
 
 
-def _smooth(lo, hi, signs, w, plain, low_plain, scale, tau: Iv, L: int):
-    """The mean-value bounds of boxes whose ``X`` and ``cr`` are surely positive: an upper end
-    of ``F``, a lower end of ``Sigma`` over the best run of pairs valid on the box, and the
-    mean-value terms of each variable relative to it (for the split).
+def _smooth(lo, hi, signs, w, plain, low_plain, scale, positive, tau: Iv, L: int, family: "Family"):
+    """The mean-value bounds of boxes whose ``X`` is surely positive: an upper end of ``F``, an
+    upper end of ``1/Sigma`` over the best run of pairs valid on the box, the mean-value terms of
+    each variable relative to it (for the split), and the run.
 
     A pair is valid where its conditions are surely positive by ``plain`` (the plain intervals'
-    ``(valid, first, second)``) or by their mean-value forms.  With ``P_n, Q_n`` the two branches
-    of the ``min`` times ``(rho+n)(rho+n+1)/(X cr rho)``: a pair whose branch is decided on the
-    box (intervals apart) enters the smooth sum with it; any other pair of the run as ``min(P, Q)
-    = (P + Q)/2 - |P - Q|/2``, with ``(P + Q)/2`` in the smooth sum and ``|P - Q| <= |P - Q|(c)
-    + sum_i |d_i (P - Q)| h_i`` (the absolute value is 1-Lipschitz) subtracted."""
+    ``(valid, first, second)``) or by their mean-value forms; ``positive``: the boxes whose ``cr``
+    is surely positive.  ``Sigma = Sigma'/(X cr)`` with
+    ``Sigma'`` the sum over the run of ``min(P_n, Q_n)``, the two branches times ``(rho+n)(rho+n+1)
+    /rho``: a pair whose branch is decided on the box (intervals apart) enters the smooth sum with
+    it; any other as ``min(P, Q) = (P + Q)/2 - |P - Q|/2``, with ``(P + Q)/2`` in the smooth sum
+    and ``|P - Q| <= |P - Q|(c) + sum_i |d_i (P - Q)| h_i`` (the absolute value is 1-Lipschitz)
+    subtracted.  Two bounds: ``sup(X cr)/inf Sigma'`` (``X cr`` is smooth where ``cr`` changes
+    sign, so boxes that reach ``cr = 0`` close as they shrink), and where ``cr`` is surely
+    positive ``1/inf Sigma``, the same sum of the branches divided by ``X cr`` (second order in
+    the box's size)."""
     valid, first_iv, second_iv = plain
     c = (lo + hi) / 2
     h = np.maximum((Iv(c) - Iv(lo)).hi, (Iv(hi) - Iv(c)).hi)
+    k = lo.shape[1]
     cos, sin = (Iv(v.lo[:, None], v.hi[:, None]) for v in _unit(w))
     parts = []
     for jets, (a, b) in ((True, (lo, hi)), (False, (c, c))):
-        X2, dt, cr, rho, beta = _placement(*(v if jets else Jet(v) for v in _variables(a, b, jets)),
+        X2, dt, cr, rho, beta = _placement(*family.expand([v if jets else Jet(v) for v in _variables(a, b, jets)]),
                                            signs, tau, _Intervals)
         X = X2.sqrt()
         first, second, W, C, T = _terms(X2, dt, cr, rho, beta, cos, sin, L)
-        K = W / (X * cr)
         conditions = (C[..., :-1], C[..., 1:], C[..., :-1] - T[..., 1:] * C[..., 1:],
                       C[..., 1:] - T[..., :-1] * C[..., :-1])
-        parts.append((X * rho / level_sum(rho, beta, L), first * K, second * K, conditions))
-    (level_box, P_box, Q_box, cond_box), (level_c, P_c, Q_c, cond_c) = parts
+        parts.append((X * rho / level_sum(rho, beta, L), first * W, second * W, X * cr, conditions))
+    (level_box, P_box, Q_box, S_box, cond_box), (level_c, P_c, Q_c, S_c, cond_c) = parts
     mv = np.ones(valid.shape, dtype=bool)
     for j, (cb, cc) in enumerate(zip(cond_box, cond_c)):
         ok = _lower(cc, cb, h).lo
@@ -285,38 +291,58 @@ def _smooth(lo, hi, signs, w, plain, low_plain, scale, tau: Iv, L: int):
     take_first = run & (first_iv.hi <= second_iv.lo)
     take_second = run & (second_iv.hi <= first_iv.lo) & ~take_first
     vague = run & ~(take_first | take_second)
-
-    def pick(P, Q, jets):
-        zero = Jet(Iv(0.0), tuple(Iv(0.0) for _ in range(5)) if jets else ())
-        smooth = _select(take_first, P, _select(take_second, Q, _select(vague, (P + Q) * 0.5, zero)))
-        return smooth.sum(), _select(vague, P - Q, zero)
-
-    (sum_box, diff_box), (sum_c, diff_c) = pick(P_box, Q_box, True), pick(P_c, Q_c, False)
     flat = lambda x: np.asarray(x, dtype=np.float64).reshape(-1)
-    terms = lambda jet: [Iv(flat(abs(g).hi)) * Iv(h[:, i]) for i, g in enumerate(jet.g)]
-    level_up = flat((Iv(flat(level_c.v.hi)) + sum(terms(level_box), Iv(0.0))).hi)
-    sum_terms = terms(sum_box)
-    # the differences: |P - Q|(c) + sum_i |d_i (P - Q)| h_i, summed over the pairs (last axis)
-    diff_terms = [Jet(abs(g) * Iv(h[:, i:i + 1])).sum().v for i, g in enumerate(diff_box.g)]
-    penalty = (Jet(Iv(np.maximum(np.abs(diff_c.v.lo), np.abs(diff_c.v.hi)))).sum().v
-               + sum(diff_terms, Iv(0.0)))
-    sum_lo = flat((Iv(flat(sum_c.v.lo)) - sum(sum_terms, Iv(0.0)) - penalty * 0.5).lo)
-    sum_lo = np.where(run.any(-1), sum_lo, -np.inf)
-    rel = (np.stack([flat(t.hi) for t in sum_terms], axis=1)
-           + 0.5 * np.stack([flat(t.hi) for t in diff_terms], axis=1))
-    rel = rel / np.maximum(np.abs(sum_lo), 1e-300)[:, None]
-    return _finite(level_up, np.inf), _finite(sum_lo, -np.inf), _finite(rel, np.inf), run
+    terms = lambda jet, hh=h: [Iv(flat(abs(g).hi)) * Iv(hh[:, i]) for i, g in enumerate(jet.g)]
+
+    def lower_sum(P_box, Q_box, P_c, Q_c, rows=slice(None)):  # (inf of the run's sum, MV terms)
+        first, second, either, hh = take_first[rows], take_second[rows], vague[rows], h[rows]
+
+        def pick(P, Q, jets):
+            zero = Jet(Iv(0.0), tuple(Iv(0.0) for _ in range(k)) if jets else ())
+            smooth = _select(first, P, _select(second, Q, _select(either, (P + Q) * 0.5, zero)))
+            return smooth.sum(), _select(either, P - Q, zero)
+
+        (sum_box, diff_box), (sum_c, diff_c) = pick(P_box, Q_box, True), pick(P_c, Q_c, False)
+        sum_terms = terms(sum_box, hh)
+        # the differences: |P - Q|(c) + sum_i |d_i (P - Q)| h_i, summed over the pairs (last axis)
+        diff_terms = [Jet(abs(g) * Iv(hh[:, i:i + 1])).sum().v for i, g in enumerate(diff_box.g)]
+        penalty = (Jet(Iv(np.maximum(np.abs(diff_c.v.lo), np.abs(diff_c.v.hi)))).sum().v
+                   + sum(diff_terms, Iv(0.0)))
+        low = flat((Iv(flat(sum_c.v.lo)) - sum(sum_terms, Iv(0.0)) - penalty * 0.5).lo)
+        low = _finite(np.where(run[rows].any(-1), low, -np.inf), -np.inf)
+        spread = (np.stack([flat(t.hi) for t in sum_terms], axis=1)
+                  + 0.5 * np.stack([flat(t.hi) for t in diff_terms], axis=1))
+        return low, spread / np.maximum(np.abs(low), 1e-300)[:, None]
+
+    def inverse(x):  # 1/x rounded up where positive
+        return np.where(x > 0, _column(1 / Iv(np.where(x > 0, x, 1.0)))[1], np.inf)
+
+    level_up = _finite(flat((Iv(flat(level_c.v.hi)) + sum(terms(level_box), Iv(0.0))).hi), np.inf)
+    S_terms = terms(S_box)
+    S_up = _finite(flat((Iv(flat(S_c.v.hi)) + sum(S_terms, Iv(0.0))).hi), np.inf)
+    S_up = np.minimum(S_up, scale)  # the plain X_hi cr_hi
+    low, rel = lower_sum(P_box, Q_box, P_c, Q_c)
+    rel = rel + np.stack([flat(t.hi) for t in S_terms], axis=1) / np.maximum(S_up, 1e-300)[:, None]
+    ratio = _finite(_column(Iv(np.maximum(S_up, 0.0)) * Iv(inverse(low)))[1], np.inf)  # (0 inf: nan)
+    bound = np.minimum(level_up, ratio)
+    if positive.any():  # 1/inf Sigma, where cr > 0 on the box
+        j = np.flatnonzero(positive)
+        K_box, K_c = 1 / S_box[j], 1 / S_c[j]
+        low_j, rel_j = lower_sum(P_box[j] * K_box, Q_box[j] * K_box, P_c[j] * K_c, Q_c[j] * K_c, j)
+        bound[j] = np.minimum(bound[j], inverse(low_j))
+        rel[j] = rel_j
+    return bound, _finite(rel, np.inf), run
 
 
-def box_bounds(lo: np.ndarray, hi: np.ndarray, signs, w: np.ndarray, tau: Iv, L: int):
+def box_bounds(lo: np.ndarray, hi: np.ndarray, signs, w: np.ndarray, tau: Iv, L: int, family: "Family"):
     """``(bound, split)`` per box ``[lo, hi]`` (rows; the variables ``s, r_a, t_a, r_b, t_b``)
     of the charts ``signs`` (``(sigma_a, sigma_b)`` columns) at the directions ``w``: a float
     ``>=`` the margin of every head on every placement of the box with ``cr > 0`` (module
     docstring; ``-inf`` where ``cr`` is surely negative), and the variable to split."""
     cos, sin = (Iv(v.lo[:, None], v.hi[:, None]) for v in _unit(w))
-    X2, dt, cr, rho, beta = _placement(*_variables(lo, hi, False), signs, tau, _Intervals)
+    X2, dt, cr, rho, beta = _placement(*family.expand(_variables(lo, hi, False)), signs, tau, _Intervals)
     bound = _finite(_column(X2.sqrt() * rho / level_sum(rho, beta, L))[1], np.inf)
-    dropped = _column(cr)[1] < 0
+    dropped, positive = _column(cr)[1] < 0, _column(cr)[0] > 0
     cr = Iv(np.maximum(cr.lo, 0.0), cr.hi)  # only the placements with cr > 0 are bounded
     first, second, W, C, T = _terms(X2, dt, cr, rho, beta, cos, sin, L)
     valid = _pairs_valid(C, T, True) & (w != 0)[:, None]
@@ -335,29 +361,53 @@ def box_bounds(lo: np.ndarray, hi: np.ndarray, signs, w: np.ndarray, tau: Iv, L:
         return np.where(total > 0, _column(1 / Iv(np.where(total > 0, total, 1.0)))[1], np.inf)
 
     bound = np.minimum(bound, inverse(over_scale(run)))
-    split = np.argmax((hi - lo) / np.array([1.0, 1.0, 2.0, 1.0, 2.0]), axis=1)
-    smooth = (_column(X2)[0] > 0) & (_column(cr)[0] > 0)
+    split = np.argmax((hi - lo) / family.widths, axis=1)
+    smooth = _column(X2)[0] > 0
     if smooth.any():
         i = np.flatnonzero(smooth)
-        level_up, total, rel, r = _smooth(lo[i], hi[i], [s[i] for s in signs], w[i],
-                                          (valid[i], first[i], second[i]), low[i], scale[i], tau, L)
-        bound[i] = np.minimum(bound[i], np.minimum(level_up, inverse(total)))
+        mv, rel, r = _smooth(lo[i], hi[i], [s[i] for s in signs], w[i], (valid[i], first[i], second[i]),
+                             low[i], scale[i], positive[i], tau, L, family)
+        bound[i] = np.minimum(bound[i], mv)
         use = r.any(1) & np.isfinite(rel).all(1)
         split[i] = np.where(use, np.argmax(np.where(np.isfinite(rel), rel, 0.0), axis=1), split[i])
-    bound = np.where(dropped, -np.inf, bound)
+    bound = np.where(dropped, -np.inf, np.where(np.isnan(bound), np.inf, bound))  # nan: unknown
     return bound, split
 
 
-def _charts():
-    """The first partition: every chart pair, each variable cut into :data:`START` parts."""
-    edges = [np.linspace(a, b, k + 1) for (a, b), k in zip(((0, 1), (0, 1), (-1, 1), (0, 1), (-1, 1)), START)]
-    cells = np.array(np.meshgrid(*[np.arange(k) for k in START], indexing="ij")).reshape(5, -1).T
-    lo = np.stack([edges[j][cells[:, j]] for j in range(5)], axis=1)
-    hi = np.stack([edges[j][cells[:, j] + 1] for j in range(5)], axis=1)
-    charts = [(sa, sb) for sa in (1.0, -1.0) for sb in (1.0, -1.0)]
-    k = len(lo)
-    signs = np.array([c for c in charts for _ in range(k)])
-    return np.tile(lo, (4, 1)), np.tile(hi, (4, 1)), signs
+@dataclass(frozen=True)
+class Family:
+    """The placements of a cell's values in box variables: their ranges, the first partition, and
+    ``expand``, the map to ``(s, r_a, t_a, r_b, t_b)`` (module docstring) in any number type."""
+
+    ranges: tuple
+    parts: tuple
+    expand: Callable
+
+    @property
+    def widths(self) -> np.ndarray:
+        return np.array([b - a for a, b in self.ranges], dtype=np.float64)
+
+    def charts(self):
+        """The first partition: every chart pair, each variable cut into ``parts`` parts."""
+        k = len(self.ranges)
+        edges = [np.linspace(a, b, n + 1) for (a, b), n in zip(self.ranges, self.parts)]
+        cells = np.array(np.meshgrid(*[np.arange(n) for n in self.parts], indexing="ij")).reshape(k, -1).T
+        lo = np.stack([edges[j][cells[:, j]] for j in range(k)], axis=1)
+        hi = np.stack([edges[j][cells[:, j] + 1] for j in range(k)], axis=1)
+        charts = [(sa, sb) for sa in (1.0, -1.0) for sb in (1.0, -1.0)]
+        signs = np.array([c for c in charts for _ in range(len(lo))])
+        return np.tile(lo, (4, 1)), np.tile(hi, (4, 1)), signs
+
+
+#: without a norm: ``h_s = (s, 0)``, ``h_a``, ``h_b`` anywhere in the unit disk
+FREE = Family(((0.0, 1.0), (0.0, 1.0), (-1.0, 1.0), (0.0, 1.0), (-1.0, 1.0)), (2, 2, 4, 2, 4), lambda v: v)
+
+
+def sphere(d: int) -> Family:
+    """Bare pre-norm (``eps = 0``): the three values on one circle of radius ``R <= sqrt(d)``
+    (module docstring), ``R`` up to a float above ``sqrt(d)``."""
+    top = arb_ceil(flint.arb(d).sqrt())
+    return Family(((0.0, top), (-1.0, 1.0), (-1.0, 1.0)), (2, 4, 4), lambda v: (v[0], v[0], v[1], v[0], v[2]))
 
 
 def root(d: int):
@@ -381,19 +431,19 @@ def placement_upper(cell: Cell, L: int) -> float:
     return placement_sup(cell.d, L)
 
 
-def placement_sup(d: int, L: int, max_boxes: int = MAX_BOXES, log=None) -> float:
+def placement_sup(d: int, L: int, family: Family = FREE, max_boxes: int = MAX_BOXES, log=None) -> float:
     """A float ``U >= m`` for every parameter set of the select cell read at ``s`` without a
     norm (softmax, classification, width ``d``) at ``L`` with every vector of norm at most 1:
     the branch and bound of the module docstring."""
     tau, tau_iv = root(d)
-    lo, hi, signs = _charts()
+    lo, hi, signs = family.charts()
     best = 0.0
 
     def evaluate(lo, hi, signs):
         nonlocal best
-        value, w = _float_best((lo + hi) / 2, [signs[:, :1], signs[:, 1:]], tau, L)
+        value, w = _float_best((lo + hi) / 2, [signs[:, :1], signs[:, 1:]], tau, L, family)
         best = max(best, float(value.max(initial=0.0)))
-        return box_bounds(lo, hi, [signs[:, :1], signs[:, 1:]], w, tau_iv, L)
+        return box_bounds(lo, hi, [signs[:, :1], signs[:, 1:]], w, tau_iv, L, family)
 
     bound, split = evaluate(lo, hi, signs)
     keep = bound > -np.inf
