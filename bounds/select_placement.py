@@ -15,8 +15,8 @@ it is the part of ``h_a`` and ``h_b`` orthogonal to ``V`` as well (they differ f
 vectors of ``V``).  The values ``h' = h - w`` lie in ``V``; they have the differences of ``h``,
 the scores ``<h'_s, h'_s - h'_a> = <h_s, h_s - h_a>`` and ``<h'_s, h'_b - h'_a> = <h_s, h_b -
 h_a>`` (``w`` is orthogonal to the differences), hence ``rho`` and ``beta``, and norms ``|h'|^2
-= |h|^2 - |w|^2 <= 1``; every output moves by the one vector ``-2w``, which moves the logit of
-class ``c`` by the constant ``-2<u_c, w>`` that ``b_c`` absorbs.  So every margin of a placement
+= |h|^2 - |w|^2 <= 1``; every output moves by the one vector ``-2w`` (``e_s = h_s``), which
+moves the logit of class ``c`` by the constant ``-2<u_c, w>`` that ``b_c`` absorbs.  So every margin of a placement
 is one of a placement in a plane, in the unit disk.  Rotated, ``h_s = (s, 0)``, ``0 <= s <= 1``.
 
 **The charts.**  ``h_x = r_x sigma_x ((1 - t_x^2), 2 t_x)/(1 + t_x^2)`` for ``x = a, b``, with
@@ -25,11 +25,13 @@ atan(t)`` covers ``[-pi/2, pi/2]``, turned by ``pi`` the rest of the circle, so 
 charts cover every placement, with rational functions of the box variables only.  The
 reflection ``(x, y) -> (x, -y)`` keeps ``h_s`` and every margin, maps each chart to itself (``t
 -> -t``) and flips the sign of ``cr = (a_1 - s) b_2 - a_2 (b_1 - s)``, twice the signed area of
-the triangle ``h_s, h_a, h_b``; the max-min margin is continuous in the placement (a maximum
-over a compact set of heads of a minimum of finitely many continuous functions), ``cr`` is a
-polynomial that is not identically 0, so the supremum over the domain is that over the
-placements with ``cr > 0`` (and ``X > 0``), and a box needs to bound those alone; a box whose
-``cr`` is surely negative is dropped.
+the triangle ``h_s, h_a, h_b``.  The max-min margin is a supremum over heads of margins that are
+continuous in the placement, so it is lower semicontinuous, and ``X cr`` is a polynomial that
+vanishes on no open set: every placement with ``X cr = 0`` is a limit of placements with ``X cr
+!= 0`` and has at most their limit inferior, and those with ``cr < 0`` are mirror images of ones
+with ``cr > 0``.  So the supremum over every placement is that over the placements with ``cr >
+0`` and ``X > 0``, a box needs to bound those alone, and a box whose ``cr`` is surely negative is
+dropped.
 
 **The bound of one placement** (``cr > 0``, ``X > 0``).  In the pencil's frame ``X = |h_a -
 h_s|``, ``a = dt/X`` with ``dt = <h_b - h_s, h_a - h_s>``, ``delta = cr/X``, ``x_n = X n/(rho +
@@ -38,32 +40,45 @@ s (b_1 - a_1)``.  The margin of every head with every ``|u_c| <= 1`` is at most
 
 * the level bound of the placement, ``F = X rho/S(rho, beta)`` (:func:`bounds.select_margin.level_sum`,
   which needs no assumption), and
-* for a unit ``theta = (cos phi, sin phi)`` at which the assumptions of
-  :mod:`bounds.select_direction` hold (``c_n > 0``, ``c_n >= T_{n+1} c_{n+1}``, ``c_{n+1} >= T_n
-  c_n``), ``1/Sigma`` with ``Sigma = sum_n min(c_{n+1}/T_n, c_n/T_{n+1})/(delta g_n)``.  With
-  ``C_n = X c_n = cr cos(phi) - sin(phi) (X^2 n/(rho + n) - dt)`` (same signs as ``c_n``) and
-  ``delta g_n = cr rho/((rho + n)(rho + n + 1))``
+* for a unit ``theta = (cos phi, sin phi)`` and a run ``i..j-1`` of consecutive pairs at each of
+  which the assumptions of :mod:`bounds.select_direction` hold (``c_n, c_{n+1} > 0``, ``c_n >=
+  T_{n+1} c_{n+1}``, ``c_{n+1} >= T_n c_n``), ``1/Sigma`` with ``Sigma = sum_{n=i}^{j-1}
+  min(c_{n+1}/T_n, c_n/T_{n+1})/(delta g_n)``: that module's (D), whose telescoping sum over the
+  run is ``<u_j - u_i, theta> <= 2`` as over every pair.  With ``C_n = X c_n = cr cos(phi) -
+  sin(phi) (X^2 n/(rho + n) - dt)`` (same signs as ``c_n``) and ``delta g_n = cr rho/((rho +
+  n)(rho + n + 1))``
 
-      Sigma = sum_{n=0}^{L-1} min(C_{n+1}/T_n, C_n/T_{n+1}) (rho + n)(rho + n + 1) / (X cr rho).
+      Sigma = sum_n min(C_{n+1}/T_n, C_n/T_{n+1}) (rho + n)(rho + n + 1) / (X cr rho).
 
   ``cos(phi), sin(phi) = (1 - w^2, 2 w)/(1 + w^2)`` for a float ``w``, enclosed in intervals: an
-  exact unit vector.
+  exact unit vector.  A run, rather than every pair, lets the certificate close where the
+  distractor's window of one pair (``T_n`` near 1) shuts while the others' stay open, as near the
+  level bound's corner ``h_b = h_a = -h_s``.
 
-**The bound of a box.**  Over a box (and a fixed ``w``, chosen in float64 at its centre: only
-the choice) both are enclosed in outward-rounded interval arithmetic (:mod:`verify.intervals`):
-plainly, where ``X`` and ``cr`` enter only through ``1/(X cr) >= 1/(X_hi cr_hi)`` (every factor
-of ``Sigma`` is positive once the assumptions hold), so boxes reaching ``cr = 0`` are bounded
-too; and by the mean-value form of :mod:`bounds.jets` where ``X`` and ``cr`` are surely
-positive, second order in the box's size: the terms whose branch of the ``min`` is decided on the
-whole box (intervals apart) enter one smooth sum, the others their plain lower ends.  The
-exponentials are enclosed in ball arithmetic (python-flint), endpoint by endpoint (``exp``
-increases).  The box's bound is the smallest of the enclosures' upper ends.
+**The bound of a box** (a fixed ``w`` and run, chosen in float64 at its centre and from the
+plain enclosures: only the choice).  Everything is enclosed in outward-rounded interval
+arithmetic (:mod:`verify.intervals`; the exponentials by Arb balls at each end, ``exp``
+increasing), and the run's assumptions must hold surely (their lower ends positive, plainly or
+by the mean-value form).  Only the placements with ``cr > 0`` are bounded, so ``cr``'s enclosure
+is cut at 0.  Then ``min(F, 1/Sigma)`` is bounded
+
+* plainly, ``X`` and ``cr`` entering only through ``1/(X cr) >= 1/(X_hi cr_hi)`` (every factor
+  of ``Sigma`` is positive once the assumptions hold), so boxes reaching ``cr = 0`` close as
+  they shrink;
+* by the mean-value forms of :mod:`bounds.jets` (second order in the box's size) where ``X``
+  and ``cr`` are surely positive: ``1/inf Sigma``, in which a pair whose branch of the ``min`` is
+  decided on the box (plain intervals apart) enters with it, any other as ``min(P, Q) = (P +
+  Q)/2 - |P - Q|/2``, with ``(P + Q)/2`` in the smooth sum and ``|P - Q| <= |P - Q|(c) + sum_i
+  |d_i (P - Q)| h_i`` (the absolute value is 1-Lipschitz) subtracted; and ``F`` by its
+  mean-value upper end.
+
+The box's bound is the smallest of these; a ``nan`` (an unknown enclosure) counts as ``inf``.
 
 **The branch and bound** splits the boxes of the largest bound (each along the variable of the
-largest mean-value term, else its widest) until that bound is within :data:`TOLERANCE` of the
-largest float value of the bound at a centre, or :data:`MAX_BOXES` boxes were split; the largest
-bound of the remaining boxes bounds every placement: it is a proven upper bound on the max-min
-margin of the cell.
+largest relative mean-value term, else its widest) until that bound is within :data:`TOLERANCE`
+of the largest float value of ``min(F, 1/Sigma)`` at a centre, or :data:`MAX_BOXES` boxes were
+split; the largest bound of the remaining boxes bounds every placement: it is a proven upper
+bound on the max-min margin of the cell.
 """
 
 from __future__ import annotations
@@ -250,22 +265,17 @@ def _lower(centre: Jet, box: Jet, h) -> Iv:
     return Iv(centre.v.lo) - sum((abs(g) * Iv(h[:, i:i + 1]) for i, g in enumerate(box.g)), Iv(0.0))
 
 
-def _smooth(lo, hi, signs, w, plain, low_plain, scale, positive, tau: Iv, L: int, family: "Family"):
-    """The mean-value bounds of boxes whose ``X`` is surely positive: an upper end of ``F``, an
-    upper end of ``1/Sigma`` over the best run of pairs valid on the box, the mean-value terms of
-    each variable relative to it (for the split), and the run.
+def _smooth(lo, hi, signs, w, plain, low_plain, scale, tau: Iv, L: int, family: "Family"):
+    """The mean-value bounds of boxes whose ``X`` and ``cr`` are surely positive: an upper end of
+    ``F``, an upper end of ``1/Sigma`` over the best run of pairs valid on the box, the mean-value
+    terms of each variable relative to ``Sigma`` (for the split), and the run.
 
     A pair is valid where its conditions are surely positive by ``plain`` (the plain intervals'
-    ``(valid, first, second)``) or by their mean-value forms; ``positive``: the boxes whose ``cr``
-    is surely positive.  ``Sigma = Sigma'/(X cr)`` with
-    ``Sigma'`` the sum over the run of ``min(P_n, Q_n)``, the two branches times ``(rho+n)(rho+n+1)
-    /rho``: a pair whose branch is decided on the box (intervals apart) enters the smooth sum with
-    it; any other as ``min(P, Q) = (P + Q)/2 - |P - Q|/2``, with ``(P + Q)/2`` in the smooth sum
-    and ``|P - Q| <= |P - Q|(c) + sum_i |d_i (P - Q)| h_i`` (the absolute value is 1-Lipschitz)
-    subtracted.  Two bounds: ``sup(X cr)/inf Sigma'`` (``X cr`` is smooth where ``cr`` changes
-    sign, so boxes that reach ``cr = 0`` close as they shrink), and where ``cr`` is surely
-    positive ``1/inf Sigma``, the same sum of the branches divided by ``X cr`` (second order in
-    the box's size)."""
+    ``(valid, first, second)``) or by their mean-value forms.  ``Sigma`` is the sum over the run
+    of ``min(P_n, Q_n)``, the two branches times ``(rho+n)(rho+n+1)/(X cr rho)``: a pair whose
+    branch is decided on the box (intervals apart) enters the smooth sum with it; any other as
+    ``min(P, Q) = (P + Q)/2 - |P - Q|/2``, with ``(P + Q)/2`` in the smooth sum and ``|P - Q| <=
+    |P - Q|(c) + sum_i |d_i (P - Q)| h_i`` (the absolute value is 1-Lipschitz) subtracted."""
     valid, first_iv, second_iv = plain
     c = (lo + hi) / 2
     h = np.maximum((Iv(c) - Iv(lo)).hi, (Iv(hi) - Iv(c)).hi)
@@ -318,19 +328,8 @@ def _smooth(lo, hi, signs, w, plain, low_plain, scale, positive, tau: Iv, L: int
         return np.where(x > 0, _column(1 / Iv(np.where(x > 0, x, 1.0)))[1], np.inf)
 
     level_up = _finite(flat((Iv(flat(level_c.v.hi)) + sum(terms(level_box), Iv(0.0))).hi), np.inf)
-    S_terms = terms(S_box)
-    S_up = _finite(flat((Iv(flat(S_c.v.hi)) + sum(S_terms, Iv(0.0))).hi), np.inf)
-    S_up = np.minimum(S_up, scale)  # the plain X_hi cr_hi
-    low, rel = lower_sum(P_box, Q_box, P_c, Q_c)
-    rel = rel + np.stack([flat(t.hi) for t in S_terms], axis=1) / np.maximum(S_up, 1e-300)[:, None]
-    ratio = _finite(_column(Iv(np.maximum(S_up, 0.0)) * Iv(inverse(low)))[1], np.inf)  # (0 inf: nan)
-    bound = np.minimum(level_up, ratio)
-    if positive.any():  # 1/inf Sigma, where cr > 0 on the box
-        j = np.flatnonzero(positive)
-        K_box, K_c = 1 / S_box[j], 1 / S_c[j]
-        low_j, rel_j = lower_sum(P_box[j] * K_box, Q_box[j] * K_box, P_c[j] * K_c, Q_c[j] * K_c, j)
-        bound[j] = np.minimum(bound[j], inverse(low_j))
-        rel[j] = rel_j
+    low, rel = lower_sum(P_box * (1 / S_box), Q_box * (1 / S_box), P_c * (1 / S_c), Q_c * (1 / S_c))
+    bound = np.minimum(level_up, inverse(low))
     return bound, _finite(rel, np.inf), run
 
 
@@ -362,11 +361,11 @@ def box_bounds(lo: np.ndarray, hi: np.ndarray, signs, w: np.ndarray, tau: Iv, L:
 
     bound = np.minimum(bound, inverse(over_scale(run)))
     split = np.argmax((hi - lo) / family.widths, axis=1)
-    smooth = _column(X2)[0] > 0
+    smooth = (_column(X2)[0] > 0) & positive
     if smooth.any():
         i = np.flatnonzero(smooth)
         mv, rel, r = _smooth(lo[i], hi[i], [s[i] for s in signs], w[i], (valid[i], first[i], second[i]),
-                             low[i], scale[i], positive[i], tau, L, family)
+                             low[i], scale[i], tau, L, family)
         bound[i] = np.minimum(bound[i], mv)
         use = r.any(1) & np.isfinite(rel).all(1)
         split[i] = np.where(use, np.argmax(np.where(np.isfinite(rel), rel, 0.0), axis=1), split[i])
@@ -401,13 +400,6 @@ class Family:
 
 #: without a norm: ``h_s = (s, 0)``, ``h_a``, ``h_b`` anywhere in the unit disk
 FREE = Family(((0.0, 1.0), (0.0, 1.0), (-1.0, 1.0), (0.0, 1.0), (-1.0, 1.0)), (2, 2, 4, 2, 4), lambda v: v)
-
-
-def sphere(d: int) -> Family:
-    """Bare pre-norm (``eps = 0``): the three values on one circle of radius ``R <= sqrt(d)``
-    (module docstring), ``R`` up to a float above ``sqrt(d)``."""
-    top = arb_ceil(flint.arb(d).sqrt())
-    return Family(((0.0, top), (-1.0, 1.0), (-1.0, 1.0)), (2, 4, 4), lambda v: (v[0], v[0], v[1], v[0], v[2]))
 
 
 def root(d: int):
