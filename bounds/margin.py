@@ -263,7 +263,11 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     attention without post-norm the smaller of that and the level bound of
     :mod:`bounds.select_margin`, which sees the distractor; without a norm (``L <= 128``) also
     the direction certificate over every placement (:mod:`bounds.select_placement`), which sees
-    the radius of the head's rows too."""
+    the radius of the head's rows too.  The select task read last with softmax attention (not
+    scale-free: its embeddings' scores must keep a contrast): after bare post-norm at ``eps = 0``
+    the count task's BOS arc bound of ``L - 1``, which holds for every head with rows of norm at
+    most 1 whatever the embeddings (every output has norm ``sqrt(d)``, and the inputs ``(s,
+    a^n)`` read at query ``a`` are an arc: :func:`bounds.last_margin._post`); else None."""
     if cell.readout != "classification":
         raise ValueError("margin_upper is for classification cells")
     if cell.read.last and (not cell.distractor or cell.attention == "linear" or cell.pre):
@@ -278,6 +282,12 @@ def margin_upper(cell: Cell, L: int) -> float | None:
         bounds = [b for b in (bound, select_linear_upper(cell, L) if cell.distractor else None)
                   if b is not None]
         return min(bounds) if bounds else None
+    if cell.read.last and cell.post and cell.eps == 0 and not cell.affine.gain and L >= 2:
+        # the select task read last with softmax after bare post-norm (not scale-free): every
+        # output has norm sqrt(d) whatever the embeddings, and the inputs (s, a^n) read at query
+        # a are the count task's arc, so the BOS read's arc bound of L - 1 holds at every budget
+        # (bounds.last_margin._post, its first bound)
+        return margin_upper(cell.replace(task="count", read="bos"), L - 1)
     if (cell.eps > 0 and cell.normed) or cell.read.last:
         return None
     level = None

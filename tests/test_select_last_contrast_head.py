@@ -304,3 +304,21 @@ def test_the_readme_post_norm_lower_bound():
     for kind in (True, False):
         b = contrast_lower.b_lower(_post(8, kind), 1024)
         assert float(quoted) <= b < float(quoted) + 1e-6
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_bare_post_norm_rows_carry_a_budget_free_margin_upper(norm):
+    """After bare post-norm the contrast rows (embeddings of norm B_min > 1) carry the count
+    task's BOS arc bound of ``L - 1``, which holds at every budget (every output has norm
+    ``sqrt(d)``); the certified margin is below it.  With a gain (its norm grows with the
+    budget) no bound is claimed."""
+    from bounds.margin import margin_upper
+
+    c = Cell("softmax", "post_bare", "classification", d=8, task="select", read="last", norm=norm)
+    for L in (5, 16):
+        row = search.classification_row(c, L)
+        assert row["certified"] and row["B_min"] > 1
+        assert row["margin_upper"] == margin_upper(c.replace(task="count", read="bos"), L - 1)
+        assert 0 < row["margin"] <= row["margin_upper"]
+    gain = c.replace(variant="post_learned", affine="gain")
+    assert margin_upper(gain, 16) is None
