@@ -26,8 +26,9 @@ charts cover every placement, with rational functions of the box variables only.
 reflection ``(x, y) -> (x, -y)`` keeps ``h_s`` and every margin, maps each chart to itself (``t
 -> -t``) and flips the sign of ``cr = (a_1 - s) b_2 - a_2 (b_1 - s)``, twice the signed area of
 the triangle ``h_s, h_a, h_b``.  The max-min margin is a supremum over heads of margins that are
-continuous in the placement, so it is lower semicontinuous, and ``X cr`` is a polynomial that
-vanishes on no open set: every placement with ``X cr = 0`` is a limit of placements with ``X cr
+continuous in the placement, so it is lower semicontinuous, and ``X^2 cr (1 + t_a^2)(1 +
+t_b^2)`` is a polynomial in the box variables, not identically 0, so ``X cr`` vanishes on no
+open set: every placement with ``X cr = 0`` is a limit of placements with ``X cr
 != 0`` and has at most their limit inferior, and those with ``cr < 0`` are mirror images of ones
 with ``cr > 0``.  So the supremum over every placement is that over the placements with ``cr >
 0`` and ``X > 0``, a box needs to bound those alone, and a box whose ``cr`` is surely negative is
@@ -62,9 +63,10 @@ increasing), and the run's assumptions must hold surely (their lower ends positi
 by the mean-value form).  Only the placements with ``cr > 0`` are bounded, so ``cr``'s enclosure
 is cut at 0.  Then ``min(F, 1/Sigma)`` is bounded
 
-* plainly, ``X`` and ``cr`` entering only through ``1/(X cr) >= 1/(X_hi cr_hi)`` (every factor
-  of ``Sigma`` is positive once the assumptions hold), so boxes reaching ``cr = 0`` close as
-  they shrink;
+* plainly, ``X`` and ``cr`` entering only through ``1/(X cr) >= 1/(X_hi cr_hi)``: the lower
+  ends of the other factors are summed and the bound kept only where that sum is positive, so
+  that dividing it by ``X_hi cr_hi`` (rounded up) bounds ``Sigma`` from below; boxes reaching
+  ``cr = 0`` close as they shrink;
 * by the mean-value forms of :mod:`bounds.jets` (second order in the box's size) where ``X``
   and ``cr`` are surely positive: ``1/inf Sigma``, in which a pair whose branch of the ``min`` is
   decided on the box (plain intervals apart) enters with it, any other as ``min(P, Q) = (P +
@@ -345,10 +347,10 @@ def box_bounds(lo: np.ndarray, hi: np.ndarray, signs, w: np.ndarray, tau: Iv, L:
     cr = Iv(np.maximum(cr.lo, 0.0), cr.hi)  # only the placements with cr > 0 are bounded
     first, second, W, C, T = _terms(X2, dt, cr, rho, beta, cos, sin, L)
     valid = _pairs_valid(C, T, True) & (w != 0)[:, None]
-    # plainly: the lower ends of min(first, second) W over X_hi cr_hi (every factor positive)
+    # plainly: the lower ends of min(first, second) W, their sum over X_hi cr_hi (module docstring)
     low = (Iv(np.minimum(first.lo, second.lo)) * W).lo
     # (a larger scale only lowers the sum: kept above 1e-200, where the quotients stay finite)
-    scale = np.maximum(_column(Iv(np.sqrt(np.maximum(X2.hi, 0.0))) * Iv(np.maximum(cr.hi, 0.0)))[1], 1e-200)
+    scale = np.maximum(_column(Iv(np.maximum(X2.hi, 0.0)).sqrt() * Iv(np.maximum(cr.hi, 0.0)))[1], 1e-200)
     with np.errstate(all="ignore"):
         run = _best_run(np.where(np.isfinite(low), low, 0.0) / scale[:, None], valid & np.isfinite(low))
 
