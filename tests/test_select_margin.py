@@ -51,6 +51,10 @@ def _max_min(z, cls, L, sides=64, inscribed=True):
     centre = z.mean(axis=0)
     basis = np.linalg.svd(z - centre)[2][:2]
     y = (z - centre) @ basis.T
+    # every margin scales with the outputs: solved at unit size (the solver's tolerances are
+    # absolute) and scaled back
+    size = float(np.abs(y).max()) or 1.0
+    y = y / size
     nc = L + 1
     nv = 3 * nc + 1
     rows, rhs = [], []
@@ -76,7 +80,7 @@ def _max_min(z, cls, L, sides=64, inscribed=True):
     bounds[2 * nc] = (0, 0)
     res = linprog(cost, A_ub=np.array(rows), b_ub=np.array(rhs), bounds=bounds, method="highs")
     assert res.status == 0
-    return -res.fun
+    return -res.fun * size
 
 
 def _unit(v):
