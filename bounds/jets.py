@@ -108,6 +108,15 @@ def _broadcast(x: Iv, shape) -> Iv:
     return Iv(np.broadcast_to(x.lo, shape), np.broadcast_to(x.hi, shape))
 
 
+def where(mask: np.ndarray, a: Jet, b: Jet) -> Jet:
+    """``a`` where ``mask``, else ``b``, entry by entry (values and gradients, broadcast to the
+    mask's shape): on each entry it is one of the two, so their enclosures are its."""
+    def pick(x, y):
+        x, y = _broadcast(x, mask.shape), _broadcast(y, mask.shape)
+        return Iv(np.where(mask, x.lo, y.lo), np.where(mask, x.hi, y.hi))
+    return Jet(pick(a.v, b.v), tuple(pick(x, y) for x, y in zip(a.g, b.g)))
+
+
 def _tree_sum(x: Iv) -> Iv:
     """``sum`` over the last axis by halving (every addition rounded outward)."""
     if x.lo.ndim == 0:

@@ -261,7 +261,7 @@ def margin_upper(cell: Cell, L: int) -> float | None:
     of its query-``b`` inputs (:func:`bounds.last_margin.select_linear_upper`) where that is
     smaller.  With softmax
     attention without post-norm the smaller of that and the level bound of
-    :mod:`bounds.select_margin`, which sees the distractor; without a norm (``L <= 128``) also
+    :mod:`bounds.select_margin`, which sees the distractor; without a norm (``L <= select_placement.MAX_L``) also
     the direction certificate over every placement (:mod:`bounds.select_placement`), which sees
     the radius of the head's rows too.  The select task read last with softmax attention (not
     scale-free: its embeddings' scores must keep a contrast): after bare post-norm at ``eps = 0``

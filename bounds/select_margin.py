@@ -114,7 +114,7 @@ def _level(cell: Cell, L: int) -> flint.arb:
     def X(rho):
         return _arb(laws.value_gap(cell, 1, sd * rho.log(), ops))
 
-    def denominator(rho):  # S(rho, kappa rho)/rho = lin rho + const + c/rho
+    def denominator(rho):  # S(rho, kappa rho)/rho = lin rho + (a constant) + c/rho: convex
         return level_sum(rho, kappa * rho, L) / rho
 
     rho_max = (_arb(laws.score_gap_max(cell, 1, ops)) / sd).exp()

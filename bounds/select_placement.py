@@ -87,14 +87,12 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
-from typing import Callable
 
 import flint
 import numpy as np
 
 from bounds import select_margin
-from bounds.jets import Jet
+from bounds.jets import Jet, where
 from bounds.select_margin import level_sum
 from constructions.cell import Cell
 from constructions.pencil import weights
@@ -112,6 +110,11 @@ BATCH = 512
 W_GRID = np.linspace(-0.75, 0.75, 41)
 #: the finer steps (in units of the grid's) searched around the grid's best ``w``
 W_FINE = np.linspace(-1, 1, 9)
+#: the box variables ``s, r_a, t_a, r_b, t_b``: their ranges (module docstring) and the first
+#: partition of each chart
+RANGES = ((0.0, 1.0), (0.0, 1.0), (-1.0, 1.0), (0.0, 1.0), (-1.0, 1.0))
+PARTS = (2, 2, 4, 2, 4)
+WIDTHS = np.array([b - a for a, b in RANGES])
 #: the largest L bounded (its cost; beyond, the level bound is within 1% of the head at d = 8:
 #: 1.0062 at L = 128)
 MAX_L = 64
@@ -165,16 +168,26 @@ def _terms(X2, dt, cr, rho, beta, cos, sin, L: int):
     return first, second, (rho + k) * (rho + k + 1) / rho, C, T
 
 
-def _pairs_valid(C, T, sure: bool) -> np.ndarray:
-    """Per pair ``n`` (last axis, ``n = 0..L-1``): whether ``C_n, C_{n+1} > 0``, ``C_n >= T_{n+1}
-    C_{n+1}`` and ``C_{n+1} >= T_n C_n`` hold (``sure``: surely, on intervals)."""
-    if sure:
-        pos = C.lo > 0
-        return (pos[..., :-1] & pos[..., 1:] & ((C[..., :-1] - T[..., 1:] * C[..., 1:]).lo >= 0)
-                & ((C[..., 1:] - T[..., :-1] * C[..., :-1]).lo >= 0))
-    pos = C > 0
-    return (pos[..., :-1] & pos[..., 1:] & (C[..., :-1] >= T[..., 1:] * C[..., 1:])
-            & (C[..., 1:] >= T[..., :-1] * C[..., :-1]))
+def _conditions(C, T):
+    """Per pair ``n`` (last axis, ``n = 0..L-1``), in any number type: ``C_n``, ``C_{n+1}``
+    (positive where the pair is valid), ``C_n - T_{n+1} C_{n+1}`` and ``C_{n+1} - T_n C_n``
+    (nonnegative)."""
+    return (C[..., :-1], C[..., 1:], C[..., :-1] - T[..., 1:] * C[..., 1:], C[..., 1:] - T[..., :-1] * C[..., :-1])
+
+
+def _holds(lows) -> np.ndarray:
+    """Whether the pairs are valid, from lower ends (or float values) of :func:`_conditions`."""
+    return (lows[0] > 0) & (lows[1] > 0) & (lows[2] >= 0) & (lows[3] >= 0)
+
+
+def _level(X, rho, beta, L: int):
+    """The level bound ``F = X rho/S(rho, beta)`` of a placement, in any number type."""
+    return X * rho / level_sum(rho, beta, L)
+
+
+def _inverse(x: np.ndarray) -> np.ndarray:
+    """``1/x`` rounded up where ``x > 0``, else ``inf``."""
+    return np.where(x > 0, _column(1 / Iv(np.where(x > 0, x, 1.0)))[1], np.inf)
 
 
 def _best_run(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -191,13 +204,12 @@ def _best_run(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return valid & (idx > last_bad) & (idx <= end)
 
 
-def _float_best(centres, signs, tau: float, L: int, family: "Family"):
+def _float_best(centres, signs, tau: float, L: int):
     """Per centre: the float bound ``min(F, 1/Sigma)`` at the best ``w`` (the best run of valid
     pairs at each ``w``) of :data:`W_GRID`, then of :data:`W_FINE` steps of it around the best
     (``w = 0`` is the level bound), and that ``w``."""
-    X2, dt, cr, rho, beta = _placement(*family.expand([centres[:, i:i + 1] for i in range(centres.shape[1])]),
-                                       signs, tau, _Floats)
-    level = np.sqrt(X2[:, 0]) * rho[:, 0] / level_sum(rho[:, 0], beta[:, 0], L)
+    X2, dt, cr, rho, beta = _placement(*(centres[:, i:i + 1] for i in range(5)), signs, tau, _Floats)
+    level = _level(np.sqrt(X2[:, 0]), rho[:, 0], beta[:, 0], L)
     # the mirror image of a placement (cr -> -cr) has the same margins
     X2, dt, cr, rho, beta = (v[:, :, None] for v in (X2, dt, np.abs(cr), rho, beta))
 
@@ -206,7 +218,7 @@ def _float_best(centres, signs, tau: float, L: int, family: "Family"):
         cos, sin = (1 - w * w) / (1 + w * w), 2 * w / (1 + w * w)
         first, second, W, C, T = _terms(X2, dt, cr, rho, beta, cos, sin, L)
         terms = np.minimum(first, second) * W / (np.sqrt(X2) * cr)
-        valid = _pairs_valid(C, T, False) & np.isfinite(terms) & (cr > 0) & (X2 > 0)
+        valid = _holds(_conditions(C, T)) & np.isfinite(terms) & (cr > 0) & (X2 > 0)
         return np.where(_best_run(terms, valid), terms, 0.0).sum(-1)
 
     rows = np.arange(len(centres))
@@ -226,11 +238,10 @@ def _float_best(centres, signs, tau: float, L: int, family: "Family"):
 
 def _variables(lo, hi, jets: bool):
     """The box variables as column intervals (``jets``: jets with unit gradients)."""
-    k = lo.shape[1]
     out = []
-    for i in range(k):
+    for i in range(5):
         v = Iv(lo[:, i:i + 1], hi[:, i:i + 1])
-        out.append(Jet(v, tuple(Iv(1.0 if j == i else 0.0) for j in range(k))) if jets else v)
+        out.append(Jet(v, tuple(Iv(1.0 if j == i else 0.0) for j in range(5))) if jets else v)
     return out
 
 
@@ -241,19 +252,8 @@ def _unit(w: np.ndarray):
     return (1 - wi * wi) * q, (2 * wi) * q
 
 
-def _broadcast(x: Iv, shape) -> Iv:
-    return Iv(np.broadcast_to(x.lo, shape), np.broadcast_to(x.hi, shape))
-
-
-def _select(mask: np.ndarray, a: Jet, b: Jet) -> Jet:
-    """``a`` where ``mask``, else ``b`` (values and gradients)."""
-    def pick(x, y):
-        x, y = _broadcast(x, mask.shape), _broadcast(y, mask.shape)
-        return Iv(np.where(mask, x.lo, y.lo), np.where(mask, x.hi, y.hi))
-    return Jet(pick(a.v, b.v), tuple(pick(x, y) for x, y in zip(a.g, b.g)))
-
-
-def _column(x: Iv) -> np.ndarray:
+def _column(x: Iv) -> tuple:
+    """The lower and upper ends, flat."""
     return np.asarray(x.lo, dtype=np.float64).reshape(-1), np.asarray(x.hi, dtype=np.float64).reshape(-1)
 
 
@@ -267,7 +267,7 @@ def _lower(centre: Jet, box: Jet, h) -> Iv:
     return Iv(centre.v.lo) - sum((abs(g) * Iv(h[:, i:i + 1]) for i, g in enumerate(box.g)), Iv(0.0))
 
 
-def _smooth(lo, hi, signs, w, plain, low_plain, scale, tau: Iv, L: int, family: "Family"):
+def _smooth(lo, hi, signs, w, plain, low_plain, scale, tau: Iv, L: int):
     """The mean-value bounds of boxes whose ``X`` and ``cr`` are surely positive: an upper end of
     ``F``, an upper end of ``1/Sigma`` over the best run of pairs valid on the box, the mean-value
     terms of each variable relative to ``Sigma`` (for the split), and the run.
@@ -281,23 +281,16 @@ def _smooth(lo, hi, signs, w, plain, low_plain, scale, tau: Iv, L: int, family: 
     valid, first_iv, second_iv = plain
     c = (lo + hi) / 2
     h = np.maximum((Iv(c) - Iv(lo)).hi, (Iv(hi) - Iv(c)).hi)
-    k = lo.shape[1]
     cos, sin = (Iv(v.lo[:, None], v.hi[:, None]) for v in _unit(w))
     parts = []
     for jets, (a, b) in ((True, (lo, hi)), (False, (c, c))):
-        X2, dt, cr, rho, beta = _placement(*family.expand([v if jets else Jet(v) for v in _variables(a, b, jets)]),
+        X2, dt, cr, rho, beta = _placement(*(v if jets else Jet(v) for v in _variables(a, b, jets)),
                                            signs, tau, _Intervals)
         X = X2.sqrt()
         first, second, W, C, T = _terms(X2, dt, cr, rho, beta, cos, sin, L)
-        conditions = (C[..., :-1], C[..., 1:], C[..., :-1] - T[..., 1:] * C[..., 1:],
-                      C[..., 1:] - T[..., :-1] * C[..., :-1])
-        parts.append((X * rho / level_sum(rho, beta, L), first * W, second * W, X * cr, conditions))
+        parts.append((_level(X, rho, beta, L), first * W, second * W, X * cr, _conditions(C, T)))
     (level_box, P_box, Q_box, S_box, cond_box), (level_c, P_c, Q_c, S_c, cond_c) = parts
-    mv = np.ones(valid.shape, dtype=bool)
-    for j, (cb, cc) in enumerate(zip(cond_box, cond_c)):
-        ok = _lower(cc, cb, h).lo
-        mv &= (ok > 0) if j < 2 else (ok >= 0)
-    valid = (valid | mv) & (w != 0)[:, None]
+    valid = (valid | _holds([_lower(cc, cb, h).lo for cb, cc in zip(cond_box, cond_c)])) & (w != 0)[:, None]
     with np.errstate(all="ignore"):
         run = _best_run(np.where(np.isfinite(low_plain), low_plain, 0.0) / scale[:, None], valid)
     take_first = run & (first_iv.hi <= second_iv.lo)
@@ -310,9 +303,9 @@ def _smooth(lo, hi, signs, w, plain, low_plain, scale, tau: Iv, L: int, family: 
         first, second, either, hh = take_first[rows], take_second[rows], vague[rows], h[rows]
 
         def pick(P, Q, jets):
-            zero = Jet(Iv(0.0), tuple(Iv(0.0) for _ in range(k)) if jets else ())
-            smooth = _select(first, P, _select(second, Q, _select(either, (P + Q) * 0.5, zero)))
-            return smooth.sum(), _select(either, P - Q, zero)
+            zero = Jet(Iv(0.0), tuple(Iv(0.0) for _ in range(5)) if jets else ())
+            smooth = where(first, P, where(second, Q, where(either, (P + Q) * 0.5, zero)))
+            return smooth.sum(), where(either, P - Q, zero)
 
         (sum_box, diff_box), (sum_c, diff_c) = pick(P_box, Q_box, True), pick(P_c, Q_c, False)
         sum_terms = terms(sum_box, hh)
@@ -326,27 +319,24 @@ def _smooth(lo, hi, signs, w, plain, low_plain, scale, tau: Iv, L: int, family: 
                   + 0.5 * np.stack([flat(t.hi) for t in diff_terms], axis=1))
         return low, spread / np.maximum(np.abs(low), 1e-300)[:, None]
 
-    def inverse(x):  # 1/x rounded up where positive
-        return np.where(x > 0, _column(1 / Iv(np.where(x > 0, x, 1.0)))[1], np.inf)
-
     level_up = _finite(flat((Iv(flat(level_c.v.hi)) + sum(terms(level_box), Iv(0.0))).hi), np.inf)
     low, rel = lower_sum(P_box * (1 / S_box), Q_box * (1 / S_box), P_c * (1 / S_c), Q_c * (1 / S_c))
-    bound = np.minimum(level_up, inverse(low))
+    bound = np.minimum(level_up, _inverse(low))
     return bound, _finite(rel, np.inf), run
 
 
-def box_bounds(lo: np.ndarray, hi: np.ndarray, signs, w: np.ndarray, tau: Iv, L: int, family: "Family"):
+def box_bounds(lo: np.ndarray, hi: np.ndarray, signs, w: np.ndarray, tau: Iv, L: int):
     """``(bound, split)`` per box ``[lo, hi]`` (rows; the variables ``s, r_a, t_a, r_b, t_b``)
     of the charts ``signs`` (``(sigma_a, sigma_b)`` columns) at the directions ``w``: a float
     ``>=`` the margin of every head on every placement of the box with ``cr > 0`` (module
     docstring; ``-inf`` where ``cr`` is surely negative), and the variable to split."""
     cos, sin = (Iv(v.lo[:, None], v.hi[:, None]) for v in _unit(w))
-    X2, dt, cr, rho, beta = _placement(*family.expand(_variables(lo, hi, False)), signs, tau, _Intervals)
-    bound = _finite(_column(X2.sqrt() * rho / level_sum(rho, beta, L))[1], np.inf)
+    X2, dt, cr, rho, beta = _placement(*_variables(lo, hi, False), signs, tau, _Intervals)
+    bound = _finite(_column(_level(X2.sqrt(), rho, beta, L))[1], np.inf)
     dropped, positive = _column(cr)[1] < 0, _column(cr)[0] > 0
     cr = Iv(np.maximum(cr.lo, 0.0), cr.hi)  # only the placements with cr > 0 are bounded
     first, second, W, C, T = _terms(X2, dt, cr, rho, beta, cos, sin, L)
-    valid = _pairs_valid(C, T, True) & (w != 0)[:, None]
+    valid = _holds([x.lo for x in _conditions(C, T)]) & (w != 0)[:, None]
     # plainly: the lower ends of min(first, second) W, their sum over X_hi cr_hi (module docstring)
     low = (Iv(np.minimum(first.lo, second.lo)) * W).lo
     # (a larger scale only lowers the sum: kept above 1e-200, where the quotients stay finite)
@@ -358,16 +348,13 @@ def box_bounds(lo: np.ndarray, hi: np.ndarray, signs, w: np.ndarray, tau: Iv, L:
         total = Jet(Iv(np.where(mask, low[rows], 0.0))).sum().v
         return _finite((Iv(total.lo) / Iv(scale[rows])).lo, -np.inf)
 
-    def inverse(total):  # 1/total rounded up where positive
-        return np.where(total > 0, _column(1 / Iv(np.where(total > 0, total, 1.0)))[1], np.inf)
-
-    bound = np.minimum(bound, inverse(over_scale(run)))
-    split = np.argmax((hi - lo) / family.widths, axis=1)
+    bound = np.minimum(bound, _inverse(over_scale(run)))
+    split = np.argmax((hi - lo) / WIDTHS, axis=1)
     smooth = (_column(X2)[0] > 0) & positive
     if smooth.any():
         i = np.flatnonzero(smooth)
         mv, rel, r = _smooth(lo[i], hi[i], [s[i] for s in signs], w[i], (valid[i], first[i], second[i]),
-                             low[i], scale[i], tau, L, family)
+                             low[i], scale[i], tau, L)
         bound[i] = np.minimum(bound[i], mv)
         use = r.any(1) & np.isfinite(rel).all(1)
         split[i] = np.where(use, np.argmax(np.where(np.isfinite(rel), rel, 0.0), axis=1), split[i])
@@ -375,33 +362,14 @@ def box_bounds(lo: np.ndarray, hi: np.ndarray, signs, w: np.ndarray, tau: Iv, L:
     return bound, split
 
 
-@dataclass(frozen=True)
-class Family:
-    """The placements of a cell's values in box variables: their ranges, the first partition, and
-    ``expand``, the map to ``(s, r_a, t_a, r_b, t_b)`` (module docstring) in any number type."""
-
-    ranges: tuple
-    parts: tuple
-    expand: Callable
-
-    @property
-    def widths(self) -> np.ndarray:
-        return np.array([b - a for a, b in self.ranges], dtype=np.float64)
-
-    def charts(self):
-        """The first partition: every chart pair, each variable cut into ``parts`` parts."""
-        k = len(self.ranges)
-        edges = [np.linspace(a, b, n + 1) for (a, b), n in zip(self.ranges, self.parts)]
-        cells = np.array(np.meshgrid(*[np.arange(n) for n in self.parts], indexing="ij")).reshape(k, -1).T
-        lo = np.stack([edges[j][cells[:, j]] for j in range(k)], axis=1)
-        hi = np.stack([edges[j][cells[:, j] + 1] for j in range(k)], axis=1)
-        charts = [(sa, sb) for sa in (1.0, -1.0) for sb in (1.0, -1.0)]
-        signs = np.array([c for c in charts for _ in range(len(lo))])
-        return np.tile(lo, (4, 1)), np.tile(hi, (4, 1)), signs
-
-
-#: without a norm: ``h_s = (s, 0)``, ``h_a``, ``h_b`` anywhere in the unit disk
-FREE = Family(((0.0, 1.0), (0.0, 1.0), (-1.0, 1.0), (0.0, 1.0), (-1.0, 1.0)), (2, 2, 4, 2, 4), lambda v: v)
+def _charts():
+    """The first partition: every chart pair, each variable cut into :data:`PARTS` parts."""
+    edges = [np.linspace(a, b, n + 1) for (a, b), n in zip(RANGES, PARTS)]
+    cells = np.array(np.meshgrid(*[np.arange(n) for n in PARTS], indexing="ij")).reshape(5, -1).T
+    lo = np.stack([edges[j][cells[:, j]] for j in range(5)], axis=1)
+    hi = np.stack([edges[j][cells[:, j] + 1] for j in range(5)], axis=1)
+    signs = np.array([c for c in ((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0)) for _ in range(len(lo))])
+    return np.tile(lo, (4, 1)), np.tile(hi, (4, 1)), signs
 
 
 def root(d: int):
@@ -425,19 +393,19 @@ def placement_upper(cell: Cell, L: int) -> float:
     return placement_sup(cell.d, L)
 
 
-def placement_sup(d: int, L: int, family: Family = FREE, max_boxes: int = MAX_BOXES, log=None) -> float:
+def placement_sup(d: int, L: int, max_boxes: int = MAX_BOXES, log=None) -> float:
     """A float ``U >= m`` for every parameter set of the select cell read at ``s`` without a
     norm (softmax, classification, width ``d``) at ``L`` with every vector of norm at most 1:
     the branch and bound of the module docstring."""
     tau, tau_iv = root(d)
-    lo, hi, signs = family.charts()
+    lo, hi, signs = _charts()
     best = 0.0
 
     def evaluate(lo, hi, signs):
         nonlocal best
-        value, w = _float_best((lo + hi) / 2, [signs[:, :1], signs[:, 1:]], tau, L, family)
+        value, w = _float_best((lo + hi) / 2, [signs[:, :1], signs[:, 1:]], tau, L)
         best = max(best, float(value.max(initial=0.0)))
-        return box_bounds(lo, hi, [signs[:, :1], signs[:, 1:]], w, tau_iv, L, family)
+        return box_bounds(lo, hi, [signs[:, :1], signs[:, 1:]], w, tau_iv, L)
 
     bound, split = evaluate(lo, hi, signs)
     keep = bound > -np.inf

@@ -84,3 +84,16 @@ def test_concatenate_and_broadcast_gradients():
     assert np.allclose(joined.g[0].lo, [0.0, -1, -1, -1, -1, -1, 3.0], rtol=1e-14, atol=0)
     assert np.all(joined.g[0].lo <= [0.0, -1, -1, -1, -1, -1, 3.0])
     assert math.isclose(float(joined.sum().v.hi), 2 + 10 + 3, rel_tol=1e-14)
+
+
+def test_where_takes_each_entry_from_one_side():
+    """``where`` keeps value and gradient of ``a`` on the mask and of ``b`` off it, broadcast."""
+    from bounds.jets import where
+
+    a = Jet(Iv(np.array([[1.0, 2.0, 3.0]])), (Iv(np.array([[10.0, 20.0, 30.0]])),))
+    b = Jet(Iv(-1.0, 1.0), (Iv(5.0),))
+    mask = np.array([[True, False, True], [False, True, False]])
+    got = where(mask, a, b)
+    assert got.v.lo.tolist() == [[1.0, -1.0, 3.0], [-1.0, 2.0, -1.0]]
+    assert got.v.hi.tolist() == [[1.0, 1.0, 3.0], [1.0, 2.0, 1.0]]
+    assert got.g[0].lo.tolist() == [[10.0, 5.0, 30.0], [5.0, 20.0, 5.0]]

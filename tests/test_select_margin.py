@@ -256,16 +256,16 @@ def test_readme_classification_table(row):
     """The README's table of select margins: each margin is the head's float margin at its shape
     (certified rows where cheap), ``margin_upper`` the proven bound, and the ratio theirs (one
     test per row, so that the rows' bounds run in parallel)."""
-    for text, L, select_m, upper, ratio in [row]:
-        parts = text.split(", ")
-        kw = {"norm": parts[2]} if len(parts) > 2 else {}
-        cell = _cell(parts[1], **kw)
-        L = int(L)
-        des = classification.design(cell)
-        got = des.margin(des.best_shape(L), L)
-        assert got == pytest.approx(float(select_m), rel=1e-3)
-        bound = margin_upper(cell, L)
-        assert bound == pytest.approx(float(upper), rel=1e-3) and bound / got == pytest.approx(float(ratio), rel=1e-3)
-        if L <= 32:
-            row = search.classification_row(cell, L)
-            assert row["certified"] and row["margin"] == pytest.approx(float(select_m), rel=1e-3)
+    text, L, select_m, upper, ratio = row
+    parts = text.split(", ")
+    kw = {"norm": parts[2]} if len(parts) > 2 else {}
+    cell = _cell(parts[1], **kw)
+    L = int(L)
+    des = classification.design(cell)
+    got = des.margin(des.best_shape(L), L)
+    assert got == pytest.approx(float(select_m), rel=1e-3)
+    bound = margin_upper(cell, L)
+    assert bound == pytest.approx(float(upper), rel=1e-3) and bound / got == pytest.approx(float(ratio), rel=1e-3)
+    if L <= 32:
+        row = search.classification_row(cell, L)
+        assert row["certified"] and row["margin"] == pytest.approx(float(select_m), rel=1e-3)

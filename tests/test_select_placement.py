@@ -113,8 +113,8 @@ def test_each_box_bound_holds_on_its_box(seed, width, L, chart, direction):
     if direction:
         w = np.array([rng.uniform(-0.75, 0.75)])
     else:
-        w = select_placement._float_best(((lo + hi) / 2)[None, :], cols, tau, L, select_placement.FREE)[1]
-    bound, _ = select_placement.box_bounds(lo[None, :], hi[None, :], cols, w, root, L, select_placement.FREE)
+        w = select_placement._float_best(((lo + hi) / 2)[None, :], cols, tau, L)[1]
+    bound, _ = select_placement.box_bounds(lo[None, :], hi[None, :], cols, w, root, L)
     checked = 0
     for _ in range(40):
         h_s, h_a, h_b = _chart_point(lo + (hi - lo) * rng.uniform(size=5), signs)
@@ -186,8 +186,8 @@ def test_box_bounds_at_the_head(width):
     for _ in range(4):
         lo = np.clip(point - width * rng.uniform(0, 1, 5), [0, 0, -1, 0, -1], [1, 1, 1, 1, 1])
         hi = np.clip(point + width * rng.uniform(0, 1, 5), [0, 0, -1, 0, -1], [1, 1, 1, 1, 1])
-        w = select_placement._float_best(((lo + hi) / 2)[None, :], cols, tau, L, select_placement.FREE)[1]
-        bound = select_placement.box_bounds(lo[None, :], hi[None, :], cols, w, root, L, select_placement.FREE)[0][0]
+        w = select_placement._float_best(((lo + hi) / 2)[None, :], cols, tau, L)[1]
+        bound = select_placement.box_bounds(lo[None, :], hi[None, :], cols, w, root, L)[0][0]
         assert frame.margin(L) <= bound
         for _ in range(3):
             p = lo + (hi - lo) * rng.uniform(size=5)
